@@ -1,0 +1,91 @@
+"""One exception hierarchy for trainguard, and the CLI exit codes it maps to.
+
+Two families matter to a user: *bad input* (the spec, a history file, a flag: fix your input,
+exit 2) and *the guarded thing failed* (a preflight check, the job, the verdict: exit 1).
+Transient errors (a 503, a timeout) are retried where it is safe and otherwise reported as such.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EXIT_OK",
+    "EXIT_FAILED",
+    "EXIT_BAD_INPUT",
+    "TrainguardError",
+    "UserError",
+    "SpecError",
+    "HistoryError",
+    "ConfigError",
+    "GuardFailed",
+    "PreflightFailed",
+    "TrainingFailed",
+    "ValidationFailed",
+    "TransientError",
+    "CheckpointError",
+]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+class TrainguardError(Exception):
+    """Base of every error trainguard raises on purpose."""
+
+    exit_code = EXIT_FAILED
+
+
+class UserError(TrainguardError):
+    """Bad input: the message says what is wrong and what to do."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class SpecError(UserError):
+    """The job spec is malformed; ``path`` names the offending field (may be empty)."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class HistoryError(UserError):
+    """A training-history file cannot be read."""
+
+
+class ConfigError(UserError):
+    """A flag, parameter or environment setting is invalid."""
+
+
+class GuardFailed(TrainguardError):
+    """The guarded thing failed; carries a result object for reports."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, message: str, result: object = None) -> None:
+        self.result = result
+        super().__init__(message)
+
+
+class PreflightFailed(GuardFailed):
+    """At least one preflight check failed (``result`` is the report)."""
+
+
+class TrainingFailed(GuardFailed):
+    """The training job failed; ``diagnosis`` names the failure class when known."""
+
+    def __init__(self, message: str, result: object = None, diagnosis: object = None) -> None:
+        self.diagnosis = diagnosis
+        super().__init__(message, result)
+
+
+class ValidationFailed(GuardFailed):
+    """The validation verdict failed (``result`` is the verdict)."""
+
+
+class TransientError(TrainguardError):
+    """A remote service was unavailable or slow; retrying later may succeed."""
+
+
+class CheckpointError(TrainguardError):
+    """A checkpoint could not be saved or restored."""

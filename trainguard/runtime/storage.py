@@ -8,6 +8,7 @@ rename. ``google-cloud-storage`` is imported only when a ``gs://`` URI is used; 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -149,10 +150,8 @@ class GCSStore(FileStore):
     def delete(self, uri: str) -> None:
         from google.api_core.exceptions import NotFound
 
-        try:
+        with contextlib.suppress(NotFound):
             self._blob(uri).delete()
-        except NotFound:
-            pass
 
 
 def store_for(uri: str) -> FileStore:

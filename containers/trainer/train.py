@@ -1,0 +1,231 @@
+"""trainguard's reference trainer: a PyTorch MLP on scikit-learn's digits, checkpointed and resumable.
+
+Runs on CUDA when present (``--bf16`` for autocast), on the CPU otherwise. It follows Vertex AI's
+environment contract: checkpoints go to ``AIP_CHECKPOINT_DIR``, the model to ``AIP_MODEL_DIR``, the
+history (JSONL) to ``TRAINGUARD_HISTORY``. A run that is preempted (SIGTERM) saves and exits; the
+restarted run resumes from the newest complete checkpoint and ends with the same weights, byte for
+byte, as an uninterrupted run. With ``WORLD_SIZE`` > 1 it trains data-parallel over gloo (CPU) or
+NCCL (CUDA).
+
+Scenario flags (for validation fixtures): ``--lr`` high enough diverges, ``--repeat-batch`` feeds the
+same batch forever (a stalled input pipeline), ``--train-fraction`` small + big ``--hidden``
+overfits, ``--dropout`` makes validation loss sit below training loss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import math
+import os
+import random
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from trainguard.runtime import CheckpointManager, HistoryWriter, VertexEnv
+from trainguard.runtime.checkpoint import RetentionPolicy, SavePolicy
+from trainguard.runtime.storage import join, store_for
+from trainguard.runtime.torch_state import STATE_FILE, restore, serialize, snapshot
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--epochs", type=int, default=12)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
+    p.add_argument("--momentum", type=float, default=0.0)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--train-fraction", type=float, default=0.8,
+                   help="fraction of the data used for training (the rest validates)")
+    p.add_argument("--label-noise", type=float, default=0.0,
+                   help="fraction of training labels replaced at random (helps overfitting show)")
+    p.add_argument("--repeat-batch", action="store_true",
+                   help="feed the first batch forever (simulates a broken input pipeline)")
+    p.add_argument("--clip-grad", type=float, default=0.0, help="clip gradients by global norm")
+    p.add_argument("--warmup-steps", type=int, default=0, help="linear LR warm-up steps")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast on CUDA")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--log-every", type=int, default=5, help="log the train loss every N steps")
+    p.add_argument("--checkpoint-every", type=int, default=50, help="checkpoint every N steps")
+    p.add_argument("--keep-last", type=int, default=3)
+    p.add_argument("--sync-checkpoints", action="store_true", help="save on the training thread")
+    p.add_argument("--step-sleep", type=float, default=0.0,
+                   help="seconds to sleep per step (to make preemption tests land mid-run)")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.add_argument("--output-dir", default="./trainguard-output",
+                   help="base output directory when AIP_* variables are not set")
+    return p.parse_args(argv)
+
+
+def load_data(train_fraction: float, seed: int, label_noise: float):
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    x = (x / 16.0).astype(np.float32)
+    order = np.random.RandomState(seed).permutation(len(x))
+    x, y = x[order], y[order]
+    n_train = max(10, int(len(x) * train_fraction))
+    n_val = min(len(x) - n_train, 360)
+    x_train, y_train = x[:n_train], y[:n_train].copy()
+    if label_noise > 0:
+        rs = np.random.RandomState(seed + 1)
+        flip = rs.rand(len(y_train)) < label_noise
+        y_train[flip] = rs.randint(0, 10, flip.sum())
+    x_val, y_val = x[len(x) - n_val:], y[len(x) - n_val:]
+    return (torch.from_numpy(x_train), torch.from_numpy(y_train).long(),
+            torch.from_numpy(x_val), torch.from_numpy(y_val).long())
+
+
+def build_model(hidden: int, layers: int, dropout: float) -> nn.Module:
+    blocks, width = [], 64
+    for _ in range(layers):
+        blocks += [nn.Linear(width, hidden), nn.ReLU()]
+        if dropout > 0:
+            blocks.append(nn.Dropout(dropout))
+        width = hidden
+    blocks.append(nn.Linear(width, 10))
+    return nn.Sequential(*blocks)
+
+
+def batches_for_epoch(n: int, batch_size: int, seed: int, epoch: int, rank: int, world: int,
+                      repeat: bool) -> list[torch.Tensor]:
+    """The epoch's batches of indices: a fixed permutation per (seed, epoch), sharded by rank."""
+    if repeat:
+        first = torch.arange(min(batch_size, n))
+        return [first] * max(1, n // (batch_size * world))
+    g = torch.Generator().manual_seed(seed * 1000 + epoch)
+    perm = torch.randperm(n, generator=g)
+    per_rank = n // world
+    mine = perm[rank * per_rank:(rank + 1) * per_rank]
+    return [mine[i:i + batch_size] for i in range(0, len(mine), batch_size)]
+
+
+def evaluate(model, x, y, device, autocast) -> tuple[float, float]:
+    model.eval()
+    with torch.no_grad(), autocast():
+        logits = model(x.to(device)).float()
+        loss = nn.functional.cross_entropy(logits, y.to(device)).item()
+        acc = (logits.argmax(1).cpu() == y).float().mean().item()
+    model.train()
+    return loss, acc
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    env = VertexEnv.from_environ(default_base=args.output_dir)
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
+                          else ("cpu" if args.device == "auto" else args.device))
+    distributed = env.world_size > 1
+    if distributed:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
+                                rank=env.rank, world_size=env.world_size)
+        if device.type == "cuda":
+            device = torch.device("cuda", env.rank % torch.cuda.device_count())
+    if device.type == "cuda":
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cuda.matmul.allow_tf32 = False
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+
+    x_train, y_train, x_val, y_val = load_data(args.train_fraction, args.seed, args.label_noise)
+    model = build_model(args.hidden, args.layers, args.dropout).to(device)
+    if args.optimizer == "adam":
+        optimizer = torch.optim.Adam(model.parameters(), lr=args.lr,
+                                     weight_decay=args.weight_decay)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
+                                    weight_decay=args.weight_decay)
+    warmup = max(0, args.warmup_steps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+    if distributed:
+        model = nn.parallel.DistributedDataParallel(model)
+
+    ckpt = CheckpointManager(
+        env.checkpoint_dir, save=SavePolicy(every_steps=args.checkpoint_every),
+        retention=RetentionPolicy(keep_last=args.keep_last), async_save=not args.sync_checkpoints,
+        is_chief=env.is_chief)
+    ckpt.install_sigterm_handler()
+    start_epoch, start_batch, step = 0, 0, 0
+    latest = ckpt.restore_latest()
+    if latest is not None:
+        extra = restore(latest.read(STATE_FILE), model, optimizer, scheduler, map_location=device)
+        start_epoch, start_batch, step = extra["epoch"], extra["batch"], extra["step"]
+        print(f"resumed from checkpoint step {step} (epoch {start_epoch}, batch {start_batch})",
+              flush=True)
+    history = HistoryWriter(env.history_path, resume_step=step if latest else None,
+                            enabled=env.is_chief)
+
+    def autocast():
+        return torch.autocast(device.type, dtype=torch.bfloat16,
+                              enabled=args.bf16 and device.type == "cuda")
+
+    print(f"training on {device} (rank {env.rank}/{env.world_size}): {len(x_train)} train, "
+          f"{len(x_val)} val, lr={args.lr}", flush=True)
+    started = time.time()
+    for epoch in range(start_epoch, args.epochs):
+        batches = batches_for_epoch(len(x_train), args.batch_size, args.seed, epoch, env.rank,
+                                    env.world_size, args.repeat_batch)
+        for b in range(start_batch if epoch == start_epoch else 0, len(batches)):
+            idx = batches[b]
+            xb, yb = x_train[idx].to(device), y_train[idx].to(device)
+            with autocast():
+                loss = nn.functional.cross_entropy(model(xb).float(), yb)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if args.clip_grad > 0:
+                nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            if args.step_sleep:
+                time.sleep(args.step_sleep)
+            if step % args.log_every == 0:
+                history.log(step, "train", epoch=epoch, loss=loss.item(),
+                            lr=scheduler.get_last_lr()[0])
+            position = {"epoch": epoch, "batch": b + 1, "step": step}
+            if b + 1 == len(batches):
+                position = {"epoch": epoch + 1, "batch": 0, "step": step}
+                val_loss, val_acc = evaluate(model, x_val, y_val, device, autocast)
+                history.log(step, "val", epoch=epoch, loss=val_loss, accuracy=val_acc)
+                print(f"epoch {epoch} step {step}: train loss {loss.item():.4f} "
+                      f"val loss {val_loss:.4f} val acc {val_acc:.3f}", flush=True)
+            if ckpt.should_save(step):
+                history.flush()
+                state = snapshot(model, optimizer, scheduler, position)
+                ckpt.save(step, {STATE_FILE: lambda s=state: serialize(s)})
+            if ckpt.preempted:
+                ckpt.close()
+                history.close()
+                print(f"preempted: saved step {step}, exiting", flush=True)
+                return 143
+            if not math.isfinite(loss.item()) and os.environ.get("TRAINER_STOP_ON_NAN"):
+                print(f"non-finite loss at step {step}", flush=True)
+                return 1
+    ckpt.close()
+    history.close()
+    if env.is_chief:
+        module = getattr(model, "module", model)
+        buffer = io.BytesIO()
+        torch.save(module.state_dict(), buffer)
+        store_for(env.model_dir).write_bytes(join(env.model_dir, "model.pt"), buffer.getvalue())
+    if distributed:
+        dist.barrier()
+        dist.destroy_process_group()
+    print(f"done: {step} steps in {time.time() - started:.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

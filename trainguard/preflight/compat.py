@@ -1,0 +1,189 @@
+"""Offline compatibility checks: machine ↔ accelerator ↔ count, region, scheduling, outputs.
+
+These need no network and no credentials, so they run everywhere (the demo shows them on an A100
+Spot spec). Facts come from ``trainguard.catalog``.
+"""
+
+from __future__ import annotations
+
+from trainguard import catalog
+from trainguard.preflight.registry import PreflightContext, register
+from trainguard.preflight.report import CheckResult, Status
+from trainguard.spec import Pool
+
+__all__ = ["check_machine", "check_region", "check_scheduling", "check_outputs", "compat"]
+
+NAME = "compat"
+
+
+def _pool_label(pool: Pool) -> str:
+    acc = f" + {pool.accelerator_count} × {pool.accelerator_type}" if pool.accelerator_type else ""
+    return f"workerPoolSpecs[{pool.index}] {pool.machine_type}{acc}"
+
+
+def check_machine(pool: Pool) -> CheckResult:
+    """Machine type ↔ accelerator type ↔ count (and TPU topology) for one pool."""
+    title = f"machine/accelerator {_pool_label(pool)}"
+    rule = catalog.machine_rule(pool.machine_type)
+    if rule is None:
+        return CheckResult(NAME, title, Status.WARN,
+                           f"machine type {pool.machine_type} is not in trainguard's table, so its "
+                           "accelerators cannot be checked",
+                           "check the machine type on the Vertex AI 'Configure compute' page")
+    fix_path = f"workerPoolSpecs[{pool.index}].machineSpec"
+    if not pool.accelerator_type:
+        if rule.needs_accelerator:
+            (accel, counts), = rule.accelerators.items()
+            return CheckResult(NAME, title, Status.FAIL,
+                               f"{pool.machine_type} comes with {counts[0]} × {accel}, but the spec "
+                               "names no accelerator; Vertex rejects the job",
+                               f"set {fix_path}.acceleratorType: {accel} and acceleratorCount: "
+                               f"{counts[0]}", "container")
+        return CheckResult(NAME, title, Status.PASS, f"{pool.machine_type}, CPU only")
+    allowed = rule.accelerators.get(pool.accelerator_type)
+    if allowed is None:
+        if rule.accelerators:
+            options = "; ".join(f"{a} × {', '.join(map(str, c))}" if c else f"{a} (none at "
+                                f"{rule.vcpus} vCPUs)" for a, c in rule.accelerators.items())
+            evidence = f"{pool.machine_type} takes {options}, not {pool.accelerator_type}"
+        else:
+            evidence = f"{pool.machine_type} takes no accelerators"
+        return CheckResult(NAME, title, Status.FAIL, evidence,
+                           f"pick a machine type for {pool.accelerator_type} (for example "
+                           f"{_example_machine(pool.accelerator_type)}) or change "
+                           f"{fix_path}.acceleratorType", "container")
+    if pool.accelerator_count not in allowed:
+        if not allowed:
+            evidence = (f"{pool.machine_type} has {rule.vcpus} vCPUs, more than any "
+                        f"{pool.accelerator_type} count allows on n1")
+            remedy = f"use a smaller n1 machine type with {pool.accelerator_type}"
+        else:
+            evidence = (f"{pool.machine_type} takes {pool.accelerator_type} × "
+                        f"{' or '.join(map(str, allowed))}, not {pool.accelerator_count}")
+            remedy = f"set {fix_path}.acceleratorCount: {allowed[0]}"
+            if len(allowed) == 1 and rule.needs_accelerator:
+                remedy += (f", or pick the machine type of the same family with "
+                           f"{pool.accelerator_count} accelerators")
+        return CheckResult(NAME, title, Status.FAIL, evidence, remedy, "container")
+    if rule.tpu_topologies:
+        chips = pool.accelerator_count
+        expected = rule.tpu_topologies.get(chips, "")
+        if not pool.tpu_topology:
+            return CheckResult(NAME, title, Status.WARN,
+                               f"{pool.machine_type} has {chips} TPU chips but no tpuTopology",
+                               f"set {fix_path}.tpuTopology: {expected}")
+        if pool.tpu_topology != expected:
+            return CheckResult(NAME, title, Status.FAIL,
+                               f"{pool.machine_type} ({chips} chips) has topology {expected}, the "
+                               f"spec says {pool.tpu_topology}",
+                               f"set {fix_path}.tpuTopology: {expected}", "container")
+    return CheckResult(NAME, title, Status.PASS,
+                       f"{pool.machine_type} takes {pool.accelerator_count} × "
+                       f"{pool.accelerator_type}")
+
+
+def _example_machine(accelerator: str) -> str:
+    examples = {
+        "NVIDIA_TESLA_A100": "a2-highgpu-1g", "NVIDIA_A100_80GB": "a2-ultragpu-1g",
+        "NVIDIA_L4": "g2-standard-8", "NVIDIA_H100_80GB": "a3-highgpu-1g",
+        "NVIDIA_H100_MEGA_80GB": "a3-megagpu-8g", "NVIDIA_H200_141GB": "a3-ultragpu-8g",
+        "NVIDIA_B200": "a4-highgpu-8g", "TPU_V5_LITEPOD": "ct5lp-hightpu-4t",
+    }
+    return examples.get(accelerator, "n1-standard-8")
+
+
+def check_region(pool: Pool, region: str) -> CheckResult | None:
+    """Is the pool's accelerator offered for training in ``region`` (per the table)?"""
+    if not pool.accelerator_type:
+        return None
+    accel = catalog.ACCELERATORS.get(pool.accelerator_type)
+    title = f"{pool.accelerator_type} in {region}"
+    if accel is None:
+        return CheckResult(NAME, title, Status.WARN,
+                           f"{pool.accelerator_type} is not in trainguard's table",
+                           "check the Vertex AI locations page for training accelerators")
+    if region in accel.regions:
+        return CheckResult(NAME, title, Status.PASS,
+                           f"{pool.accelerator_type} is offered for training in {region}")
+    # A warning, not a failure: the table ages; the live quota check is authoritative.
+    return CheckResult(NAME, title, Status.WARN,
+                       f"{pool.accelerator_type} is not offered for Vertex AI training in {region} "
+                       f"per the locations page as of {catalog.REGIONS_AS_OF}; a job there would "
+                       "stay QUEUED",
+                       f"use one of {', '.join(accel.regions)}", "quota")
+
+
+def check_scheduling(ctx: PreflightContext) -> list[CheckResult]:
+    """Spot/Flex-start without checkpoints, maxWaitDuration, TPU mixed with GPUs, timeout."""
+    spec, out = ctx.spec, []
+    sched = spec.job_spec.scheduling
+    strategy = spec.strategy
+    pools = spec.pools
+    kinds = {catalog.ACCELERATORS[p.accelerator_type].kind for p in pools
+             if p.accelerator_type in catalog.ACCELERATORS}
+    if {"gpu", "tpu"} <= kinds:
+        out.append(CheckResult(NAME, "pools mix TPU and GPU", Status.FAIL,
+                               "one job cannot mix TPU and GPU worker pools",
+                               "use one accelerator kind for all worker pools", "container"))
+    if spec.preemptible and not spec.base_output_dir:
+        out.append(CheckResult(
+            NAME, f"{strategy} without checkpoints", Status.WARN,
+            f"scheduling.strategy is {strategy} but baseOutputDirectory is not set, so Vertex sets "
+            "no AIP_CHECKPOINT_DIR and a reclaim loses the whole run",
+            "set baseOutputDirectory.outputUriPrefix (gs://BUCKET/PATH) and save checkpoints to "
+            "AIP_CHECKPOINT_DIR (trainguard.runtime.CheckpointManager)", "preemption"))
+    elif spec.preemptible:
+        out.append(CheckResult(NAME, f"{strategy} with checkpoints", Status.PASS,
+                               f"{strategy} job checkpoints under {spec.base_output_dir}"
+                               "checkpoints/"))
+    if sched.max_wait_duration and strategy != "FLEX_START":
+        out.append(CheckResult(NAME, "maxWaitDuration", Status.WARN,
+                               f"scheduling.maxWaitDuration is set but the strategy is {strategy}; "
+                               "Vertex applies it to FLEX_START only",
+                               "remove maxWaitDuration or set scheduling.strategy: FLEX_START"))
+    if strategy == "FLEX_START" and not sched.max_wait_duration:
+        out.append(CheckResult(NAME, "FLEX_START wait", Status.WARN,
+                               "FLEX_START without maxWaitDuration waits for capacity for the "
+                               "service default",
+                               "set scheduling.maxWaitDuration (for example 3600s) to bound it"))
+    timeout = sched.timeout
+    if timeout and timeout.total_seconds() < 300:
+        out.append(CheckResult(NAME, "timeout", Status.WARN,
+                               f"scheduling.timeout is {timeout.total_seconds():g} s: provisioning "
+                               "an accelerator VM alone can take longer",
+                               "raise scheduling.timeout to cover provisioning plus training"))
+    return out
+
+
+def check_outputs(ctx: PreflightContext) -> list[CheckResult]:
+    """baseOutputDirectory and service account are well-formed for Vertex."""
+    spec, out = ctx.spec, []
+    base = spec.base_output_dir
+    if base and not base.startswith("gs://"):
+        out.append(CheckResult(NAME, "baseOutputDirectory", Status.FAIL,
+                               f"outputUriPrefix {base!r} is not a gs:// URI; Vertex only writes "
+                               "to Cloud Storage", "set baseOutputDirectory.outputUriPrefix to "
+                               "gs://BUCKET/PATH (or run with the local backend)", "container"))
+    sa = spec.service_account
+    if sa and ("@" not in sa or not sa.endswith(".gserviceaccount.com")):
+        out.append(CheckResult(NAME, "serviceAccount", Status.FAIL,
+                               f"{sa!r} is not a service account email",
+                               "set serviceAccount to NAME@PROJECT.iam.gserviceaccount.com",
+                               "permission"))
+    return out
+
+
+@register(NAME, backends=("vertex",), description="machine/accelerator/region/scheduling (offline)")
+def compat(ctx: PreflightContext) -> list[CheckResult]:
+    """Machine/accelerator/region/scheduling compatibility, offline."""
+    results: list[CheckResult] = []
+    for pool in ctx.spec.pools:
+        if pool.reduction_server:
+            continue
+        results.append(check_machine(pool))
+        region = check_region(pool, ctx.spec.region)
+        if region is not None:
+            results.append(region)
+    results.extend(check_scheduling(ctx))
+    results.extend(check_outputs(ctx))
+    return results

@@ -1,0 +1,126 @@
+"""Preflight results: one ``CheckResult`` per check and subject, gathered in a ``Report``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+
+__all__ = ["Status", "CheckResult", "Report"]
+
+
+class Status(StrEnum):
+    """A check's outcome, ordered from best to worst by ``rank``."""
+
+    PASS = "PASS"
+    WARN = "WARN"
+    UNKNOWN = "UNKNOWN"
+    FAIL = "FAIL"
+
+    @property
+    def rank(self) -> int:
+        return {"PASS": 0, "WARN": 1, "UNKNOWN": 2, "FAIL": 3}[self.value]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What one check found about one subject (a worker pool, a bucket, the spec).
+
+    Attributes:
+        check: the check family (``compat``, ``quota``, ``iam``, ``image``, ``storage``, ``local``).
+        title: what was checked, one line (``A100 quota for workerPoolSpecs[0]``).
+        status: PASS, WARN, UNKNOWN or FAIL.
+        evidence: the facts behind the status (numbers, names), never a credential.
+        remedy: the exact fix, '' on PASS.
+        failure_class: the class this would have become at run time (``quota``, …) or ''.
+        duration_s: wall time of the check, filled in by the runner.
+    """
+
+    check: str
+    title: str
+    status: Status
+    evidence: str
+    remedy: str = ""
+    failure_class: str = ""
+    duration_s: float = 0.0
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["status"] = self.status.value
+        return out
+
+
+@dataclass
+class Report:
+    """All results of one preflight run."""
+
+    subject: str
+    backend: str
+    results: list[CheckResult]
+    wall_s: float = 0.0
+
+    def worst(self) -> Status:
+        """The worst status, PASS for an empty report."""
+        return max((r.status for r in self.results), key=lambda s: s.rank, default=Status.PASS)
+
+    def failing(self, fail_on: str = "fail") -> list[CheckResult]:
+        """Results that fail the run: FAIL, plus WARN/UNKNOWN when ``fail_on`` asks for it."""
+        threshold = {"fail": Status.FAIL, "unknown": Status.UNKNOWN, "warn": Status.WARN}[fail_on]
+        failing = [r for r in self.results if r.status.rank >= threshold.rank]
+        if fail_on == "unknown":  # UNKNOWN ranks above WARN; 'unknown' must not fail on WARN
+            failing = [r for r in failing if r.status != Status.WARN]
+        return failing
+
+    def passed(self, fail_on: str = "fail") -> bool:
+        return not self.failing(fail_on)
+
+    def counts(self) -> dict[str, int]:
+        out = {s.value: 0 for s in Status}
+        for r in self.results:
+            out[r.status.value] += 1
+        return out
+
+    def to_dict(self, fail_on: str = "fail") -> dict:
+        return {
+            "subject": self.subject,
+            "backend": self.backend,
+            "passed": self.passed(fail_on),
+            "fail_on": fail_on,
+            "worst": self.worst().value,
+            "counts": self.counts(),
+            "wall_s": round(self.wall_s, 3),
+            "results": [r.to_dict() for r in self.results],
+        }
+
+    def to_json(self, fail_on: str = "fail") -> str:
+        return json.dumps(self.to_dict(fail_on), indent=2)
+
+    def to_markdown(self, fail_on: str = "fail") -> str:
+        verdict = "passed" if self.passed(fail_on) else "FAILED"
+        c = self.counts()
+        lines = [
+            f"# Preflight {verdict}: {self.subject}",
+            "",
+            f"Backend `{self.backend}` · {c['PASS']} pass · {c['WARN']} warn · "
+            f"{c['UNKNOWN']} unknown · {c['FAIL']} fail · {self.wall_s:.2f} s",
+            "",
+            "| status | check | evidence | remedy |",
+            "|---|---|---|---|",
+        ]
+        for r in sorted(self.results, key=lambda r: -r.status.rank):
+            cells = [r.status.value, f"{r.check}: {r.title}", r.evidence, r.remedy or ""]
+            lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ")
+                                            for c in cells) + " |")
+        return "\n".join(lines) + "\n"
+
+    def summary_metrics(self) -> dict[str, float]:
+        """Numbers for a KFP Metrics artifact."""
+        c = self.counts()
+        return {
+            "checks": float(len(self.results)),
+            "failed": float(c["FAIL"]),
+            "warnings": float(c["WARN"]),
+            "unknown": float(c["UNKNOWN"]),
+            "wall_seconds": round(self.wall_s, 3),
+        }

@@ -1,0 +1,128 @@
+"""Runs the registered checks concurrently and gathers one report.
+
+Each check family runs in its own thread with a deadline; an exception or a missed deadline becomes
+UNKNOWN with the reason, so the run always ends with a report.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import importlib
+import time
+from collections.abc import Iterable, Mapping
+
+from trainguard.errors import ConfigError
+from trainguard.preflight.registry import BACKENDS, CHECKS, PreflightContext
+from trainguard.preflight.report import CheckResult, Report, Status
+from trainguard.spec import JobSpec
+
+__all__ = ["run_preflight", "available_checks", "CHECK_MODULES"]
+
+# Importing a module registers its checks.
+CHECK_MODULES = ("compat", "local")
+
+
+def _load() -> None:
+    for name in CHECK_MODULES:
+        importlib.import_module(f"trainguard.preflight.{name}")
+
+
+def available_checks(backend: str = "vertex") -> list[str]:
+    """Names of the check families that apply to ``backend``."""
+    _load()
+    return [c.name for c in CHECKS.values() if backend in c.backends]
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def run_preflight(
+    spec: JobSpec,
+    *,
+    backend: str = "vertex",
+    only: Iterable[str] | None = None,
+    skip: Iterable[str] | None = None,
+    timeout_s: float = 30.0,
+    call_timeout_s: float = 10.0,
+    local_output_dir: str = "",
+    environ: Mapping[str, str] | None = None,
+) -> Report:
+    """Runs the checks that apply to ``backend`` and returns the report.
+
+    Args:
+        spec: the validated job spec.
+        backend: ``vertex`` or ``local``.
+        only: run just these check families.
+        skip: leave these out.
+        timeout_s: the deadline for the whole run; a check still running then is UNKNOWN.
+        call_timeout_s: the per-call limit handed to each check's clients.
+        local_output_dir: the local backend's output directory when the spec sets none.
+        environ: the environment the local backend will use.
+
+    Raises:
+        ConfigError: an unknown backend or check name.
+    """
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
+    names = available_checks(backend)
+    known = set(CHECKS)
+    for label, chosen in (("--only", only), ("--skip", skip)):
+        unknown = sorted(set(chosen or ()) - known)
+        if unknown:
+            raise ConfigError(f"{label}: unknown check {', '.join(unknown)}; "
+                              f"known: {', '.join(sorted(known))}")
+    if only:
+        names = [n for n in names if n in set(only)]
+    if skip:
+        names = [n for n in names if n not in set(skip)]
+    ctx = PreflightContext(spec=spec, backend=backend, call_timeout_s=call_timeout_s,
+                           local_output_dir=local_output_dir, environ=dict(environ or {}))
+    started = time.perf_counter()
+    results: list[CheckResult] = []
+    pool = cf.ThreadPoolExecutor(max_workers=max(1, len(names)), thread_name_prefix="preflight")
+    try:
+        futures = {}
+        for name in names:
+            futures[pool.submit(_timed, CHECKS[name].func, ctx)] = name
+        done, pending = cf.wait(futures, timeout=timeout_s)
+        for future in futures:
+            name = futures[future]
+            if future in pending:
+                results.append(CheckResult(
+                    name, "did not finish", Status.UNKNOWN,
+                    f"still running after the {timeout_s:g} s deadline",
+                    "check network access to the API, or raise --timeout",
+                    duration_s=timeout_s))
+                continue
+            exc = future.exception()
+            if exc is not None:
+                results.append(CheckResult(
+                    name, "could not run", Status.UNKNOWN, _describe(exc),
+                    "see the evidence; rerun with --only " + name,
+                    duration_s=time.perf_counter() - started))
+                continue
+            results.extend(future.result())
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    order = {n: i for i, n in enumerate(names)}
+    results.sort(key=lambda r: order.get(r.check, len(order)))
+    subject = f"{spec.display_name} in {spec.project}/{spec.region}"
+    return Report(subject=subject, backend=backend, results=results,
+                  wall_s=time.perf_counter() - started)
+
+
+def _timed(func, ctx: PreflightContext) -> list[CheckResult]:
+    started = time.perf_counter()
+    out = func(ctx)
+    if isinstance(out, CheckResult):
+        out = [out]
+    elapsed = time.perf_counter() - started
+    return [r if r.duration_s else _with_duration(r, elapsed) for r in out]
+
+
+def _with_duration(result: CheckResult, seconds: float) -> CheckResult:
+    from dataclasses import replace
+
+    return replace(result, duration_s=round(seconds, 4))

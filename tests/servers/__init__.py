@@ -1,0 +1,1 @@
+"""Protocol-faithful test servers for the Google APIs, served on loopback."""

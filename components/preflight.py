@@ -1,0 +1,45 @@
+"""The preflight component: fails the task when the job could not start."""
+
+from kfp import dsl
+from kfp.dsl import Artifact, Markdown, Metrics, Output
+from trainguard.components.image import COMPONENT_IMAGE
+
+__all__ = ["preflight"]
+
+
+@dsl.component(base_image=COMPONENT_IMAGE, install_kfp_package=False)
+def preflight(
+    job_spec: dict,
+    project: str,
+    region: str,
+    report: Output[Markdown],
+    report_json: Output[Artifact],
+    metrics: Output[Metrics],
+    display_name: str = "trainguard-job",
+    backend: str = "vertex",
+    fail_on: str = "fail",
+    only: str = "",
+    skip: str = "",
+    output_dir: str = "",
+):
+    """Checks quota, IAM, image and compatibility of a CustomJobSpec before it is submitted.
+
+    Args:
+        job_spec: the CustomJobSpec (camelCase, as in a gcloud --config file).
+        project: the Google Cloud project the job runs in.
+        region: the job's region.
+        report: the Markdown report (status, check, evidence, remedy).
+        report_json: the machine-readable report.
+        metrics: counts of passed/failed/warning checks.
+        display_name: the job's display name.
+        backend: ``vertex`` or ``local``.
+        fail_on: ``fail`` (default), ``unknown`` or ``warn``: the lowest status that fails.
+        only: comma-separated check families to run.
+        skip: comma-separated check families to leave out.
+        output_dir: the local backend's output directory.
+    """
+    from trainguard.stages import preflight_stage
+
+    preflight_stage(job_spec, project=project, region=region, display_name=display_name,
+                    backend=backend, fail_on=fail_on, only=only, skip=skip, output_dir=output_dir,
+                    json_path=report_json.path, markdown_path=report.path, metrics=metrics)

@@ -1,0 +1,44 @@
+"""The train component: runs the CustomJob (Vertex or local) and publishes model and history."""
+
+from kfp import dsl
+from kfp.dsl import Artifact, Markdown, Model, Output, OutputPath
+from trainguard.components.image import COMPONENT_IMAGE
+
+__all__ = ["train"]
+
+
+@dsl.component(base_image=COMPONENT_IMAGE, install_kfp_package=False)
+def train(
+    job_spec: dict,
+    project: str,
+    region: str,
+    model: Output[Model],
+    history: Output[Artifact],
+    diagnosis: Output[Markdown],
+    gcp_resources: OutputPath(str),
+    display_name: str = "trainguard-job",
+    backend: str = "vertex",
+    output_dir: str = "",
+    preempt_after: str = "",
+):
+    """Launches the training job, waits for it, cancels it with the pipeline, classifies failures.
+
+    Args:
+        job_spec: the CustomJobSpec (camelCase).
+        project: the Google Cloud project.
+        region: the job's region.
+        model: the trained model (``AIP_MODEL_DIR``).
+        history: the JSONL training history.
+        diagnosis: on failure, the failure class, evidence and first remedy.
+        gcp_resources: the Vertex job, for the console link and cancellation.
+        display_name: the job's display name.
+        backend: ``vertex`` or ``local``.
+        output_dir: base output directory when the spec has no baseOutputDirectory.
+        preempt_after: local backend only: inject preemptions (``20s,45s``).
+    """
+    from trainguard.stages import train_stage
+
+    train_stage(job_spec, project=project, region=region, display_name=display_name,
+                backend=backend, output_dir=output_dir, preempt_after=preempt_after,
+                gcp_resources_path=gcp_resources, model=model, history=history,
+                diagnosis_path=diagnosis.path)

@@ -1,0 +1,61 @@
+"""preflight → train → validate: a costly job that was never going to work does not start, and
+one that trained badly does not ship."""
+
+from kfp import dsl
+from trainguard.components import preflight, train, validate
+
+__all__ = ["guarded_training"]
+
+
+@dsl.pipeline(name="trainguard-guarded-training",
+              description="Preflight, checkpointed training and validation of a Vertex AI "
+                          "CustomJob")
+def guarded_training(
+    job_spec: dict,
+    project: str,
+    region: str,
+    display_name: str = "trainguard-job",
+    backend: str = "vertex",
+    output_dir: str = "",
+    preflight_fail_on: str = "fail",
+    preflight_skip: str = "",
+    preempt_after: str = "",
+    train_metric: str = "",
+    val_metric: str = "",
+    validate_fail_on: str = "",
+    validate_warn_on: str = "",
+) -> bool:
+    """Guards one training job.
+
+    Args:
+        job_spec: the CustomJobSpec (camelCase, as in a gcloud --config file).
+        project: the Google Cloud project.
+        region: the region the job runs in.
+        display_name: the job's display name.
+        backend: ``vertex``, or ``local`` to run the command on the pipeline's own machine.
+        output_dir: base output directory when the spec has none.
+        preflight_fail_on: ``fail``, ``unknown`` or ``warn``.
+        preflight_skip: comma-separated preflight check families to skip.
+        preempt_after: local backend only: inject preemptions (``20s,45s``).
+        train_metric: training-loss series name (detected when empty).
+        val_metric: validation-loss series name (detected when empty).
+        validate_fail_on: failure classes that fail validation (defaults when empty).
+        validate_warn_on: failure classes that only warn.
+
+    Returns:
+        Whether validation passed.
+    """
+    checked = preflight(job_spec=job_spec, project=project, region=region,
+                        display_name=display_name, backend=backend, fail_on=preflight_fail_on,
+                        skip=preflight_skip, output_dir=output_dir)
+    checked.set_caching_options(False)
+    checked.set_display_name("preflight")
+    trained = train(job_spec=job_spec, project=project, region=region, display_name=display_name,
+                    backend=backend, output_dir=output_dir, preempt_after=preempt_after)
+    trained.after(checked)
+    trained.set_caching_options(False)
+    trained.set_display_name("train")
+    judged = validate(history=trained.outputs["history"], train_metric=train_metric,
+                      val_metric=val_metric, fail_on=validate_fail_on, warn_on=validate_warn_on)
+    judged.set_display_name("validate")
+    return judged.outputs["Output"]

@@ -1,0 +1,127 @@
+"""Run a trainguard pipeline in the KFP local runner (``SubprocessRunner(use_venv=False)``).
+
+The components run as subprocesses of this interpreter; the ``local`` training backend runs the
+job's command on this machine. ``run_local`` returns a ``LocalOutcome`` that knows where every
+artifact is and, when a task failed, what the failure was (read from that task's own reports).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainguard.errors import ConfigError
+from trainguard.spec import JobSpec
+
+__all__ = ["LocalOutcome", "run_local"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@dataclass
+class LocalOutcome:
+    """The result of one local pipeline run."""
+
+    pipeline: str
+    succeeded: bool
+    run_dir: Path | None
+    failed_task: str = ""
+    message: str = ""
+    outputs: dict = field(default_factory=dict)
+
+    def artifact(self, task: str, name: str) -> Path | None:
+        """The path of ``task``'s output ``name`` in this run, if it was written."""
+        if self.run_dir is None:
+            return None
+        path = self.run_dir / task / name
+        return path if path.exists() else None
+
+    def read_json(self, task: str, name: str) -> dict | None:
+        path = self.artifact(task, name)
+        if path is None or not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text())
+        except ValueError:
+            return None
+
+    def failure_detail(self) -> str:
+        """The failure class and remedy, from the failed task's own report."""
+        if self.failed_task == "validate":
+            verdict = self.read_json("validate", "verdict") or {}
+            fails = [f for f in verdict.get("findings", []) if f.get("severity") == "fail"]
+            if fails:
+                f = fails[0]
+                return (f"failure class: {verdict.get('failure_class')}\n"
+                        f"  {f.get('message')}\n  remedy: {f.get('remedy')}")
+        if self.failed_task == "train":
+            path = self.artifact("train", "diagnosis")
+            if path is not None and path.is_file():
+                return path.read_text().strip()
+        if self.failed_task == "preflight":
+            report = self.read_json("preflight", "report_json") or {}
+            lines = [f"{r['status']} {r['check']}: {r['title']}: {r['evidence']}\n"
+                     f"  fix: {r['remedy']}" for r in report.get("results", [])
+                     if r["status"] == "FAIL"]
+            if lines:
+                return "\n".join(lines)
+        return self.message
+
+    def summary(self) -> str:
+        """What a person reads at the end of the run."""
+        head = (f"pipeline {self.pipeline}: SUCCEEDED" if self.succeeded
+                else f"pipeline {self.pipeline}: FAILED at task '{self.failed_task}'")
+        lines = [head]
+        if not self.succeeded:
+            lines.append(self.failure_detail())
+        if self.run_dir is not None:
+            lines.append(f"artifacts: {self.run_dir}")
+            for task_dir in sorted(p for p in self.run_dir.iterdir() if p.is_dir()):
+                names = sorted(p.name for p in task_dir.iterdir() if not p.name.startswith("."))
+                lines.append(f"  {task_dir.name}/: {', '.join(names)}")
+        return "\n".join(lines)
+
+
+def run_local(pipeline: str, spec: JobSpec, *, backend: str = "local",
+              pipeline_root: str = "./.tg-local", preempt_after: str = "",
+              **parameters) -> LocalOutcome:
+    """Runs ``guarded_training`` or ``preflight_only`` on ``spec`` in the KFP local runner.
+
+    Raises:
+        ConfigError: an unknown pipeline name.
+    """
+    from kfp import local
+    from trainguard.pipelines import PIPELINES
+
+    if pipeline not in PIPELINES:
+        raise ConfigError(f"unknown pipeline {pipeline!r}; use one of {', '.join(PIPELINES)}")
+    root = Path(pipeline_root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root),
+               raise_on_error=True)
+    args = dict(job_spec=spec.to_dict(), project=spec.project, region=spec.region,
+                display_name=spec.display_name, backend=backend, **parameters)
+    if pipeline == "guarded_training" and preempt_after:
+        args["preempt_after"] = preempt_after
+    func = PIPELINES[pipeline]
+    before = set(root.iterdir())
+    succeeded, failed_task, message, outputs = True, "", "", {}
+    with warnings.catch_warnings():
+        # The local runner warns about any base image without "python" in its name.
+        warnings.filterwarnings("ignore", message=".*non-Python base image.*")
+        try:
+            result = func(**args)
+            outputs = dict(getattr(result, "outputs", {}) or {})
+        except RuntimeError as exc:
+            message = _ANSI.sub("", str(exc))
+            m = re.search(r"Inner task failed: ([\w-]+)", message)
+            if m is None:
+                raise
+            succeeded, failed_task = False, m.group(1)
+    new = sorted((p for p in root.iterdir() if p not in before and p.is_dir()),
+                 key=lambda p: p.stat().st_mtime)
+    run_dir = new[-1] if new else None
+    return LocalOutcome(pipeline, succeeded, run_dir, failed_task, message, outputs)

@@ -1,0 +1,36 @@
+"""Preflight alone: check a job before submitting it by other means."""
+
+from kfp import dsl
+from trainguard.components import preflight
+
+__all__ = ["preflight_only"]
+
+
+@dsl.pipeline(name="trainguard-preflight",
+              description="Check quota, IAM, image and compatibility of a Vertex AI CustomJob")
+def preflight_only(
+    job_spec: dict,
+    project: str,
+    region: str,
+    display_name: str = "trainguard-job",
+    backend: str = "vertex",
+    fail_on: str = "fail",
+    only: str = "",
+    skip: str = "",
+):
+    """Runs preflight on one job spec.
+
+    Args:
+        job_spec: the CustomJobSpec (camelCase).
+        project: the Google Cloud project.
+        region: the region the job would run in.
+        display_name: the job's display name.
+        backend: ``vertex`` or ``local``.
+        fail_on: ``fail``, ``unknown`` or ``warn``.
+        only: comma-separated check families to run.
+        skip: comma-separated check families to skip.
+    """
+    task = preflight(job_spec=job_spec, project=project, region=region, display_name=display_name,
+                     backend=backend, fail_on=fail_on, only=only, skip=skip)
+    task.set_caching_options(False)
+    task.set_display_name("preflight")

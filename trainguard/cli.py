@@ -1,0 +1,281 @@
+"""``trainguard``: preflight | train | validate | triage | compile | run.
+
+Exit codes (DESIGN.md): 0 pass (warnings allowed), 1 the guarded thing failed, 2 bad input.
+``--json PATH`` writes the machine-readable result; stdout is for people. ``compile`` and ``run``
+import the KFP pipelines lazily: the rest of the CLI, like the core, works without kfp.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from trainguard import __version__
+from trainguard.errors import EXIT_BAD_INPUT, GuardFailed, TrainguardError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Guard costly Vertex AI training: preflight, train, validate, triage.")
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+_STYLE = {"PASS": "green", "WARN": "yellow", "UNKNOWN": "magenta", "FAIL": "bold red"}
+
+Project = Annotated[str, typer.Option("--project", "-p", envvar="GOOGLE_CLOUD_PROJECT",
+                                      help="Google Cloud project ID")]
+Region = Annotated[str, typer.Option("--region", "-r", envvar="GOOGLE_CLOUD_REGION",
+                                     help="region, e.g. us-central1")]
+JsonOut = Annotated[Path | None, typer.Option("--json", help="write the machine-readable result")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"trainguard {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version,
+                                                 is_eager=True, help="print the version")] = False):
+    """Guard costly Vertex AI training: preflight, train, validate, triage."""
+
+
+def _write_json(path: Path | None, data: dict) -> None:
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+
+
+def _fail(exc: TrainguardError) -> None:
+    label = "bad input" if exc.exit_code == EXIT_BAD_INPUT else "failed"
+    err.print(f"[bold red]trainguard: {label}:[/] {exc}", markup=True)
+    raise typer.Exit(exc.exit_code)
+
+
+def _print_report(report, fail_on: str) -> None:
+    table = Table(title=f"Preflight: {report.subject}", show_lines=False, expand=False)
+    for column in ("status", "check", "evidence", "remedy"):
+        table.add_column(column, overflow="fold")
+    for r in sorted(report.results, key=lambda r: -r.status.rank):
+        table.add_row(f"[{_STYLE[r.status.value]}]{r.status.value}[/]", f"{r.check}: {r.title}",
+                      r.evidence, r.remedy)
+    out.print(table)
+    c = report.counts()
+    verdict = "[green]passed[/]" if report.passed(fail_on) else "[bold red]FAILED[/]"
+    out.print(f"preflight {verdict}: {c['PASS']} pass, {c['WARN']} warn, {c['UNKNOWN']} unknown, "
+              f"{c['FAIL']} fail in {report.wall_s:.2f} s")
+
+
+@app.command()
+def preflight(
+    spec: Annotated[Path, typer.Argument(help="CustomJobSpec file (YAML/JSON, gcloud --config)")],
+    project: Project,
+    region: Region,
+    display_name: Annotated[str, typer.Option(help="the job's display name")] = "trainguard-job",
+    backend: Annotated[str, typer.Option(help="vertex or local")] = "vertex",
+    json_path: JsonOut = None,
+    markdown: Annotated[Path | None, typer.Option(help="write the Markdown report")] = None,
+    fail_on: Annotated[str, typer.Option(help="lowest status that fails: fail, unknown, warn")]
+    = "fail",
+    only: Annotated[str, typer.Option(help="comma-separated check families to run")] = "",
+    skip: Annotated[str, typer.Option(help="comma-separated check families to skip")] = "",
+    output_dir: Annotated[str, typer.Option(help="local backend: output directory")] = "",
+    timeout: Annotated[float, typer.Option(help="deadline for all checks, seconds")] = 30.0,
+):
+    """Check quota, IAM, image and compatibility before submitting a job."""
+    from trainguard.errors import PreflightFailed
+    from trainguard.stages import preflight_stage
+
+    try:
+        report = preflight_stage(spec, project=project, region=region, display_name=display_name,
+                                 backend=backend, fail_on=fail_on, only=only, skip=skip,
+                                 output_dir=output_dir, timeout_s=timeout,
+                                 json_path=str(json_path) if json_path else None,
+                                 markdown_path=str(markdown) if markdown else None)
+    except PreflightFailed as exc:
+        _print_report(exc.result, fail_on)
+        raise typer.Exit(exc.exit_code) from None
+    except TrainguardError as exc:
+        _fail(exc)
+    _print_report(report, fail_on)
+
+
+@app.command()
+def train(
+    spec: Annotated[Path, typer.Argument(help="CustomJobSpec file")],
+    project: Project,
+    region: Region,
+    local: Annotated[bool, typer.Option("--local/--vertex",
+                                        help="run here (default) or on Vertex AI")] = True,
+    display_name: Annotated[str, typer.Option(help="the job's display name")] = "trainguard-job",
+    output_dir: Annotated[str, typer.Option(help="base output dir when the spec has none")] = "",
+    preempt_after: Annotated[str, typer.Option(help="local: inject preemptions, e.g. 20s,45s")]
+    = "",
+    gcp_resources: Annotated[Path | None, typer.Option(help="vertex: gcp_resources file")] = None,
+    json_path: JsonOut = None,
+):
+    """Run the training job (locally with Vertex's environment, or on Vertex AI)."""
+    from trainguard.errors import TrainingFailed
+    from trainguard.stages import train_stage
+
+    try:
+        result = train_stage(spec, project=project, region=region, display_name=display_name,
+                             backend="local" if local else "vertex", output_dir=output_dir,
+                             preempt_after=preempt_after,
+                             gcp_resources_path=str(gcp_resources) if gcp_resources else None,
+                             stream=sys.stdout)
+    except TrainingFailed as exc:
+        data = exc.result.to_dict() if exc.result is not None else {}
+        if exc.diagnosis is not None:
+            data["diagnosis"] = exc.diagnosis.to_dict()
+            d = exc.diagnosis
+            err.print(f"[bold red]training failed[/]: {exc.result.error}\n"
+                      f"  class:    [bold]{d.failure_class}[/]\n  evidence: {d.evidence}\n"
+                      f"  remedy:   {d.remedy}" + (f"\n  not this: {d.trap}" if d.trap else ""))
+        else:
+            err.print(f"[bold red]training failed[/]: {exc}")
+        _write_json(json_path, data)
+        raise typer.Exit(exc.exit_code) from None
+    except TrainguardError as exc:
+        _fail(exc)
+    _write_json(json_path, result.to_dict())
+    out.print(f"[green]training {result.state}[/] in {result.duration_s:.1f} s "
+              f"({result.restarts} restart(s)); model: {result.model_dir}; "
+              f"history: {result.history_path}")
+
+
+@app.command()
+def validate(
+    history: Annotated[str, typer.Argument(help="history: JSONL, Keras/Lightning CSV, TensorBoard "
+                                                "dir; local or gs://")],
+    format: Annotated[str, typer.Option(help="jsonl, keras_csv, lightning_csv, tensorboard")] = "",
+    train_metric: Annotated[str, typer.Option(help="training-loss series")] = "",
+    val_metric: Annotated[str, typer.Option(help="validation-loss series")] = "",
+    mode: Annotated[str, typer.Option(help="min for a loss, max for accuracy-like")] = "min",
+    fail_on: Annotated[str, typer.Option(help="classes that fail (comma-separated)")] = "",
+    warn_on: Annotated[str, typer.Option(help="classes that only warn")] = "",
+    json_path: JsonOut = None,
+    markdown: Annotated[Path | None, typer.Option(help="write the Markdown report")] = None,
+    html: Annotated[Path | None, typer.Option(help="write the HTML report with curves")] = None,
+    plot: Annotated[Path | None, typer.Option(help="write the curves as PNG")] = None,
+):
+    """Judge a training history: fail on divergence or overfit, with a diagnosis."""
+    from trainguard.stages import validate_stage
+
+    try:
+        verdict = validate_stage(history, format=format, train_metric=train_metric,
+                                 val_metric=val_metric, mode=mode, fail_on=fail_on,
+                                 warn_on=warn_on,
+                                 json_path=str(json_path) if json_path else None,
+                                 markdown_path=str(markdown) if markdown else None,
+                                 html_path=str(html) if html else None,
+                                 plot_path=str(plot) if plot else None, raise_on_fail=False)
+    except TrainguardError as exc:
+        _fail(exc)
+    out.print(verdict.to_markdown())
+    if not verdict.passed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def triage(
+    source: Annotated[str, typer.Argument(help="error text or log file; - for stdin")] = "-",
+    json_path: JsonOut = None,
+):
+    """Name the failure class of a failed job from its error text or logs."""
+    from trainguard.triage import classify
+
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(errors="replace")
+    except OSError as exc:
+        err.print(f"[bold red]trainguard: bad input:[/] cannot read {source!r}: {exc.strerror}; "
+                  "give a log file or - for stdin")
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    diagnosis = classify(text)
+    _write_json(json_path, diagnosis.to_dict())
+    out.print(f"class:    [bold]{diagnosis.failure_class}[/] (confidence "
+              f"{diagnosis.confidence:.2f})")
+    if diagnosis.evidence:
+        out.print(f"evidence: {diagnosis.evidence}", markup=False)
+    out.print(f"remedy:   {diagnosis.remedy}", markup=False)
+    if diagnosis.trap:
+        out.print(f"not this: {diagnosis.trap}", markup=False)
+
+
+@app.command("compile")
+def compile_(
+    output_dir: Annotated[Path, typer.Option(help="where the YAML files go")] = Path("compiled"),
+    image: Annotated[str, typer.Option(help="components image (default trainguard/components:"
+                                            "<version>)")] = "",
+):
+    """Compile the pipelines and components to YAML."""
+    if image:
+        os.environ["TRAINGUARD_COMPONENT_IMAGE"] = image
+    from trainguard.pipelines.compile import compile_all
+
+    for path in compile_all(output_dir):
+        out.print(f"wrote {path}")
+
+
+@app.command()
+def run(
+    spec: Annotated[Path, typer.Argument(help="CustomJobSpec file")],
+    project: Project,
+    region: Region,
+    local: Annotated[bool, typer.Option("--local/--vertex", help="KFP local runner (default) or "
+                                        "Vertex AI Pipelines")] = True,
+    pipeline: Annotated[str, typer.Option(help="guarded_training or preflight_only")]
+    = "guarded_training",
+    display_name: Annotated[str, typer.Option(help="the job's display name")] = "trainguard-job",
+    backend: Annotated[str, typer.Option(help="where the training job runs: local or vertex "
+                                              "(default: local with --local)")] = "",
+    pipeline_root: Annotated[str, typer.Option(help="local dir, or gs:// for Vertex")] = "",
+    preempt_after: Annotated[str, typer.Option(help="local: inject preemptions")] = "",
+    image: Annotated[str, typer.Option(help="--vertex: the components image")] = "",
+    service_account: Annotated[str, typer.Option(help="--vertex: the pipeline's SA")] = "",
+):
+    """Run a pipeline on SPEC: in the KFP local runner, or submitted to Vertex AI Pipelines."""
+    from trainguard.stages import make_spec
+
+    if image:
+        os.environ["TRAINGUARD_COMPONENT_IMAGE"] = image
+    try:
+        job = make_spec(spec, project=project, region=region, display_name=display_name)
+        if local:
+            from trainguard.pipelines.local import run_local
+
+            outcome = run_local(pipeline, job, backend=backend or "local",
+                                pipeline_root=pipeline_root or "./.tg-local",
+                                preempt_after=preempt_after)
+            out.print(outcome.summary())
+            raise typer.Exit(0 if outcome.succeeded else 1)
+        from trainguard.pipelines.submit import submit
+
+        url = submit(pipeline, job, pipeline_root=pipeline_root, backend=backend or "vertex",
+                     service_account=service_account)
+        out.print(f"submitted: {url}")
+    except GuardFailed as exc:
+        _fail(exc)
+    except TrainguardError as exc:
+        _fail(exc)
+
+
+def main() -> None:
+    """Entry point of the ``trainguard`` command."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

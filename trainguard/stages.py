@@ -1,0 +1,243 @@
+"""The three stages as one call each: what a KFP component body (and the CLI) runs.
+
+Each stage takes plain values plus artifact-like objects (anything with ``.path``, ``.uri``,
+``.metadata``; a Metrics sink needs ``log_metric(name, value)``), writes its reports, and raises a
+``GuardFailed`` subclass when the guarded thing failed, so the pipeline fails at that task. This
+module never imports kfp: the components pass their artifacts in.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from trainguard.errors import ConfigError, PreflightFailed, TrainingFailed, ValidationFailed
+from trainguard.launch.base import TrainResult, diagnose
+from trainguard.preflight import Report, run_preflight
+from trainguard.runtime.storage import store_for
+from trainguard.spec import JobSpec, load_spec, parse_spec
+
+__all__ = ["make_spec", "preflight_stage", "train_stage", "validate_stage", "split_names"]
+
+
+def split_names(value: str | list[str] | tuple[str, ...] | None) -> list[str]:
+    """``"a, b"`` or a list → ``["a", "b"]``."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [v for v in value if v]
+
+
+def make_spec(job_spec: Mapping[str, Any] | str | Path | JobSpec, *, project: str, region: str,
+              display_name: str = "") -> JobSpec:
+    """A JobSpec from a mapping, a spec file path, YAML/JSON text or a JobSpec."""
+    if isinstance(job_spec, JobSpec):
+        return job_spec
+    if isinstance(job_spec, Path) or (isinstance(job_spec, str) and "\n" not in job_spec
+                                      and job_spec.strip().endswith((".yaml", ".yml", ".json"))):
+        return load_spec(job_spec, project=project, region=region,
+                         display_name=display_name or None)
+    return parse_spec(job_spec, project=project, region=region, display_name=display_name or None)
+
+
+def _write(path: str | None, text: str) -> None:
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text, encoding="utf-8")
+
+
+def _log_metrics(sink, values: Mapping[str, float]) -> None:
+    if sink is None:
+        return
+    for key, value in values.items():
+        sink.log_metric(key, value)
+
+
+def preflight_stage(
+    job_spec: Mapping[str, Any] | str | Path | JobSpec,
+    *,
+    project: str,
+    region: str,
+    display_name: str = "",
+    backend: str = "vertex",
+    fail_on: str = "fail",
+    only: str | list[str] = "",
+    skip: str | list[str] = "",
+    output_dir: str = "",
+    timeout_s: float = 30.0,
+    json_path: str | None = None,
+    markdown_path: str | None = None,
+    metrics=None,
+    stream: TextIO | None = None,
+) -> Report:
+    """Runs preflight, writes the JSON and Markdown reports and metrics, raises on failure.
+
+    Raises:
+        SpecError / ConfigError: bad input.
+        PreflightFailed: a check failed (``fail_on`` decides whether WARN/UNKNOWN count).
+    """
+    if fail_on not in ("fail", "unknown", "warn"):
+        raise ConfigError(f"fail_on must be fail, unknown or warn, not {fail_on!r}")
+    spec = make_spec(job_spec, project=project, region=region, display_name=display_name)
+    report = run_preflight(spec, backend=backend, only=split_names(only) or None,
+                           skip=split_names(skip) or None, timeout_s=timeout_s,
+                           local_output_dir=output_dir)
+    _write(json_path, report.to_json(fail_on))
+    _write(markdown_path, report.to_markdown(fail_on))
+    _log_metrics(metrics, report.summary_metrics())
+    if stream is not None:
+        print(report.to_markdown(fail_on), file=stream, flush=True)
+    if not report.passed(fail_on):
+        failing = report.failing(fail_on)
+        first = failing[0]
+        raise PreflightFailed(
+            f"preflight failed: {len(failing)} check(s) — first: {first.check}: {first.title}: "
+            f"{first.evidence}. Fix: {first.remedy}", report)
+    return report
+
+
+def _backend(name: str, *, output_dir: str, preempt_after: str, gcp_resources_path: str | None,
+             stream: TextIO | None, extra_env: Mapping[str, str]):
+    if name == "local":
+        from trainguard.launch.local import LocalBackend, parse_durations
+
+        return LocalBackend(output_dir=output_dir, preempt_after=parse_durations(preempt_after),
+                            stream=stream, extra_env=dict(extra_env))
+    if name == "vertex":
+        if preempt_after:
+            raise ConfigError("--preempt-after injects preemptions into local runs only")
+        from trainguard.launch.vertex import VertexBackend
+
+        return VertexBackend(gcp_resources_path=gcp_resources_path, stream=stream,
+                             extra_env=dict(extra_env))
+    raise ConfigError(f"unknown backend {name!r}; use local or vertex")
+
+
+def train_stage(
+    job_spec: Mapping[str, Any] | str | Path | JobSpec,
+    *,
+    project: str,
+    region: str,
+    display_name: str = "",
+    backend: str = "local",
+    output_dir: str = "",
+    preempt_after: str = "",
+    gcp_resources_path: str | None = None,
+    model=None,
+    history=None,
+    diagnosis_path: str | None = None,
+    result_path: str | None = None,
+    stream: TextIO | None = sys.stdout,
+) -> TrainResult:
+    """Runs the training job to a terminal state and publishes its outputs.
+
+    For the local backend with a ``model`` artifact and no output directory, the job's base
+    directory is the artifact's parent, so ``AIP_MODEL_DIR`` *is* the artifact. For Vertex, the
+    artifact's URI is set to the job's ``<base>/model/``. The history is copied into ``history``.
+
+    Raises:
+        TrainingFailed: the job did not succeed; ``diagnosis`` names the failure class.
+    """
+    spec = make_spec(job_spec, project=project, region=region, display_name=display_name)
+    if backend == "local" and not (spec.base_output_dir or output_dir) and model is not None:
+        output_dir = str(Path(model.path).parent)
+    if backend == "vertex" and not spec.base_output_dir:
+        if not output_dir.startswith("gs://"):
+            raise ConfigError("a Vertex job needs baseOutputDirectory.outputUriPrefix in the spec "
+                              "(or output_dir=gs://BUCKET/PATH): without it nothing checkpoints")
+        data = spec.to_dict()
+        data["baseOutputDirectory"] = {"outputUriPrefix": output_dir}
+        spec = parse_spec(data, project=project, region=region, display_name=spec.display_name)
+    runner = _backend(backend, output_dir=output_dir, preempt_after=preempt_after,
+                      gcp_resources_path=gcp_resources_path, stream=stream, extra_env={})
+    result = runner.run(spec)
+    _write(result_path, json.dumps(result.to_dict(), indent=2))
+    if model is not None:
+        if backend == "local" and Path(result.model_dir) != Path(model.path):
+            _copy_tree(result.model_dir, model.path)
+        elif backend == "vertex":
+            model.uri = result.model_dir
+        model.metadata.update({"job": result.job_name, "state": result.state,
+                               "restarts": result.restarts})
+    if history is not None:
+        _publish_history(result.history_path, history.path)
+    if not result.succeeded:
+        diagnosis = diagnose("\n".join(filter(None, [result.error, result.log_tail])))
+        if diagnosis is not None:
+            _write(diagnosis_path, diagnosis.to_markdown())
+            detail = f" [{diagnosis.failure_class}] {diagnosis.remedy}"
+        else:
+            _write(diagnosis_path, f"# Training failed\n\n{result.error}\n")
+            detail = ""
+        raise TrainingFailed(f"training job {result.job_name} ended {result.state}: "
+                             f"{result.error}{detail}", result, diagnosis)
+    return result
+
+
+def _copy_tree(src: str, dst: str) -> None:
+    store = store_for(src)
+    prefix = src.rstrip("/") + "/"
+    for uri in store.list(src):
+        target = Path(dst) / uri[len(prefix):]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(store.read_bytes(uri))
+
+
+def _publish_history(src: str, dst: str) -> None:
+    store = store_for(src)
+    data = store.read_bytes(src) if store.exists(src) else b""
+    Path(dst).parent.mkdir(parents=True, exist_ok=True)
+    Path(dst).write_bytes(data)
+
+
+def validate_stage(
+    history: str,
+    *,
+    format: str = "",
+    train_metric: str = "",
+    val_metric: str = "",
+    mode: str = "min",
+    fail_on: str | list[str] = "",
+    warn_on: str | list[str] = "",
+    thresholds: Mapping[str, float] | None = None,
+    json_path: str | None = None,
+    markdown_path: str | None = None,
+    html_path: str | None = None,
+    plot_path: str | None = None,
+    metrics=None,
+    raise_on_fail: bool = True,
+    stream: TextIO | None = None,
+):
+    """Judges a training history; writes the verdict (JSON, Markdown, HTML with the curves).
+
+    Raises:
+        HistoryError / ConfigError: unreadable history, bad options.
+        ValidationFailed: a failing finding, when ``raise_on_fail``.
+    """
+    from trainguard.validation import render_plot, validate
+
+    verdict = validate(history, format=format or None, train_metric=train_metric or None,
+                       val_metric=val_metric or None, mode=mode,
+                       fail_on=split_names(fail_on) or None, warn_on=split_names(warn_on) or None,
+                       thresholds=dict(thresholds) if thresholds else None)
+    png: bytes | None = None
+    if plot_path or html_path:
+        target = plot_path or str(Path(html_path).with_suffix(".png"))
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        render_plot(verdict, target)
+        png = Path(target).read_bytes()
+    _write(json_path, json.dumps(verdict.to_dict(), indent=2))
+    _write(markdown_path, verdict.to_markdown())
+    _write(html_path, verdict.to_html(png) if html_path else "")
+    _log_metrics(metrics, verdict.summary_metrics())
+    if stream is not None:
+        print(verdict.to_markdown(), file=stream, flush=True)
+    if raise_on_fail and not verdict.passed:
+        first = next(f for f in verdict.findings if f.severity == "fail")
+        raise ValidationFailed(f"validation failed [{verdict.failure_class}]: {first.message} "
+                               f"Remedy: {first.remedy}", verdict)
+    return verdict

@@ -43,11 +43,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--activation", choices=("relu", "tanh"), default="relu")
+    p.add_argument("--naive-loss", action="store_true",
+                   help="log(softmax(x)) computed naively, as custom losses often are: log(0) -> inf")
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--train-fraction", type=float, default=0.8,
                    help="fraction of the data used for training (the rest validates)")
     p.add_argument("--label-noise", type=float, default=0.0,
                    help="fraction of training labels replaced at random (helps overfitting show)")
+    p.add_argument("--raw-inputs", action="store_true",
+                   help="skip input normalisation (pixels 0..16): with a high LR the loss explodes")
     p.add_argument("--repeat-batch", action="store_true",
                    help="feed the first batch forever (simulates a broken input pipeline)")
     p.add_argument("--clip-grad", type=float, default=0.0, help="clip gradients by global norm")
@@ -66,11 +71,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def load_data(train_fraction: float, seed: int, label_noise: float):
+def load_data(train_fraction: float, seed: int, label_noise: float, raw: bool = False):
     from sklearn.datasets import load_digits
 
     x, y = load_digits(return_X_y=True)
-    x = (x / 16.0).astype(np.float32)
+    x = (x if raw else x / 16.0).astype(np.float32)
     order = np.random.RandomState(seed).permutation(len(x))
     x, y = x[order], y[order]
     n_train = max(10, int(len(x) * train_fraction))
@@ -85,10 +90,10 @@ def load_data(train_fraction: float, seed: int, label_noise: float):
             torch.from_numpy(x_val), torch.from_numpy(y_val).long())
 
 
-def build_model(hidden: int, layers: int, dropout: float) -> nn.Module:
+def build_model(hidden: int, layers: int, dropout: float, activation: str = "relu") -> nn.Module:
     blocks, width = [], 64
     for _ in range(layers):
-        blocks += [nn.Linear(width, hidden), nn.ReLU()]
+        blocks += [nn.Linear(width, hidden), nn.Tanh() if activation == "tanh" else nn.ReLU()]
         if dropout > 0:
             blocks.append(nn.Dropout(dropout))
         width = hidden
@@ -109,11 +114,17 @@ def batches_for_epoch(n: int, batch_size: int, seed: int, epoch: int, rank: int,
     return [mine[i:i + batch_size] for i in range(0, len(mine), batch_size)]
 
 
-def evaluate(model, x, y, device, autocast) -> tuple[float, float]:
+def loss_fn(logits: torch.Tensor, y: torch.Tensor, naive: bool) -> torch.Tensor:
+    if naive:  # the textbook formula; underflows to log(0) = -inf once logits grow
+        return -torch.log(torch.softmax(logits, dim=1)[torch.arange(len(y)), y]).mean()
+    return nn.functional.cross_entropy(logits, y)
+
+
+def evaluate(model, x, y, device, autocast, naive: bool = False) -> tuple[float, float]:
     model.eval()
     with torch.no_grad(), autocast():
         logits = model(x.to(device)).float()
-        loss = nn.functional.cross_entropy(logits, y.to(device)).item()
+        loss = loss_fn(logits, y.to(device), naive).item()
         acc = (logits.argmax(1).cpu() == y).float().mean().item()
     model.train()
     return loss, acc
@@ -138,8 +149,9 @@ def main(argv=None) -> int:
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
 
-    x_train, y_train, x_val, y_val = load_data(args.train_fraction, args.seed, args.label_noise)
-    model = build_model(args.hidden, args.layers, args.dropout).to(device)
+    x_train, y_train, x_val, y_val = load_data(args.train_fraction, args.seed, args.label_noise,
+                                                   args.raw_inputs)
+    model = build_model(args.hidden, args.layers, args.dropout, args.activation).to(device)
     if args.optimizer == "adam":
         optimizer = torch.optim.Adam(model.parameters(), lr=args.lr,
                                      weight_decay=args.weight_decay)
@@ -181,7 +193,7 @@ def main(argv=None) -> int:
             idx = batches[b]
             xb, yb = x_train[idx].to(device), y_train[idx].to(device)
             with autocast():
-                loss = nn.functional.cross_entropy(model(xb).float(), yb)
+                loss = loss_fn(model(xb).float(), yb, args.naive_loss)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if args.clip_grad > 0:
@@ -197,7 +209,8 @@ def main(argv=None) -> int:
             position = {"epoch": epoch, "batch": b + 1, "step": step}
             if b + 1 == len(batches):
                 position = {"epoch": epoch + 1, "batch": 0, "step": step}
-                val_loss, val_acc = evaluate(model, x_val, y_val, device, autocast)
+                val_loss, val_acc = evaluate(model, x_val, y_val, device, autocast,
+                                             args.naive_loss)
                 history.log(step, "val", epoch=epoch, loss=val_loss, accuracy=val_acc)
                 print(f"epoch {epoch} step {step}: train loss {loss.item():.4f} "
                       f"val loss {val_loss:.4f} val acc {val_acc:.3f}", flush=True)

@@ -22,15 +22,19 @@ import random
 import sys
 import time
 
-import numpy as np
-import torch
-import torch.distributed as dist
-from torch import nn
+# MKL's results can depend on buffer alignment, which differs between a fresh process and a resumed
+# one; conditional numerical reproducibility makes a resumed CPU run bit-identical.
+os.environ.setdefault("MKL_CBWR", "COMPATIBLE")
 
-from trainguard.runtime import CheckpointManager, HistoryWriter, VertexEnv
-from trainguard.runtime.checkpoint import RetentionPolicy, SavePolicy
-from trainguard.runtime.storage import join, store_for
-from trainguard.runtime.torch_state import STATE_FILE, restore, serialize, snapshot
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
+
+from trainguard.runtime import CheckpointManager, HistoryWriter, VertexEnv  # noqa: E402
+from trainguard.runtime.checkpoint import RetentionPolicy, SavePolicy  # noqa: E402
+from trainguard.runtime.storage import join, store_for  # noqa: E402
+from trainguard.runtime.torch_state import STATE_FILE, restore, serialize, snapshot  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -144,6 +144,7 @@ class LocalBackend:
         output_dir: the base output directory when the spec sets no ``baseOutputDirectory``.
         preempt_after: seconds after (re)start at which to preempt the job, one entry each.
         grace_s: SIGTERM → SIGKILL grace period of a preemption (Spot gives 30 s).
+        hard_kill: preempt with SIGKILL at once (a VM that vanishes), not SIGTERM first.
         max_restarts: restarts allowed after crashes when ``restartJobOnWorkerRestart`` is set.
         stream: where worker output goes (prefixed with the replica name); None for silence.
         extra_env: added to every worker's environment.
@@ -152,6 +153,7 @@ class LocalBackend:
     output_dir: str = ""
     preempt_after: Sequence[float] = ()
     grace_s: float = 10.0
+    hard_kill: bool = False
     max_restarts: int = 3
     stream: TextIO | None = field(default=None)
     extra_env: Mapping[str, str] = field(default_factory=dict)
@@ -206,9 +208,12 @@ class LocalBackend:
                 time.sleep(0.05)
                 if preemptions and time.monotonic() - attempt_start >= preemptions[0]:
                     preemptions.pop(0)
-                    self._say(f"[trainguard] preempting the job (SIGTERM, SIGKILL after "
-                              f"{self.grace_s:g} s), as a Spot reclaim would")
-                    self._stop_all(workers, self.grace_s, preempt=True)
+                    if self.hard_kill:
+                        self._say("[trainguard] killing the job (SIGKILL), as a lost VM would")
+                    else:
+                        self._say(f"[trainguard] preempting the job (SIGTERM, SIGKILL after "
+                                  f"{self.grace_s:g} s), as a Spot reclaim would")
+                    self._stop_all(workers, self.grace_s, preempt=True, hard=self.hard_kill)
                     restarts += 1
                     attempt_start = time.monotonic()
                     self._start_all(workers, tail, lock)
@@ -293,10 +298,11 @@ class LocalBackend:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(w.proc.pid, sig)
 
-    def _stop_all(self, workers: list[_Worker], grace_s: float, preempt: bool = False) -> None:
+    def _stop_all(self, workers: list[_Worker], grace_s: float, preempt: bool = False,
+                  hard: bool = False) -> None:
         for w in workers:
             w.preempted = preempt
-            self._signal(w, signal.SIGTERM)
+            self._signal(w, signal.SIGKILL if hard else signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         for w in workers:
             if w.proc is None:

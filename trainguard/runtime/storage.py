@@ -93,7 +93,10 @@ class LocalStore(FileStore):
         return sorted(str(p) for p in root.rglob("*") if p.is_file())
 
     def delete(self, uri: str) -> None:
-        Path(uri).unlink(missing_ok=True)
+        path = Path(uri)
+        path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # drop the folder once it is empty, as GCS does
+            path.parent.rmdir()
 
 
 class GCSStore(FileStore):

@@ -1,0 +1,150 @@
+"""The local backend: Vertex's environment contract, failures in Vertex's words, preemption."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+
+from trainguard.errors import ConfigError
+from trainguard.launch.local import LocalBackend, parse_durations
+from trainguard.spec import JobSpec, parse_spec
+
+
+def script(tmp_path, body: str) -> str:
+    path = tmp_path / "job.py"
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+def spec(command, base, replicas=1, **kw):
+    return JobSpec.create("my-project", "us-central1", machine_type="n1-standard-4",
+                          image_uri="img", command=command, base_output_dir=base,
+                          replica_count=replicas, **kw)
+
+
+def test_the_environment_contract_is_set(tmp_path):
+    dump = script(tmp_path, """
+        import json, os, sys
+        keys = ["AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR", "CLUSTER_SPEC",
+                "TF_CONFIG", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "TRAINGUARD_HISTORY"]
+        rank = os.environ["RANK"]
+        open(os.path.join(os.environ["OUT"], f"env-{rank}.json"), "w").write(
+            json.dumps({k: os.environ.get(k) for k in keys}))
+    """)
+    base = str(tmp_path / "base")
+    job = spec(["python", dump], base, replicas=3)
+    result = LocalBackend(extra_env={"OUT": str(tmp_path)}).run(job)
+    assert result.succeeded, result.log_tail
+    envs = [json.loads((tmp_path / f"env-{r}.json").read_text()) for r in range(3)]
+    assert envs[0]["AIP_MODEL_DIR"] == f"{base}/model/"
+    assert envs[0]["AIP_CHECKPOINT_DIR"] == f"{base}/checkpoints/"
+    assert envs[0]["AIP_TENSORBOARD_LOG_DIR"] == f"{base}/logs/"
+    assert envs[0]["TRAINGUARD_HISTORY"] == f"{base}/history.jsonl"
+    assert {e["WORLD_SIZE"] for e in envs} == {"3"}
+    assert sorted(e["RANK"] for e in envs) == ["0", "1", "2"]
+    assert len({e["MASTER_PORT"] for e in envs}) == 1
+    cluster = json.loads(envs[1]["CLUSTER_SPEC"])
+    assert len(cluster["cluster"]["workerpool0"]) == 1 and len(cluster["cluster"]["workerpool1"]) == 2
+    assert cluster["task"] == {"type": "workerpool1", "index": 0, "trial": ""}
+    tf = json.loads(envs[0]["TF_CONFIG"])
+    assert tf["task"] == {"type": "chief", "index": 0} and len(tf["cluster"]["worker"]) == 2
+
+
+def test_failure_is_reported_in_vertex_words_with_the_log_tail(tmp_path):
+    bad = script(tmp_path, "import nonexistent_package_xyz\n")
+    result = LocalBackend().run(spec(["python", bad], str(tmp_path / "b")))
+    assert result.state == "FAILED"
+    assert result.error == "The replica workerpool0-0 exited with a non-zero status of 1."
+    assert "ModuleNotFoundError" in result.log_tail
+
+
+def test_a_missing_executable_exits_127_like_a_container(tmp_path):
+    result = LocalBackend().run(spec(["no-such-trainer-binary"], str(tmp_path / "b")))
+    assert result.state == "FAILED" and "status of 127" in result.error
+    assert "executable file not found" in result.log_tail
+
+
+def test_sigkill_reports_137(tmp_path):
+    killer = script(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)\n")
+    result = LocalBackend().run(spec(["python", killer], str(tmp_path / "b")))
+    assert "non-zero status of 137" in result.error
+
+
+def test_preemption_sends_sigterm_then_restarts(tmp_path):
+    worker = script(tmp_path, """
+        import os, signal, sys, time
+        marker = os.path.join(os.environ["AIP_CHECKPOINT_DIR"], "seen")
+        if os.path.exists(marker):
+            print("restarted after preemption"); sys.exit(0)
+        def on_term(*a):
+            open(marker, "w").write("1"); print("got SIGTERM"); sys.exit(143)
+        signal.signal(signal.SIGTERM, on_term)
+        print("working", flush=True)
+        time.sleep(30)
+    """)
+    backend = LocalBackend(preempt_after=parse_durations("1s"), grace_s=5)
+    result = backend.run(spec(["python", worker], str(tmp_path / "b")))
+    assert result.succeeded and result.restarts == 1
+    assert "got SIGTERM" in result.log_tail and "restarted after preemption" in result.log_tail
+
+
+def test_a_worker_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path):
+    stubborn = script(tmp_path, """
+        import os, signal, sys, time
+        marker = os.path.join(os.environ["AIP_CHECKPOINT_DIR"], "seen")
+        if os.path.exists(marker):
+            sys.exit(0)
+        open(marker, "w").write("1")
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("ignoring SIGTERM", flush=True)
+        time.sleep(60)
+    """)
+    backend = LocalBackend(preempt_after=[1.0], grace_s=0.5)
+    result = backend.run(spec(["python", stubborn], str(tmp_path / "b")))
+    assert result.succeeded and result.restarts == 1
+    assert result.duration_s < 20
+
+
+def test_restart_job_on_worker_restart_retries_a_crash(tmp_path):
+    flaky = script(tmp_path, """
+        import os, sys
+        marker = os.path.join(os.environ["AIP_CHECKPOINT_DIR"], "crashed")
+        if not os.path.exists(marker):
+            open(marker, "w").write("1"); sys.exit(3)
+    """)
+    job = spec(["python", flaky], str(tmp_path / "b"), restart_job_on_worker_restart=True)
+    result = LocalBackend().run(job)
+    assert result.succeeded and result.restarts == 1
+    plain = spec(["python", flaky], str(tmp_path / "c"))
+    assert LocalBackend().run(plain).state == "FAILED"
+
+
+def test_a_spec_without_command_or_output_dir_is_bad_input(tmp_path):
+    with pytest.raises(ConfigError, match="command is empty"):
+        LocalBackend().run(spec(None, str(tmp_path)))
+    with pytest.raises(ConfigError, match="output directory"):
+        LocalBackend().run(spec([sys.executable, "-c", "1"], None))
+
+
+def test_pool_env_reaches_the_worker(tmp_path):
+    echo = script(tmp_path, "import os; print('LR=' + os.environ['LR'])\n")
+    data = {"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"},
+                                 "containerSpec": {"imageUri": "i", "command": ["python", echo],
+                                                   "env": [{"name": "LR", "value": "0.1"}]}}]}
+    job = parse_spec(data, project="my-project", region="us-central1")
+    result = LocalBackend(output_dir=str(tmp_path / "o")).run(job)
+    assert "LR=0.1" in result.log_tail
+
+
+@pytest.mark.parametrize("text,expected", [("20s,1m", [20.0, 60.0]), ("90", [90.0]),
+                                           ("1.5m", [90.0]), ("", [])])
+def test_parse_durations(text, expected):
+    assert parse_durations(text) == expected
+
+
+def test_parse_durations_rejects_garbage():
+    with pytest.raises(ConfigError, match="not a duration"):
+        parse_durations("soon")

@@ -1,0 +1,80 @@
+"""The runner: concurrency, deadlines, crashes turned into UNKNOWN, report rendering."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from trainguard.errors import ConfigError
+from trainguard.preflight import CHECKS, CheckResult, Status, run_preflight
+from trainguard.preflight.registry import Check
+from trainguard.spec import JobSpec
+
+SPEC = JobSpec.create("my-project", "us-central1", machine_type="n1-standard-4", image_uri="i",
+                      command=["true"])
+
+
+@pytest.fixture
+def extra_checks():
+    added = []
+
+    def add(name, func):
+        CHECKS[name] = Check(name, func, ("vertex",), False, name)
+        added.append(name)
+
+    yield add
+    for name in added:
+        CHECKS.pop(name, None)
+
+
+def test_a_crashing_check_becomes_unknown_and_others_still_report(extra_checks):
+    def boom(ctx):
+        raise RuntimeError("no route to host\nsecond line")
+
+    extra_checks("zz_boom", boom)
+    report = run_preflight(SPEC, only=["compat", "zz_boom"])
+    (r,) = [r for r in report.results if r.check == "zz_boom"]
+    assert r.status == Status.UNKNOWN
+    assert "no route to host" in r.evidence and "second line" not in r.evidence
+    assert any(r.check == "compat" for r in report.results)
+    assert report.passed()  # UNKNOWN does not fail by default
+    assert not report.passed("unknown")
+
+
+def test_a_slow_check_misses_the_deadline_as_unknown(extra_checks):
+    extra_checks("zz_slow", lambda ctx: time.sleep(3) or [])
+    started = time.perf_counter()
+    report = run_preflight(SPEC, only=["zz_slow"], timeout_s=0.3)
+    assert time.perf_counter() - started < 2
+    (r,) = report.results
+    assert r.status == Status.UNKNOWN and "deadline" in r.evidence
+
+
+def test_checks_run_concurrently(extra_checks):
+    for i in range(4):
+        extra_checks(f"zz_{i}", lambda ctx: time.sleep(0.4) or [
+            CheckResult("x", "t", Status.PASS, "e")])
+    report = run_preflight(SPEC, only=[f"zz_{i}" for i in range(4)])
+    assert report.wall_s < 1.0  # 4 × 0.4 s sequentially would be 1.6 s
+
+
+def test_unknown_check_or_backend_is_bad_input():
+    with pytest.raises(ConfigError, match="unknown check quotaa"):
+        run_preflight(SPEC, only=["quotaa"])
+    with pytest.raises(ConfigError, match="unknown backend"):
+        run_preflight(SPEC, backend="gke")
+
+
+def test_fail_on_warn_and_the_rendered_reports():
+    spec = JobSpec.create("my-project", "us-central1", machine_type="g2-standard-8",
+                          image_uri="i", accelerator_type="NVIDIA_L4", accelerator_count=1,
+                          spot=True)
+    report = run_preflight(spec, only=["compat"])
+    assert report.passed("fail") and not report.passed("warn")
+    data = json.loads(report.to_json("warn"))
+    assert data["passed"] is False and data["counts"]["WARN"] == 1
+    md = report.to_markdown("warn")
+    assert md.startswith("# Preflight FAILED") and "| WARN | compat:" in md
+    assert report.summary_metrics()["warnings"] == 1.0

@@ -1,0 +1,58 @@
+"""HistoryWriter: JSONL that survives restarts without duplicates or gaps."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from trainguard.runtime.history import HistoryWriter, read_history_records
+
+
+def steps(path):
+    return [(r["step"], r["split"]) for r in read_history_records(path.read_text())]
+
+
+def test_records_are_written_per_line_with_nan_kept(tmp_path):
+    path = tmp_path / "h.jsonl"
+    with HistoryWriter(str(path)) as h:
+        h.log(1, "train", epoch=0, loss=2.0)
+        h.log(1, "val", epoch=0, loss=float("nan"), accuracy=0.1)
+    records = read_history_records(path.read_text())
+    assert records[0]["metrics"] == {"loss": 2.0}
+    assert math.isnan(records[1]["metrics"]["loss"])
+
+
+def test_resume_drops_records_after_the_checkpoint(tmp_path):
+    path = tmp_path / "h.jsonl"
+    h = HistoryWriter(str(path))
+    for s in range(1, 8):
+        h.log(s, loss=1.0 / s)
+    h.close()  # crashed after step 7; the checkpoint was at step 5
+    h = HistoryWriter(str(path), resume_step=5)
+    for s in range(6, 9):
+        h.log(s, loss=1.0 / s)
+    h.close()
+    assert [s for s, _ in steps(path)] == list(range(1, 9))
+
+
+def test_a_fresh_run_starts_a_new_file(tmp_path):
+    path = tmp_path / "h.jsonl"
+    HistoryWriter(str(path)).log(1, loss=1.0)
+    HistoryWriter(str(path)).close()
+    assert path.read_text() == ""
+
+
+def test_a_torn_last_line_is_skipped_on_resume(tmp_path):
+    path = tmp_path / "h.jsonl"
+    good = json.dumps({"step": 1, "split": "train", "metrics": {"loss": 1.0}})
+    path.write_text(good + "\n" + '{"step": 2, "spl')
+    h = HistoryWriter(str(path), resume_step=10)
+    h.log(2, loss=0.5)
+    h.close()
+    assert steps(path) == [(1, "train"), (2, "train")]
+
+
+def test_disabled_writer_on_non_chief_writes_nothing(tmp_path):
+    path = tmp_path / "h.jsonl"
+    HistoryWriter(str(path), enabled=False).log(1, loss=1.0)
+    assert not path.exists()

@@ -1,0 +1,465 @@
+"""Triage names the failure class a user would name, points at the right line, says what to do.
+
+The texts are real (tests/fixtures/triage, see SOURCES.md): produced on this machine or published
+by Vertex AI, torch, NCCL, XLA, Keras and Lightning users.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from trainguard import failure_classes, triage
+from trainguard.triage import CLASS_PATTERNS, MAX_EVIDENCE_CHARS, Diagnosis, classify, redact
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "triage"
+TRIAGED = (
+    "container",
+    "permission",
+    "quota",
+    "device_oom",
+    "host_oom",
+    "non_finite",
+    "distributed_init",
+    "preemption",
+)
+
+# For every fixture: a piece of the line a user should be shown as evidence.
+EVIDENCE = {
+    "container-absl-flags-local": "Unknown command line flag 'lr'",
+    "container-argparse-local": "error: unrecognized arguments: --lr=0.1",
+    "container-cant-open-file-local": "can't open file '/app/trainer/task.py'",
+    "container-command-not-found-local": "trainer-entrypoint: command not found",
+    "container-entrypoint-missing-local": "No such file or directory: '/opt/trainer/entrypoint.sh'",
+    "container-exec-format-local": "Exec format error: './trainer'",
+    "container-modulenotfound-local": "No module named 'trainer_utils'",
+    "container-not-executable-local": "./train.sh: Permission denied",
+    "container-python-m-missing-local": "finding module specification for 'trainer.task'",
+    "container-vertex-exit127": "non-zero status of 127",
+    "container-vertex-starterror": "Termination reason: StartError",
+    "device_oom-cublas-alloc": "CUBLAS_STATUS_ALLOC_FAILED",
+    "device_oom-tensorflow-gpu": "OOM when allocating tensor",
+    "device_oom-torch-allocator": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate",
+    "device_oom-torch-legacy": "CUDA out of memory. Tried to allocate 98.00 MiB",
+    "device_oom-xla-tpu-hbm": "Ran out of memory in memory space hbm",
+    "device_oom-xla-tpu-v2": "Ran out of memory in memory space hbm",
+    "distributed_init-diststore-clients": "waiting for clients. 1/3 clients joined",
+    "distributed_init-gloo-world-size-local": "waiting for clients. 2/3 clients joined",
+    "distributed_init-master-addr-unset-local": "environment variable MASTER_ADDR expected",
+    "distributed_init-nccl-watchdog": "Watchdog caught collective operation timeout",
+    "distributed_init-no-chief-local": "torch.distributed.DistNetworkError: The client socket",
+    "distributed_init-watchdog-allgather": "Watchdog caught collective operation timeout",
+    "host_oom-ai-platform-status9": "ran out-of-memory and exited with a non-zero status of 9",
+    "host_oom-dataloader-killed-local": "is killed by signal: Killed",
+    "host_oom-memoryerror-local": "MemoryError",
+    "host_oom-numpy-alloc-local": "Unable to allocate 7.45 GiB for an array",
+    "host_oom-shell-sigkill-local": "Killed",
+    "host_oom-torch-cpu-alloc-local": "DefaultCPUAllocator: can't allocate memory",
+    "host_oom-vertex-137": "non-zero status of 137",
+    "host_oom-vertex-status9": "ran out of memory and exited with a non-zero status of 9",
+    "non_finite-anomaly-pow": "'PowBackward1' returned nan values",
+    "non_finite-autograd-anomaly-local": "'SqrtBackward0' returned nan values",
+    "non_finite-clip-grad-local": "is non-finite, so it cannot be clipped",
+    "non_finite-keras-progress": "loss: nan",
+    "non_finite-keras-terminateonnan": "Invalid loss, terminating training",
+    "non_finite-lightning-legacy": "The loss returned in `training_step` is nan or inf",
+    "non_finite-loss-nan-progress-local": "step 1 loss nan",
+    "permission-aiplatform-403-loopback": "Forbidden: 403 POST",
+    "permission-aiplatform-grpc": "PERMISSION_DENIED",
+    "permission-artifact-registry-pull": "artifactregistry.repositories.downloadArtifacts",
+    "permission-storage-upload-403-loopback": "Forbidden: 403 POST",
+    "permission-vertex-model-upload": "does not have `[storage.objects.get]` IAM permission",
+    "permission-vertex-pipeline-sa": "IAM permission(s) to the bucket",
+    "preemption-gce-instance": "Instance was preempted.",
+    "preemption-gcp-metadata": "termination is imminent",
+    "preemption-shell-sigterm-local": "exit status 143",
+    "preemption-skypilot": "Cluster is preempted",
+    "preemption-tf-worker": "due to a preemption in a connected worker",
+    "preemption-torchrun-sigterm-local": "Received 15 death signal",
+    "quota-aiplatform-429-loopback": "TooManyRequests: 429",
+    "quota-api-core-429-loopback": "TooManyRequests: 429",
+    "quota-gcloud-l4": "custom_model_training_nvidia_l4_gpus",
+    "quota-scheduler-cpus": "custom_model_training_cpus",
+    "quota-vertex-samples-k80": "custom_model_training_nvidia_k80_gpus",
+    "quota-xmanager-tpu": "custom_model_training_tpu_v2",
+    "unknown-healthy-gloo-allreduce-local": "",
+    "unknown-healthy-keras-progress": "",
+    "unknown-healthy-nccl-init": "",
+    "unknown-healthy-training-local": "",
+    "unknown-vertex-exit1": "exited with a non-zero status of 1",
+}
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / f"{name}.txt").read_text()
+
+
+# --- every real text ----------------------------------------------------------------------------
+
+
+def test_every_fixture_declares_its_evidence_and_every_declared_fixture_exists():
+    stored = {path.stem for path in FIXTURES.glob("*.txt")}
+    assert stored == set(EVIDENCE)
+
+
+def test_each_class_has_at_least_five_real_texts():
+    counts = Counter(name.split("-", 1)[0] for name in EVIDENCE)
+    for cls in (*TRIAGED, "unknown"):
+        assert counts[cls] >= 5, cls
+
+
+@pytest.mark.parametrize("name", sorted(EVIDENCE))
+def test_real_text_is_named_its_class_with_the_right_evidence(name: str):
+    expected = name.split("-", 1)[0]
+    diagnosis = classify(fixture(name))
+
+    assert diagnosis.failure_class == expected, diagnosis.reason
+    assert EVIDENCE[name] in diagnosis.evidence
+    assert len(diagnosis.evidence) <= MAX_EVIDENCE_CHARS
+    if expected == "unknown":
+        assert diagnosis.confidence < 0.3
+    else:
+        assert 0.3 <= diagnosis.confidence <= 1.0
+        lines = fixture(name).splitlines()
+        assert diagnosis.line_number is not None
+        assert diagnosis.evidence.strip("…")[:40] in lines[diagnosis.line_number - 1]
+
+
+# --- Vertex's own job error strings -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("The replica workerpool0-0 exited with a non-zero status of 137", "host_oom"),
+        ("The replica workerpool0-0 exited with a non-zero status of 127", "container"),
+        ("The replica workerpool1-0 exited with a non-zero status of 126", "container"),
+        (
+            "The replica workerpool0-0 ran out of memory and exited with a non-zero status of 9",
+            "host_oom",
+        ),
+        (
+            "Quota exceeded for aiplatform.googleapis.com/custom_model_training_nvidia_a100_gpus",
+            "quota",
+        ),
+        (
+            "The following quota metrics exceed quota limits: "
+            "aiplatform.googleapis.com/custom_model_training_preemptible_nvidia_h100_gpus",
+            "quota",
+        ),
+        ("Unable to pull image us-docker.pkg.dev/my-project/trainers/train:v3", "container"),
+        (
+            "The service account trainer@my-project.iam.gserviceaccount.com does not have "
+            "storage.objects.get access to the Google Cloud Storage object.",
+            "permission",
+        ),
+        ("Instance was preempted.", "preemption"),
+        ("[rank: 0] Received SIGTERM: 15", "preemption"),
+    ],
+)
+def test_vertex_job_error_strings_classify(message: str, expected: str):
+    assert classify(message).failure_class == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("trainer-1  | trainer exited with code 137", "host_oom"),
+        ("    Exit Code:    137", "host_oom"),
+        ("    exitcode  : -9 (pid: 4242)", "host_oom"),
+        ("    exitcode  : 127 (pid: 4242)", "container"),
+        (
+            "subprocess.CalledProcessError: Command '['./train.sh']' returned non-zero exit status 126.",
+            "container",
+        ),
+    ],
+)
+def test_exit_status_phrasings_of_docker_kubernetes_and_torchrun(line: str, expected: str):
+    assert classify(line).failure_class == expected
+
+
+# --- mixed signals: the root cause, and why -----------------------------------------------------
+
+
+def test_a_nan_warning_before_a_cuda_oom_is_an_oom_and_the_reason_says_why():
+    text = fixture("non_finite-loss-nan-progress-local") + fixture("device_oom-torch-allocator")
+    diagnosis = classify(text)
+
+    assert diagnosis.failure_class == "device_oom"
+    assert "CUDA out of memory" in diagnosis.evidence
+    assert "earliest fatal" in diagnosis.reason
+    assert "non-fatal non_finite signal came first" in diagnosis.reason
+
+
+def test_a_fatal_nan_before_a_cuda_oom_is_the_nan():
+    text = fixture("non_finite-autograd-anomaly-local") + fixture("device_oom-torch-allocator")
+    diagnosis = classify(text)
+
+    assert diagnosis.failure_class == "non_finite"
+    assert "SqrtBackward0" in diagnosis.evidence
+    assert "later device_oom signal" in diagnosis.reason
+
+
+def test_a_403_in_a_traceback_beats_vertexs_generic_exit_status():
+    text = (
+        "The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: Error.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/root/.local/lib/python3.10/site-packages/trainer/task.py", line 88, in main\n'
+        "    blob.upload_from_filename(path)\n" + fixture("permission-storage-upload-403-loopback")
+    )
+    diagnosis = classify(text)
+
+    assert diagnosis.failure_class == "permission"
+    assert diagnosis.evidence.startswith("google.api_core.exceptions.Forbidden: 403")
+    assert diagnosis.confidence >= 0.85
+
+
+def test_an_error_that_names_a_cause_beats_the_exit_status_that_only_says_how():
+    text = fixture("host_oom-vertex-137") + fixture("device_oom-torch-allocator")
+    diagnosis = classify(text)
+
+    assert diagnosis.failure_class == "device_oom"
+    assert "says how the process ended, not why" in diagnosis.reason
+
+
+def test_a_preemption_before_the_nccl_timeouts_it_caused_is_the_preemption():
+    text = fixture("preemption-gcp-metadata") + fixture("distributed_init-nccl-watchdog")
+    diagnosis = classify(text)
+
+    assert diagnosis.failure_class == "preemption"
+    assert "reads as a consequence" in diagnosis.reason
+
+
+def test_tpu_hbm_resource_exhausted_is_device_memory_not_quota():
+    diagnosis = classify(fixture("device_oom-xla-tpu-hbm"))
+
+    assert diagnosis.failure_class == "device_oom"
+    assert "quota" not in diagnosis.reason
+    assert diagnosis.confidence >= 0.95
+
+
+def test_an_image_pull_denied_by_iam_is_permission_not_container():
+    assert classify(fixture("permission-artifact-registry-pull")).failure_class == "permission"
+    assert classify("Unable to pull image gcr.io/p/i:v1: manifest unknown").failure_class == ("container")
+
+
+def test_an_escaped_vertex_message_is_read_line_by_line():
+    message = (
+        "The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: Error."
+        ' \\nTraceback (most recent call last):\\n  File "/app/task.py", line 3, in <module>\\n'
+        "    import trainer_utils\\nModuleNotFoundError: No module named 'trainer_utils'\\n"
+    )
+    diagnosis = classify(message)
+
+    assert diagnosis.failure_class == "container"
+    assert diagnosis.evidence == "ModuleNotFoundError: No module named 'trainer_utils'"
+
+
+def test_stack_frames_that_echo_an_error_are_not_the_evidence():
+    diagnosis = classify(fixture("distributed_init-no-chief-local"))
+
+    assert not diagnosis.evidence.startswith("frame #")
+    assert diagnosis.evidence.startswith("torch.distributed.DistNetworkError")
+
+
+# --- healthy logs -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "unknown-healthy-training-local",
+        "unknown-healthy-gloo-allreduce-local",
+        "unknown-healthy-keras-progress",
+        "unknown-healthy-nccl-init",
+    ],
+)
+def test_healthy_logs_are_unknown_with_low_confidence(name: str):
+    diagnosis = classify(fixture(name))
+
+    assert diagnosis.failure_class == "unknown"
+    assert diagnosis.confidence < 0.3
+    assert diagnosis.line_number is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "epoch 0 best_loss: inf",
+        "training 3 epochs, min loss = inf until the first evaluation",
+        "epoch 2 loss=0.5123 step time 812 nanoseconds",
+        "Spot VMs can be preempted at any time; checkpointing every 100 steps",
+        "ls: cannot access '/gcs/data/cache': No such file or directory",
+        "[W socket.cpp] The client socket has timed out after 3000ms while trying to connect to "
+        "(10.0.0.2, 29500) - retrying",
+        "",
+    ],
+)
+def test_healthy_lines_with_tempting_words_are_not_a_diagnosis(line: str):
+    diagnosis = classify(f"epoch 1/3 step 10/10 loss 0.4121\n{line}\nepoch 1/3 val_loss 0.4377\n")
+
+    assert diagnosis.failure_class == "unknown"
+    assert diagnosis.confidence < 0.3
+
+
+def test_a_failure_with_no_known_signature_is_unknown_but_says_it_failed():
+    diagnosis = classify(fixture("unknown-vertex-exit1"))
+
+    assert diagnosis.failure_class == "unknown"
+    assert diagnosis.confidence < 0.3
+    assert diagnosis.confidence > classify(fixture("unknown-healthy-training-local")).confidence
+    assert "no known failure signature" in diagnosis.reason
+
+
+# --- remedies and traps a user acts on ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "fix"),
+    [
+        ("container-modulenotfound-local", "entrypoint"),
+        ("permission-storage-upload-403-loopback", "service account"),
+        ("quota-aiplatform-429-loopback", "quota increase"),
+        ("device_oom-torch-allocator", "gradient accumulation"),
+        ("host_oom-shell-sigkill-local", "larger machine type"),
+        ("non_finite-clip-grad-local", "learning rate"),
+        ("distributed_init-gloo-world-size-local", "MASTER_ADDR"),
+        ("preemption-torchrun-sigterm-local", "checkpoint"),
+    ],
+)
+def test_the_remedy_is_the_classes_first_fix(name: str, fix: str):
+    diagnosis = classify(fixture(name))
+
+    assert fix in diagnosis.remedy
+    assert diagnosis.remedy == failure_classes.get(diagnosis.failure_class).remedy
+    assert diagnosis.trap == failure_classes.get(diagnosis.failure_class).trap
+
+
+def test_device_oom_warns_that_more_workers_do_not_reduce_per_device_memory():
+    trap = classify(fixture("device_oom-torch-legacy")).trap
+
+    assert "adding data-parallel workers" in trap
+    assert "per-device memory does not drop" in trap
+
+
+def test_permission_and_host_oom_name_their_traps():
+    assert "your own user's IAM" in classify(fixture("permission-aiplatform-grpc")).trap
+    assert "shrinking the GPU batch" in classify(fixture("host_oom-vertex-137")).trap
+
+
+# --- evidence is short and carries no credentials ----------------------------------------------
+
+
+def test_tokens_in_the_evidence_are_redacted():
+    text = (
+        "google.api_core.exceptions.Forbidden: 403 GET https://storage.googleapis.com/storage/v1/b/"
+        "data/o/train.csv?alt=media&access_token=ya29.a0AfB_byDx9Kq3LzFAKEFAKEtoken0123: "
+        "Authorization: Bearer ya29.a0AfB_byDx9Kq3LzFAKEFAKEtoken0123 trainer@my-project.iam."
+        "gserviceaccount.com does not have storage.objects.get access to the Google Cloud Storage "
+        "object."
+    )
+    diagnosis = classify(text)
+
+    assert diagnosis.failure_class == "permission"
+    assert "ya29." not in diagnosis.evidence
+    assert "FAKEtoken0123" not in diagnosis.evidence
+    assert "[REDACTED]" in diagnosis.evidence
+    assert "does not have storage.objects.get access" in diagnosis.evidence
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "Authorization: Bearer abc.def-ghi",
+        "authorization=Basic dXNlcjpwYXNz",
+        "id_token=eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl",
+        "key AIzaSyA1234567890abcdefghijklmnopqrstuv used",
+        "https://storage.googleapis.com/b/o?X-Goog-Signature=0a1b2c3d4e&X-Goog-Date=20260101",
+        '{"access_token": "ya29.c.b0Aaekm1K"}',
+        "password=hunter2",
+    ],
+)
+def test_redact_removes_credentials(secret: str):
+    cleaned = redact(secret)
+
+    assert "[REDACTED]" in cleaned
+    for leak in ("abc.def-ghi", "dXNlcjpwYXNz", "eyJhbGci", "AIzaSy", "0a1b2c3d4e", "ya29.c"):
+        assert leak not in cleaned
+    assert "hunter2" not in cleaned
+
+
+def test_evidence_from_a_long_line_is_trimmed_around_the_signal():
+    line = "x" * 1000 + " CUDA out of memory. Tried to allocate 2.00 GiB. " + "y" * 1000
+    diagnosis = classify(line)
+
+    assert len(diagnosis.evidence) <= MAX_EVIDENCE_CHARS
+    assert "CUDA out of memory. Tried to allocate 2.00 GiB." in diagnosis.evidence
+    assert diagnosis.evidence.startswith("…") and diagnosis.evidence.endswith("…")
+
+
+# --- the Diagnosis a user reads -----------------------------------------------------------------
+
+
+def test_to_dict_has_what_the_cli_json_promises():
+    data = classify(fixture("quota-gcloud-l4")).to_dict()
+
+    assert {"failure_class", "evidence", "remedy", "trap", "confidence", "reason"} <= set(data)
+    assert data["failure_class"] == "quota"
+    assert data["line_number"] == 3
+
+
+def test_to_markdown_shows_class_evidence_first_remedy_and_what_not_to_do():
+    diagnosis = classify(fixture("device_oom-torch-allocator"))
+    report = diagnosis.to_markdown()
+
+    assert "`device_oom`" in report
+    assert f"```text\n{diagnosis.evidence}\n```" in report
+    assert f"**First remedy:** {diagnosis.remedy}" in report
+    assert f"**Do not:** {diagnosis.trap}" in report
+    assert "(line 3)" in report
+
+
+def test_markdown_of_an_unknown_failure_says_so_and_has_no_trap():
+    report = classify(fixture("unknown-vertex-exit1")).to_markdown()
+
+    assert "no known failure class" in report
+    assert "**Do not:**" not in report
+    assert failure_classes.get("unknown").remedy in report
+
+
+def test_markdown_fence_survives_backticks_in_the_evidence():
+    diagnosis = Diagnosis("container", "a ``` b", "fix it", "", 0.9, "because", 1)
+
+    assert "````text\na ``` b\n````" in diagnosis.to_markdown()
+
+
+# --- the table ----------------------------------------------------------------------------------
+
+
+def test_every_triaged_class_has_signatures_in_the_one_table():
+    classes = {p.failure_class for p in CLASS_PATTERNS}
+
+    assert set(TRIAGED) <= classes
+    assert classes <= set(failure_classes.CLASS_NAMES)
+    assert all(p.label and 0 < p.weight <= 1 for p in CLASS_PATTERNS)
+
+
+def test_a_pattern_with_an_unknown_class_is_refused():
+    with pytest.raises(ValueError, match="unknown failure class"):
+        triage.Pattern("gpu_melted", re.compile("x"), 0.5, triage.ERROR, "melted")
+
+
+def test_triage_imports_neither_kfp_nor_torch():
+    code = "import sys, trainguard.triage; print(sorted({'kfp', 'torch'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+
+    assert out.stdout.strip() == "[]"
+
+
+def test_public_api():
+    assert {"Diagnosis", "classify", "CLASS_PATTERNS", "redact"} <= set(triage.__all__)

@@ -1,0 +1,560 @@
+"""Failure triage: read a failed job's error message and log tail, name its failure class.
+
+The first rule of troubleshooting training is to classify the failure before fixing it: a fix
+from the wrong class looks plausible and does nothing (adding workers to an out-of-memory job,
+checking your own IAM instead of the job's service account). :func:`classify` scans the text
+against one table of signatures (:data:`CLASS_PATTERNS`) and picks the root cause:
+
+* an *error* (an exception or message that names why the job stopped) beats an *exit* signal
+  (an exit status or kill signal, which says how the process ended but not why), which beats a
+  *warning* (a signal that does not stop a job by itself, such as ``loss: nan`` in a progress
+  line);
+* among errors, the earliest wins: later errors are usually consequences (an NCCL timeout on the
+  other ranks after one rank was preempted); on one line, the most specific signature wins;
+* a weak warning in a text that shows no failure at all is not a diagnosis: healthy logs come
+  back ``unknown`` with a confidence below 0.3.
+
+Remedies and traps come from :mod:`trainguard.failure_classes`, the one table of classes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from trainguard.failure_classes import CLASS_NAMES
+from trainguard.failure_classes import get as get_failure_class
+
+__all__ = [
+    "ERROR",
+    "EXIT",
+    "WARNING",
+    "MAX_EVIDENCE_CHARS",
+    "Pattern",
+    "Diagnosis",
+    "CLASS_PATTERNS",
+    "classify",
+    "redact",
+]
+
+ERROR = "error"
+EXIT = "exit"
+WARNING = "warning"
+_SEVERITIES = (ERROR, EXIT, WARNING)
+_RANK = {ERROR: 0, EXIT: 1, WARNING: 2}
+
+MAX_EVIDENCE_CHARS = 300
+# A warning alone is a diagnosis only when it is strong, or when the text shows the job failed.
+_STRONG_WARNING = 0.7
+_WARNING_DISCOUNT = 0.75
+_MIN_CONFIDENCE = 0.3
+_UNKNOWN_NO_SIGNAL = 0.1
+_UNKNOWN_WITH_SIGNAL = 0.2
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One failure signature: a compiled regex, the class it points at, and how much it says.
+
+    Attributes:
+        failure_class: a class name from :mod:`trainguard.failure_classes` (``unknown`` marks a
+            generic failure signal, such as a traceback, that names no class).
+        regex: matched against each line of the text (``re.search``).
+        weight: how specific the signature is, in (0, 1]; the base of the confidence.
+        severity: ``error`` (names why the job stopped), ``exit`` (how the process ended) or
+            ``warning`` (does not stop a job by itself).
+        label: a few words a user reads in the diagnosis' reason.
+    """
+
+    failure_class: str
+    regex: re.Pattern[str]
+    weight: float
+    severity: str
+    label: str
+
+    def __post_init__(self) -> None:
+        if self.failure_class not in CLASS_NAMES:
+            raise ValueError(f"unknown failure class {self.failure_class!r} for {self.label!r}")
+        if not 0.0 < self.weight <= 1.0:
+            raise ValueError(f"weight of {self.label!r} must be in (0, 1], got {self.weight}")
+        if self.severity not in _SEVERITIES:
+            raise ValueError(f"severity of {self.label!r} must be one of {_SEVERITIES}")
+
+
+def _p(failure_class: str, regex: str, weight: float, severity: str, label: str) -> Pattern:
+    return Pattern(failure_class, re.compile(regex), weight, severity, label)
+
+
+# Exit-status phrasings: "exit status 127", "returned non-zero exit status 126", docker's "exited
+# with code 137", Kubernetes' "Exit Code:    137", torchrun's "exitcode  : -9".
+_EXIT = (
+    r"(?i:\b(?:exit(?:ed)?(?: with)?[ _](?:code|status)|returned non-zero exit status|exitcode))"
+    r"\W{0,8}"
+)
+
+# The one table. Order does not matter: the earliest line wins, then the highest weight.
+# fmt: off
+CLASS_PATTERNS: tuple[Pattern, ...] = (
+    # --- container: the image, its entrypoint or its arguments --------------------------------
+    _p("container", r"ModuleNotFoundError: No module named", 0.9, ERROR,
+       "ModuleNotFoundError: a module is missing from the image"),
+    _p("container", r"No module named \S+|Error while finding module specification", 0.85, ERROR,
+       "python -m cannot find the entrypoint module"),
+    _p("container", r"\bImportError: ", 0.6, ERROR, "ImportError: the image's packages disagree"),
+    _p("container", r"can't open file .*No such file or directory", 0.9, ERROR,
+       "python cannot open the entrypoint script"),
+    _p("container", r"executable file not found in \$PATH", 0.95, ERROR,
+       "the command is not in the image's PATH"),
+    _p("container", r"(?i)exec format error", 0.9, ERROR,
+       "exec format error: wrong CPU architecture, or a script without a shebang"),
+    _p("container", r"^(?:\S+: )?(?:line \d+: )?\S+: command not found", 0.85, ERROR,
+       "command not found (exit 127)"),
+    _p("container", r"^\S*sh: (?:line \d+: )?\S+: Permission denied\s*$", 0.75, ERROR,
+       "the entrypoint is not executable (exit 126)"),
+    _p("container", r"FileNotFoundError: \[Errno 2\] No such file or directory", 0.6, ERROR,
+       "a file the command needs does not exist"),
+    _p("container", r"(?i)no such file or directory", 0.4, WARNING, "a missing file"),
+    _p("container",
+       r"OCI runtime (?:create|exec) failed|failed to create (?:containerd|shim) task"
+       r"|Termination reason: StartError|starting container process caused", 0.9, ERROR,
+       "the container could not start"),
+    _p("container",
+       r"^\S+: error: (?:unrecognized arguments|the following arguments are required"
+       r"|argument \S+|ambiguous option|invalid choice)", 0.85, ERROR,
+       "the training script rejected its arguments (argparse)"),
+    _p("container", r"FATAL Flags parsing error", 0.85, ERROR,
+       "the training script rejected its flags (absl)"),
+    _p("container",
+       r"^Error: (?:No such option|Missing option|Missing argument|Invalid value for"
+       r"|Got unexpected extra argument)", 0.8, ERROR,
+       "the training script rejected its arguments (click)"),
+    _p("container", r"non-zero status of 12[67]\b", 0.85, EXIT,
+       "exit status 127/126: command not found or not executable"),
+    _p("container", _EXIT + r"12[67]\b", 0.8, EXIT,
+       "exit status 127/126: command not found or not executable"),
+    _p("container",
+       r"(?i)unable to pull image|error pulling image|failed to pull image|ErrImagePull"
+       r"|ImagePullBackOff|manifest unknown|manifest for \S+ not found|pull access denied",
+       0.85, ERROR, "the image could not be pulled"),
+    # --- permission: an identity lacks a role --------------------------------------------------
+    _p("permission",
+       r"(?i)\b403\b.{0,300}?(?:forbidden|denied|does not have|permission)"
+       r"|(?:Forbidden|PermissionDenied|AccessDenied\w*)\W{0,3}403\b", 0.9, ERROR,
+       "HTTP 403: an identity lacks a permission"),
+    _p("permission", r"PERMISSION_DENIED", 0.9, ERROR, "PERMISSION_DENIED"),
+    _p("permission", r"(?i)does not have\b.{0,200}?\b(?:access|permission)", 0.9, ERROR,
+       "an identity lacks an IAM permission"),
+    _p("permission", r"Permission ['\"`]?[\w.]+['\"`]? (?:denied|is required)", 0.9, ERROR,
+       "an IAM permission was denied"),
+    _p("permission", r"google\.api_core\.exceptions\.(?:Forbidden|PermissionDenied)\b", 0.85,
+       ERROR, "google.api_core Forbidden / PermissionDenied"),
+    _p("permission",
+       r"ACCESS_TOKEN_SCOPE_INSUFFICIENT|(?i:insufficient authentication scopes)", 0.85, ERROR,
+       "the credentials lack an OAuth scope"),
+    _p("permission",
+       r"(?i)\b401\b.{0,80}?(?:unauthorized|unauthenticated)|UNAUTHENTICATED"
+       r"|Could not automatically determine credentials", 0.75, ERROR,
+       "no valid credentials"),
+    _p("permission", r"PermissionError: \[Errno 13\]", 0.6, ERROR,
+       "file permission denied (a /gcs path needs a storage role for the job's service account)"),
+    # --- quota: the project may not use that much -----------------------------------------------
+    _p("quota", r"quota metrics exceed quota limits", 0.95, ERROR,
+       "Vertex AI quota exceeded"),
+    _p("quota", r"(?i)quota exceeded for", 0.95, ERROR, "quota exceeded"),
+    _p("quota", r"Quota '[\w-]+' exceeded", 0.95, ERROR, "Compute Engine quota exceeded"),
+    _p("quota", r"(?i)insufficient '?[\w-]+'? quota|QUOTA_EXCEEDED", 0.9, ERROR,
+       "insufficient quota"),
+    _p("quota", r"RESOURCE_EXHAUSTED|\bResourceExhausted\b", 0.55, ERROR,
+       "RESOURCE_EXHAUSTED (a quota or a rate limit)"),
+    _p("quota", r"\bTooManyRequests\b|(?i:\b429\b.{0,80}?(?:too many requests|rate limit))", 0.7,
+       ERROR, "HTTP 429: a quota or rate limit"),
+    _p("quota",
+       r"ZONE_RESOURCE_POOL_EXHAUSTED|does not have enough resources available to fulfill",
+       0.75, ERROR, "no capacity for that accelerator in the zone: try another region"),
+    # --- device_oom: accelerator memory ---------------------------------------------------------
+    _p("device_oom", r"(?i)CUDA out of memory", 0.97, ERROR, "CUDA out of memory"),
+    _p("device_oom", r"\b(?:HIP|XPU|MPS|NPU) (?:backend )?out of memory", 0.95, ERROR,
+       "accelerator out of memory"),
+    _p("device_oom", r"torch\.(?:cuda\.)?OutOfMemoryError", 0.95, ERROR,
+       "torch OutOfMemoryError"),
+    _p("device_oom", r"CUDA error: out of memory|cudaErrorMemoryAllocation", 0.95, ERROR,
+       "CUDA out of memory"),
+    _p("device_oom", r"CUBLAS_STATUS_ALLOC_FAILED", 0.9, ERROR,
+       "cuBLAS could not allocate GPU memory"),
+    _p("device_oom", r"Ran out of memory in memory space (?:hbm|vmem)", 0.97, ERROR,
+       "TPU HBM exhausted (XLA)"),
+    _p("device_oom", r"(?i)out of memory while trying to allocate", 0.9, ERROR,
+       "XLA device out of memory"),
+    _p("device_oom", r"OOM when allocating tensor(?!.*device:CPU)", 0.95, ERROR,
+       "TensorFlow GPU out of memory"),
+    # --- host_oom: the machine's RAM ------------------------------------------------------------
+    _p("host_oom", r"ran out[- ]of[- ]memory and exited with a non-zero status of 9", 0.95, EXIT,
+       "Vertex: the replica ran out of host memory and was killed (SIGKILL)"),
+    _p("host_oom", r"non-zero status of 137\b", 0.85, EXIT,
+       "exit status 137: SIGKILL, usually the host's out-of-memory killer"),
+    _p("host_oom", _EXIT + r"(?:137|-9)\b", 0.8, EXIT,
+       "exit status 137: SIGKILL, usually the host's out-of-memory killer"),
+    _p("host_oom", r"OOMKilled", 0.9, EXIT, "OOMKilled"),
+    _p("host_oom", r"^(?:\S+: )?(?:line \d+: )?\s*(?:\d+\s+)?Killed\b", 0.75, EXIT,
+       "the process was Killed (SIGKILL), usually for host memory"),
+    _p("host_oom", r"Signal 9 \(SIGKILL\) received by PID", 0.75, EXIT,
+       "torchrun: a worker got SIGKILL, usually for host memory"),
+    _p("host_oom", r"DataLoader worker \(pid[^)]*\) is killed by signal: Killed", 0.9, ERROR,
+       "a DataLoader worker was killed (host memory)"),
+    _p("host_oom", r"DataLoader worker \(pid\(s\) [^)]*\) exited unexpectedly", 0.65, ERROR,
+       "a DataLoader worker died (host memory or /dev/shm)"),
+    _p("host_oom", r"(?<!\w)MemoryError\b", 0.8, ERROR, "Python MemoryError: host RAM exhausted"),
+    _p("host_oom", r"Unable to allocate [\d.]+ \w+ for an array", 0.85, ERROR,
+       "NumPy could not allocate host memory"),
+    _p("host_oom", r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)", 0.9,
+       ERROR, "torch could not allocate host memory"),
+    _p("host_oom", r"Cannot allocate memory", 0.75, ERROR, "ENOMEM: host memory exhausted"),
+    _p("host_oom", r"java\.lang\.OutOfMemoryError", 0.8, ERROR, "JVM heap exhausted"),
+    _p("host_oom", r"Out of memory: Kill(?:ed)? process|oom-kill", 0.9, ERROR,
+       "the kernel's out-of-memory killer"),
+    _p("host_oom", r"OOM when allocating tensor.*device:CPU", 0.9, ERROR,
+       "TensorFlow host out of memory"),
+    # --- non_finite: NaN / Inf ------------------------------------------------------------------
+    _p("non_finite",
+       r"(?i)(?<!best )(?<!min )(?<!lowest )\b(?!(?:best|min|lowest)_)(?:\w+_)?loss(?:es)?\b"
+       r"(?: is)?\s*[:=]?\s*(?:tensor\()?[-+]?(?:nan|inf)\b", 0.75, WARNING,
+       "the loss is NaN/Inf"),
+    _p("non_finite", r"Invalid loss, terminating training", 0.95, ERROR,
+       "Keras TerminateOnNaN stopped training"),
+    _p("non_finite", r"The loss returned in `training_step` is", 0.95, ERROR,
+       "Lightning: the training_step loss is not finite"),
+    _p("non_finite", r"is not finite\. Previous best value was", 0.9, ERROR,
+       "Lightning EarlyStopping: the monitored metric is not finite"),
+    _p("non_finite", r"returned nan values in its \w+ output", 0.95, ERROR,
+       "autograd anomaly detection found NaN"),
+    _p("non_finite", r"is non-finite, so it cannot be clipped", 0.95, ERROR,
+       "the gradient norm is NaN/Inf"),
+    _p("non_finite", r"Detected nan and/or inf values? in", 0.9, ERROR,
+       "NaN/Inf in the parameters"),
+    _p("non_finite", r"(?i)\bloss is (?:nan|inf)\b", 0.9, ERROR, "the loss is NaN/Inf"),
+    _p("non_finite", r"Minimum loss scale reached", 0.9, ERROR,
+       "fp16 loss scale collapsed: the loss is exploding"),
+    _p("non_finite", r"(?i)\bnan (?:loss|gradients?) (?:detected|encountered)", 0.6, WARNING,
+       "NaN detected"),
+    # --- distributed_init: rendezvous, collectives ----------------------------------------------
+    _p("distributed_init", r"Timed out after \d+ seconds waiting for (?:clients|workers)", 0.95,
+       ERROR, "not every worker joined the rendezvous: world size or worker count mismatch"),
+    _p("distributed_init", r"\bDistStoreError\b", 0.9, ERROR,
+       "torch.distributed store (rendezvous) error"),
+    _p("distributed_init", r"\bDistNetworkError\b", 0.9, ERROR,
+       "torch.distributed cannot reach the chief (MASTER_ADDR:MASTER_PORT)"),
+    _p("distributed_init", r"Watchdog caught collective operation timeout", 0.85, ERROR,
+       "an NCCL collective timed out: a rank is missing or stuck"),
+    _p("distributed_init",
+       r"\bNCCL error\b|nccl(?:Internal|System|InvalidUsage|InvalidArgument|Remote)Error", 0.85,
+       ERROR, "NCCL error"),
+    _p("distributed_init",
+       r"Rendezvous(?:Timeout|Closed|Connection|State)Error|(?i:rendezvous (?:timed out|failed))",
+       0.9, ERROR, "torchrun rendezvous failed"),
+    _p("distributed_init", r"Gloo connectFullMesh failed|gloo/transport/\S+\] (?!.*shutdown)",
+       0.8, ERROR, "Gloo could not connect the ranks"),
+    _p("distributed_init",
+       r"environment variable (?:MASTER_ADDR|MASTER_PORT|RANK|WORLD_SIZE) expected, but not set",
+       0.95, ERROR, "the rendezvous environment is incomplete"),
+    _p("distributed_init", r"The server socket has failed to listen on any local network", 0.85,
+       ERROR, "the chief cannot listen on MASTER_PORT"),
+    _p("distributed_init",
+       r"The client socket has timed out after \S+ while trying to connect to"
+       r"|TCP client failed to connect", 0.6, WARNING,
+       "a worker cannot reach the chief yet"),
+    _p("distributed_init", r"\bConnection refused\b", 0.45, WARNING,
+       "connection refused (is the chief reachable on MASTER_ADDR:MASTER_PORT?)"),
+    # --- preemption: the VM was taken away ------------------------------------------------------
+    _p("preemption",
+       r"(?i)\b(?:was|were|been|is|got) preempted\b|\bpreempted by\b|due to (?:a )?preemption"
+       r"|instances\.preempted", 0.85, ERROR, "the VM was preempted"),
+    _p("preemption", r"(?i)termination is imminent|preemption notice|spot (?:instance )?interrupt",
+       0.85, ERROR, "a Spot/preemptible reclaim notice"),
+    _p("preemption",
+       r"Received SIGTERM|got signal: 15\b|Received 15 death signal|Signals\.SIGTERM", 0.75,
+       ERROR, "the process received SIGTERM (sent on preemption, maintenance or cancellation)"),
+    _p("preemption", r"(?i)\bmaintenance event\b", 0.6, WARNING, "a host maintenance event"),
+    _p("preemption", r"non-zero status of 143\b", 0.6, EXIT, "exit status 143: SIGTERM"),
+    _p("preemption", _EXIT + r"(?:143|-15)\b", 0.55, EXIT, "exit status 143: SIGTERM"),
+    _p("preemption", r"^(?:\S+: )?(?:line \d+: )?\s*(?:\d+\s+)?Terminated\b", 0.55, EXIT,
+       "the process was Terminated (SIGTERM)"),
+    _p("preemption", r"(?i)\brestart(?:ed)? ?(?:count|attempts?)\W{0,8}[1-9]", 0.4, WARNING,
+       "the worker was restarted"),
+    # --- generic failure signals: a failure, but no class ---------------------------------------
+    _p("unknown", r"Traceback \(most recent call last\)", 0.2, EXIT, "a Python traceback"),
+    _p("unknown", r"exited with a non-zero status of [1-9]\d*", 0.2, EXIT,
+       "a replica exited with a non-zero status"),
+    _p("unknown", _EXIT + r"-?[1-9]\d*\b", 0.2, EXIT, "a non-zero exit status"),
+    _p("unknown", r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b", 0.2, EXIT, "an exception"),
+    _p("unknown", r"JOB_STATE_FAILED|\bFAILED\b", 0.2, EXIT, "the job failed"),
+)
+
+_REDACTIONS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"),
+     "[REDACTED PRIVATE KEY]"),
+    (re.compile(r"(?i)\b(authorization\s*[:=]\s*)(?:bearer\s+|basic\s+)?[^\s,;\"']+"),
+     r"\1[REDACTED]"),
+    (re.compile(r"(?i)\b(bearer\s+)[\w.~+/=-]+"), r"\1[REDACTED]"),
+    (re.compile(r"ya29\.[\w.-]+"), "[REDACTED]"),
+    (re.compile(r"\beyJ[\w-]+\.[\w-]+\.[\w-]+"), "[REDACTED]"),
+    (re.compile(r"\bAIza[\w-]{30,}"), "[REDACTED]"),
+    (re.compile(
+        r"(?i)\b((?:access|id|refresh)_token|client_secret|api_?key|password|passwd|token"
+        r"|x-goog-signature|x-goog-credential|signature)([\"']?\s*[:=]\s*[\"']?)[^\s\"'&,;]+"),
+     r"\1\2[REDACTED]"),
+)
+# fmt: on
+
+
+def redact(text: str) -> str:
+    """Returns ``text`` with anything that looks like a credential replaced by ``[REDACTED]``.
+
+    Covers OAuth access tokens (``ya29.``), ``Bearer``/``Authorization`` values, JWTs, API keys,
+    private keys and ``token=``/``password=``-style parameters (signed URLs included).
+    """
+    for regex, replacement in _REDACTIONS:
+        text = regex.sub(replacement, text)
+    return text
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What failed, the line that shows it, and what to do first.
+
+    Attributes:
+        failure_class: a class name from :mod:`trainguard.failure_classes`.
+        evidence: the line that shows the class, trimmed and redacted (at most
+            ``MAX_EVIDENCE_CHARS`` characters); empty when nothing matched.
+        remedy: the class's first remedy.
+        trap: the plausible fix from the wrong class that does nothing (may be empty).
+        confidence: 0..1; below 0.3 means "no real diagnosis".
+        reason: why this class, in words (which signal won and what else was seen).
+        line_number: 1-based line of the evidence in the text, or None.
+    """
+
+    failure_class: str
+    evidence: str
+    remedy: str
+    trap: str
+    confidence: float
+    reason: str
+    line_number: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """Returns the diagnosis as a JSON-ready dict."""
+        return {
+            "failure_class": self.failure_class,
+            "evidence": self.evidence,
+            "remedy": self.remedy,
+            "trap": self.trap,
+            "confidence": round(self.confidence, 3),
+            "reason": self.reason,
+            "line_number": self.line_number,
+        }
+
+    def to_markdown(self) -> str:
+        """Returns a short report a user reads: class, evidence, first remedy, what not to do."""
+        if self.failure_class == "unknown":
+            title = "## Training failure: no known failure class"
+        else:
+            title = f"## Training failure: `{self.failure_class}`"
+        lines = [title, "", f"**Why:** {self.reason} (confidence {self.confidence:.2f})", ""]
+        if self.evidence:
+            where = f" (line {self.line_number})" if self.line_number else ""
+            fence = "`" * max(3, _longest_backtick_run(self.evidence) + 1)
+            lines += [f"**Evidence**{where}:", "", f"{fence}text", self.evidence, fence, ""]
+        lines.append(f"**First remedy:** {self.remedy}")
+        if self.trap:
+            lines += ["", f"**Do not:** {self.trap}"]
+        return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class _Hit:
+    line_number: int
+    segment: int
+    text: str
+    pattern: Pattern
+
+    @property
+    def order(self) -> tuple[int, int, float]:
+        return (self.line_number, self.segment, -self.pattern.weight)
+
+
+def classify(text: str) -> Diagnosis:
+    """Names the failure class of a job from its error message and/or the tail of its logs.
+
+    Args:
+        text: the job's error message, its log tail, or both concatenated.
+
+    Returns:
+        The diagnosis: the root-cause class, the evidence line, the class's first remedy and
+        trap, a confidence and the reason. Text with no known failure signature, such as a
+        healthy training log, is ``unknown`` with a confidence below 0.3.
+    """
+    hits = _scan(text or "")
+    known = [h for h in hits if h.pattern.failure_class != "unknown"]
+    generic = [h for h in hits if h.pattern.failure_class == "unknown"]
+
+    for severity in (ERROR, EXIT):
+        candidates = [h for h in known if h.pattern.severity == severity]
+        if candidates:
+            chosen = min(candidates, key=lambda h: h.order)
+            return _diagnose(chosen, known, _reason(chosen, known))
+
+    warnings = [h for h in known if h.pattern.severity == WARNING]
+    if warnings:
+        # The strongest hint; the earliest among equals.
+        chosen = min(warnings, key=lambda h: (-h.pattern.weight, h.order))
+        if chosen.pattern.weight >= _STRONG_WARNING or generic:
+            return _diagnose(chosen, known, _reason(chosen, known))
+        return _unknown(
+            chosen,
+            _UNKNOWN_WITH_SIGNAL,
+            f"only a weak hint ({chosen.pattern.label}, line {chosen.line_number}) and no sign "
+            "that the job failed",
+        )
+    if generic:
+        first = min(generic, key=lambda h: h.order)
+        return _unknown(
+            first,
+            _UNKNOWN_WITH_SIGNAL,
+            f"a failure signal ({first.pattern.label}, line {first.line_number}) but no known "
+            "failure signature",
+        )
+    return _unknown(None, _UNKNOWN_NO_SIGNAL, "no known failure signature")
+
+
+# Stack frames name functions and quote source code (``c10::DistNetworkError::DistNetworkError``,
+# ``raise ValueError("... MASTER_ADDR expected ...")``): they echo an error, they are not one.
+_FRAME = re.compile(r'^\s*(?:frame #\d+: |File "[^"]*", line \d+|[\^~]+\s*$)')
+_PYTHON_FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
+
+
+def _scan(text: str) -> list[_Hit]:
+    hits: list[_Hit] = []
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    after_python_frame = False
+    for number, line in enumerate(text.split("\n"), start=1):
+        # Error messages printed through repr() carry literal "\n": read them as lines too.
+        for segment, piece in enumerate(line.split("\\n")):
+            quoted_source = after_python_frame
+            after_python_frame = bool(_PYTHON_FRAME.match(piece))
+            if quoted_source or _FRAME.match(piece):
+                continue
+            for pattern in CLASS_PATTERNS:
+                if pattern.regex.search(piece):
+                    hits.append(_Hit(number, segment, piece, pattern))
+    return hits
+
+
+def _diagnose(chosen: _Hit, known: list[_Hit], reason: str) -> Diagnosis:
+    cls = chosen.pattern.failure_class
+    confidence = chosen.pattern.weight
+    if chosen.pattern.severity == WARNING:
+        confidence *= _WARNING_DISCOUNT
+    agreeing = {h.line_number for h in known if h.pattern.failure_class == cls}
+    confidence += min(0.1, 0.03 * len(agreeing - {chosen.line_number}))
+    # A weaker reading of the chosen line itself (RESOURCE_EXHAUSTED on a TPU HBM line) is no
+    # rival: the more specific signature already explains it.
+    rivals = {h.pattern.failure_class for h in _others(chosen, known) if h.pattern.severity != WARNING}
+    confidence -= min(0.3, 0.1 * len(rivals))
+    confidence = max(_MIN_CONFIDENCE, min(0.99, confidence))
+    fc = get_failure_class(cls)
+    return Diagnosis(
+        failure_class=cls,
+        evidence=_evidence(chosen),
+        remedy=fc.remedy,
+        trap=fc.trap,
+        confidence=round(confidence, 3),
+        reason=reason,
+        line_number=chosen.line_number,
+    )
+
+
+def _unknown(hit: _Hit | None, confidence: float, reason: str) -> Diagnosis:
+    fc = get_failure_class("unknown")
+    return Diagnosis(
+        failure_class="unknown",
+        evidence=_evidence(hit) if hit else "",
+        remedy=fc.remedy,
+        trap=fc.trap,
+        confidence=confidence,
+        reason=reason,
+        line_number=hit.line_number if hit else None,
+    )
+
+
+def _reason(chosen: _Hit, known: list[_Hit]) -> str:
+    label, line = chosen.pattern.label, chosen.line_number
+    severity = chosen.pattern.severity
+    if severity == ERROR:
+        parts = [f"earliest fatal error: {label} (line {line})"]
+    elif severity == EXIT:
+        parts = [f"no error names a cause; the process ended: {label} (line {line})"]
+    else:
+        parts = [f"only a non-fatal signal: {label} (line {line}); no fatal error names a cause"]
+    others = _others(chosen, known)
+    earlier = sorted((h for h in others if h.order < chosen.order), key=lambda h: h.order)
+    for hit in _first_per_class(earlier):
+        if hit.pattern.severity == WARNING:
+            parts.append(
+                f"a non-fatal {hit.pattern.failure_class} signal came first ({hit.pattern.label}, "
+                f"line {hit.line_number}) but did not stop the job"
+            )
+        else:
+            # Only an exit signal can precede an error that wins (errors outrank exits).
+            parts.append(
+                f"the earlier {hit.pattern.failure_class} exit signal (line {hit.line_number}) "
+                "says how the process ended, not why"
+            )
+    later = sorted((h for h in others if h.order > chosen.order), key=lambda h: h.order)
+    for hit in _first_per_class(later):
+        if _RANK[hit.pattern.severity] <= _RANK[severity]:
+            parts.append(
+                f"the later {hit.pattern.failure_class} signal ({hit.pattern.label}, line "
+                f"{hit.line_number}) reads as a consequence"
+            )
+        elif hit.pattern.severity == EXIT:
+            parts.append(
+                f"the {hit.pattern.failure_class} exit signal (line {hit.line_number}) says how "
+                "the process ended, not why"
+            )
+    return "; ".join(parts)
+
+
+def _others(chosen: _Hit, known: list[_Hit]) -> list[_Hit]:
+    """Hits of other classes, less those on the chosen hit's own line."""
+    here = (chosen.line_number, chosen.segment)
+    return [
+        h
+        for h in known
+        if h.pattern.failure_class != chosen.pattern.failure_class and (h.line_number, h.segment) != here
+    ]
+
+
+def _first_per_class(hits: list[_Hit]) -> list[_Hit]:
+    seen: set[str] = set()
+    firsts = []
+    for hit in hits:
+        if hit.pattern.failure_class not in seen:
+            seen.add(hit.pattern.failure_class)
+            firsts.append(hit)
+    return firsts
+
+
+def _evidence(hit: _Hit) -> str:
+    line = redact(hit.text.strip())
+    if len(line) <= MAX_EVIDENCE_CHARS:
+        return line
+    match = hit.pattern.regex.search(line)
+    start = match.start() if match else 0
+    keep = MAX_EVIDENCE_CHARS - 2  # room for an ellipsis at each end
+    begin = max(0, min(start - 80, len(line) - keep))
+    window = line[begin : begin + keep]
+    return ("…" if begin > 0 else "") + window + ("…" if begin + keep < len(line) else "")
+
+
+def _longest_backtick_run(text: str) -> int:
+    runs = [len(m.group(0)) for m in re.finditer(r"`+", text)]
+    return max(runs, default=0)

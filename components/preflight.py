@@ -2,6 +2,7 @@
 
 from kfp import dsl
 from kfp.dsl import Artifact, Markdown, Metrics, Output
+
 from trainguard.components.image import COMPONENT_IMAGE
 
 __all__ = ["preflight"]

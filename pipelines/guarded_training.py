@@ -2,6 +2,7 @@
 one that trained badly does not ship."""
 
 from kfp import dsl
+
 from trainguard.components import preflight, train, validate
 
 __all__ = ["guarded_training"]

@@ -94,6 +94,7 @@ def run_local(pipeline: str, spec: JobSpec, *, backend: str = "local",
         ConfigError: an unknown pipeline name.
     """
     from kfp import local
+
     from trainguard.pipelines import PIPELINES
 
     if pipeline not in PIPELINES:

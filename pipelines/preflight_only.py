@@ -1,6 +1,7 @@
 """Preflight alone: check a job before submitting it by other means."""
 
 from kfp import dsl
+
 from trainguard.components import preflight
 
 __all__ = ["preflight_only"]

@@ -20,6 +20,7 @@ def submit(pipeline: str, spec: JobSpec, *, pipeline_root: str, backend: str = "
     """
     from google.cloud import aiplatform
     from kfp import compiler
+
     from trainguard.pipelines import PIPELINES
 
     if pipeline not in PIPELINES:

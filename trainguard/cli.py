@@ -61,13 +61,20 @@ def _fail(exc: TrainguardError) -> None:
 
 
 def _print_report(report, fail_on: str) -> None:
-    table = Table(title=f"Preflight: {report.subject}", show_lines=False, expand=False)
-    for column in ("status", "check", "evidence", "remedy"):
-        table.add_column(column, overflow="fold")
-    for r in sorted(report.results, key=lambda r: -r.status.rank):
-        table.add_row(f"[{_STYLE[r.status.value]}]{r.status.value}[/]", f"{r.check}: {r.title}",
-                      r.evidence, r.remedy)
-    out.print(table)
+    ordered = sorted(report.results, key=lambda r: -r.status.rank)
+    if out.is_terminal:
+        table = Table(title=f"Preflight: {report.subject}", show_lines=False, expand=False)
+        for column in ("status", "check", "evidence", "remedy"):
+            table.add_column(column, overflow="fold")
+        for r in ordered:
+            table.add_row(f"[{_STYLE[r.status.value]}]{r.status.value}[/]",
+                          f"{r.check}: {r.title}", r.evidence, r.remedy)
+        out.print(table)
+    else:  # logs and pipes: one unwrapped line per fact, easy to grep
+        out.print(f"Preflight: {report.subject}", markup=False)
+        for r in ordered:
+            out.print(f"{r.status.value:<7} {r.check}: {r.title}\n        {r.evidence}"
+                      + (f"\n        fix: {r.remedy}" if r.remedy else ""), markup=False)
     c = report.counts()
     verdict = "[green]passed[/]" if report.passed(fail_on) else "[bold red]FAILED[/]"
     out.print(f"preflight {verdict}: {c['PASS']} pass, {c['WARN']} warn, {c['UNKNOWN']} unknown, "

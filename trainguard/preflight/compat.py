@@ -134,8 +134,8 @@ def check_scheduling(ctx: PreflightContext) -> list[CheckResult]:
             "AIP_CHECKPOINT_DIR (trainguard.runtime.CheckpointManager)", "preemption"))
     elif spec.preemptible:
         out.append(CheckResult(NAME, f"{strategy} with checkpoints", Status.PASS,
-                               f"{strategy} job checkpoints under {spec.base_output_dir}"
-                               "checkpoints/"))
+                               f"{strategy} job checkpoints under "
+                               f"{spec.base_output_dir.rstrip('/')}/checkpoints/"))
     if sched.max_wait_duration and strategy != "FLEX_START":
         out.append(CheckResult(NAME, "maxWaitDuration", Status.WARN,
                                f"scheduling.maxWaitDuration is set but the strategy is {strategy}; "

@@ -81,6 +81,7 @@ def test_spot_without_checkpoints_names_the_trap():
     assert result.failure_class == "preemption"
     ok = results(job("g2-standard-8", "NVIDIA_L4", 1, spot=True, base_output_dir="gs://b/r"))
     assert all(r.status == Status.PASS for r in ok)
+    assert any("under gs://b/r/checkpoints/" in r.evidence for r in ok)
 
 
 def test_mixing_tpu_and_gpu_pools_fails():

@@ -1,0 +1,126 @@
+"""The CLI as a user meets it: exit codes 0/1/2, one clear message, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+PR = ["--project", "my-project", "--region", "us-central1"]
+
+
+def cli(*args, stdin: str | None = None, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "trainguard.cli", *map(str, args)],
+                          capture_output=True, text=True, input=stdin, cwd=cwd, timeout=120)
+
+
+def no_traceback(proc):
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+
+
+def test_help_and_version():
+    proc = cli("--help")
+    assert proc.returncode == 0
+    for command in ("preflight", "train", "validate", "triage", "compile", "run"):
+        assert command in proc.stdout
+    assert cli("--version").stdout.startswith("trainguard ")
+
+
+def test_preflight_passes_on_the_a100_spot_example(tmp_path):
+    proc = cli("preflight", EXAMPLES / "a100-spot.yaml", *PR, "--only", "compat",
+               "--json", tmp_path / "r.json", "--markdown", tmp_path / "r.md")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "preflight passed" in proc.stdout
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["passed"] is True and report["counts"]["FAIL"] == 0
+    assert (tmp_path / "r.md").read_text().startswith("# Preflight passed")
+
+
+def test_preflight_failing_check_exits_1_with_the_fix(tmp_path):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(
+        "workerPoolSpecs:\n"
+        "  - machineSpec: {machineType: a2-highgpu-1g, acceleratorType: NVIDIA_TESLA_A100,"
+        " acceleratorCount: 2}\n"
+        "    containerSpec: {imageUri: img}\n")
+    proc = cli("preflight", spec, *PR, "--only", "compat", "--json", tmp_path / "r.json")
+    assert proc.returncode == 1
+    assert "FAIL" in proc.stdout and "acceleratorCount: 1" in proc.stdout
+    assert json.loads((tmp_path / "r.json").read_text())["passed"] is False
+    no_traceback(proc)
+
+
+def test_fail_on_warn_turns_a_warning_into_exit_1(tmp_path):
+    spec = tmp_path / "spot.yaml"
+    spec.write_text(
+        "workerPoolSpecs:\n"
+        "  - machineSpec: {machineType: g2-standard-8, acceleratorType: NVIDIA_L4,"
+        " acceleratorCount: 1}\n"
+        "    containerSpec: {imageUri: img}\n"
+        "scheduling: {strategy: SPOT}\n")
+    assert cli("preflight", spec, *PR, "--only", "compat").returncode == 0
+    assert cli("preflight", spec, *PR, "--only", "compat", "--fail-on", "warn").returncode == 1
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["preflight", "missing.yaml", *PR], "does not exist"),
+    (["preflight", "examples/a100-spot.yaml", "--project", "Bad_Project", "--region",
+      "us-central1"], "project"),
+    (["preflight", "examples/a100-spot.yaml", *PR, "--only", "quotaa"], "unknown check"),
+    (["preflight", "examples/a100-spot.yaml", *PR, "--fail-on", "sometimes"], "fail_on"),
+    (["train", "examples/local-healthy.yaml", *PR, "--preempt-after", "soon"], "not a duration"),
+    (["triage", "no-such-log.txt"], "cannot read"),
+])
+def test_bad_input_exits_2_with_one_clear_message(args, needle):
+    proc = cli(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert needle in proc.stderr
+    no_traceback(proc)
+
+
+def test_bad_spec_field_is_named(tmp_path):
+    spec = tmp_path / "typo.yaml"
+    spec.write_text("workerPoolSpecs:\n  - machineSpec: {machineTyp: n1-standard-4}\n")
+    proc = cli("preflight", spec, *PR)
+    assert proc.returncode == 2
+    assert "workerPoolSpecs[0].machineSpec.machineTyp" in proc.stderr
+    assert "machineType" in proc.stderr
+    no_traceback(proc)
+
+
+def test_unknown_flag_is_a_usage_error():
+    assert cli("preflight", "--frobnicate").returncode == 2
+
+
+def test_triage_reads_stdin_and_writes_json(tmp_path):
+    text = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    proc = cli("triage", "-", "--json", tmp_path / "d.json", stdin=text)
+    assert proc.returncode == 0
+    assert "device_oom" in proc.stdout
+    data = json.loads((tmp_path / "d.json").read_text())
+    assert data["failure_class"] == "device_oom" and data["remedy"]
+
+
+def test_train_locally_and_a_failing_job_is_classified(tmp_path):
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(
+        "workerPoolSpecs:\n  - machineSpec: {machineType: n1-standard-4}\n"
+        "    containerSpec: {imageUri: img, command: [python, -c, 'print(42)']}\n")
+    proc = cli("train", ok, *PR, "--output-dir", tmp_path / "out", "--json", tmp_path / "t.json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "t.json").read_text())["state"] == "SUCCEEDED"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "workerPoolSpecs:\n  - machineSpec: {machineType: n1-standard-4}\n"
+        "    containerSpec: {imageUri: img, command: [python, -m, no_such_trainer_module]}\n")
+    proc = cli("train", bad, *PR, "--output-dir", tmp_path / "out2", "--json", tmp_path / "f.json")
+    assert proc.returncode == 1
+    assert "container" in proc.stderr and "No module named" in proc.stderr
+    data = json.loads((tmp_path / "f.json").read_text())
+    assert data["state"] == "FAILED" and data["diagnosis"]["failure_class"] == "container"
+    no_traceback(proc)

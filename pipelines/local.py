@@ -118,7 +118,7 @@ def run_local(pipeline: str, spec: JobSpec, *, backend: str = "local",
             outputs = dict(getattr(result, "outputs", {}) or {})
         except RuntimeError as exc:
             message = _ANSI.sub("", str(exc))
-            m = re.search(r"Inner task failed: ([\w-]+)", message)
+            m = re.search(r"Inner task failed: '?([\w-]+)", message)
             if m is None:
                 raise
             succeeded, failed_task = False, m.group(1)

@@ -164,6 +164,8 @@ CLASS_PATTERNS: tuple[Pattern, ...] = (
     _p("quota", r"Quota '[\w-]+' exceeded", 0.95, ERROR, "Compute Engine quota exceeded"),
     _p("quota", r"(?i)insufficient '?[\w-]+'? quota|QUOTA_EXCEEDED", 0.9, ERROR,
        "insufficient quota"),
+    _p("quota", r"stayed QUEUED for \d+ ?s", 0.85, ERROR,
+       "job never left QUEUED: Vertex waits for accelerator capacity or quota"),
     _p("quota", r"RESOURCE_EXHAUSTED|\bResourceExhausted\b", 0.55, ERROR,
        "RESOURCE_EXHAUSTED (a quota or a rate limit)"),
     _p("quota", r"\bTooManyRequests\b|(?i:\b429\b.{0,80}?(?:too many requests|rate limit))", 0.7,

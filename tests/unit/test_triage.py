@@ -463,3 +463,11 @@ def test_triage_imports_neither_kfp_nor_torch():
 
 def test_public_api():
     assert {"Diagnosis", "classify", "CLASS_PATTERNS", "redact"} <= set(triage.__all__)
+
+
+def test_the_vertex_launchers_queued_timeout_is_quota():
+    from trainguard.triage import classify
+
+    d = classify("stayed QUEUED for 1800 s: likely accelerator quota in us-central1; run "
+                 "trainguard preflight")
+    assert d.failure_class == "quota" and "QUEUED" in d.evidence

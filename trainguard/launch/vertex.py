@@ -386,7 +386,7 @@ class VertexBackend:
                     name = self._find_launch(spec, launch_id, within_s=self.cancel_wait_s)
                 if name is None:
                     self._say(f"{why} before a job was created: nothing to cancel")
-                    return self._result(spec, base, None, "", "CANCELLED",
+                    return self._result(spec, base, "", "CANCELLED",
                                         f"cancelled by {why} before the job was created", started)
                 job = self._cancel(spec, name, why, job)
                 if job is None or state_name(job.state) not in TERMINAL_STATES:
@@ -394,7 +394,7 @@ class VertexBackend:
                 else:
                     error = f"cancelled by {why}"
         if job is None:  # cancelled, but the job could not be read since
-            return self._result(spec, base, None, name, "CANCELLING", error, started)
+            return self._result(spec, base, name or "", "CANCELLING", error, started)
         state = state_name(job.state)
         if state == "SUCCEEDED":
             error = ""
@@ -402,9 +402,9 @@ class VertexBackend:
             error = job.error.message or f"the job ended {state} without an error message"
         elif job.error.message and job.error.message != "CANCELED":
             error = f"{error}; job error: {job.error.message}"
-        return self._result(spec, base, job, name, state, error, started)
+        return self._result(spec, base, name or "", state, error, started)
 
-    def _result(self, spec: JobSpec, base: str, job: Any, name: str, state: str, error: str,
+    def _result(self, spec: JobSpec, base: str, name: str, state: str, error: str,
                 started: float) -> TrainResult:
         return TrainResult(
             state=state, job_name=name, base_output_dir=base,
@@ -510,8 +510,10 @@ class VertexBackend:
                                                    timeout=self.request_timeout_s)
                 break
             except transient as exc:
-                # The request may have reached Vertex before the error: look before recreating.
-                found = self._find_launch(spec, launch_id, client)
+                # A 503 or a lost answer may follow a create that landed: look before recreating.
+                # (A 429 is a refusal before any work, so there is nothing to look for.)
+                found = None if isinstance(exc, gexc.TooManyRequests) else \
+                    self._find_launch(spec, launch_id, client)
                 if found is not None:
                     created = self._get(client, found, spec)
                     break

@@ -1,0 +1,525 @@
+"""The Vertex backend against the CustomJob test server, through the real aiplatform_v1 client."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import re
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+from google.cloud import aiplatform_v1
+from google.protobuf import json_format
+from google_cloud_pipeline_components.proto import gcp_resources_pb2
+
+from tests.servers import vertex_jobs
+from tests.servers.vertex_jobs import Scenario, VertexJobsServer
+from trainguard.errors import ConfigError, SpecError, TransientError, UserError
+from trainguard.launch.vertex import LAUNCH_ID_LABEL, VertexBackend, write_gcp_resources
+from trainguard.spec import JobSpec, load_spec, parse_spec
+
+vertex_server = vertex_jobs.vertex_server  # the fixture: a server, with the endpoint override set
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+PROJECT, REGION = "my-project", "us-central1"
+A100 = aiplatform_v1.AcceleratorType.NVIDIA_TESLA_A100.value
+TPU_V5E = aiplatform_v1.AcceleratorType.TPU_V5_LITEPOD.value
+SPOT = aiplatform_v1.Scheduling.Strategy.SPOT.value
+FLEX_START = aiplatform_v1.Scheduling.Strategy.FLEX_START.value
+
+
+class FakeTime:
+    """A clock that only moves when the backend sleeps; ``hook`` runs on every sleep."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+        self.hook = None
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds >= 0
+        self.sleeps.append(seconds)
+        self.now += seconds
+        if self.hook is not None:
+            self.hook()
+
+
+@pytest.fixture
+def fake_time() -> FakeTime:
+    return FakeTime()
+
+
+def backend(fake_time: FakeTime, **kw) -> VertexBackend:
+    kw.setdefault("stream", io.StringIO())
+    return VertexBackend(clock=fake_time.clock, sleep=fake_time.sleep, **kw)
+
+
+def a100_spec(**kw) -> JobSpec:
+    args = dict(machine_type="a2-highgpu-1g", image_uri="us-docker.pkg.dev/my-project/t/trainer:1",
+                accelerator_type="NVIDIA_TESLA_A100", accelerator_count=1, spot=True,
+                base_output_dir="gs://bucket/runs/r1", command=["python", "/app/train.py"],
+                env={"LR": "0.1"}, display_name="guarded")
+    args.update(kw)
+    return JobSpec.create(PROJECT, REGION, **args)
+
+
+def only_job_id(server: VertexJobsServer) -> str:
+    (job_id,) = server.jobs
+    return job_id
+
+
+# --- the happy path and what arrives ------------------------------------------------------------
+
+
+def test_creates_the_job_polls_with_backoff_and_succeeds(vertex_server, fake_time, tmp_path):
+    vertex_server.script(Scenario.succeeds(queued=2, pending=2, running=6))
+    out = io.StringIO()
+    gcp_resources = tmp_path / "outputs" / "gcp_resources"
+    result = backend(fake_time, gcp_resources_path=str(gcp_resources), stream=out,
+                     extra_env={"EXTRA": "1"}).run(a100_spec())
+
+    assert result.succeeded and result.error == ""
+    job_id = only_job_id(vertex_server)
+    assert result.job_name == f"projects/123456789012/locations/{REGION}/customJobs/{job_id}"
+    assert result.model_dir == "gs://bucket/runs/r1/model/"
+    assert result.checkpoint_dir == "gs://bucket/runs/r1/checkpoints/"
+    assert result.history_path == "gs://bucket/runs/r1/history.jsonl"
+    assert result.console_url == (f"https://console.cloud.google.com/vertex-ai/locations/{REGION}"
+                                  f"/training/{job_id}/cpu?project={PROJECT}")
+
+    (create,) = vertex_server.calls("create")
+    assert create.path == f"/v1/projects/{PROJECT}/locations/{REGION}/customJobs"
+    assert create.query["$alt"] == ["json;enum-encoding=int"]
+    body = create.body
+    assert body["displayName"] == "guarded"
+    pool = body["jobSpec"]["workerPoolSpecs"][0]
+    assert pool["machineSpec"] == {"machineType": "a2-highgpu-1g", "acceleratorType": A100,
+                                   "acceleratorCount": 1}
+    assert pool["replicaCount"] == "1"  # int64 travels as a string
+    assert pool["containerSpec"]["command"] == ["python", "/app/train.py"]
+    assert pool["containerSpec"]["env"] == [
+        {"name": "LR", "value": "0.1"},
+        {"name": "TRAINGUARD_HISTORY", "value": "gs://bucket/runs/r1/history.jsonl"},
+        {"name": "EXTRA", "value": "1"}]
+    assert body["jobSpec"]["scheduling"] == {"strategy": SPOT}
+    assert body["jobSpec"]["baseOutputDirectory"] == {"outputUriPrefix": "gs://bucket/runs/r1"}
+    assert re.fullmatch(r"[0-9a-f]{32}", body["labels"][LAUNCH_ID_LABEL])
+
+    assert vertex_server.states_seen(job_id) == ["QUEUED", "PENDING", "RUNNING", "SUCCEEDED"]
+    # 2 s growing x1.5 within a state, back to 2 s after each change.
+    assert fake_time.sleeps == [2, 3, 2, 3, 2, 3, 4.5, 6.75, 10.125, 15.1875]
+    log = out.getvalue()
+    for state in ("QUEUED", "PENDING → RUNNING", "RUNNING → SUCCEEDED"):
+        assert state in log
+    assert result.console_url in log
+
+    # gcp_resources: GCPC's proto JSON, readable the way GCPC's launcher reads it.
+    text = gcp_resources.read_text()
+    resources = json_format.Parse(text, gcp_resources_pb2.GcpResources())
+    (resource,) = resources.resources
+    assert resource.resource_type == "CustomJob"
+    prefix = f"https://{REGION}-aiplatform.googleapis.com/v1/"
+    assert resource.resource_uri == prefix + result.job_name
+    assert re.findall(f"{prefix}(.*)", resource.resource_uri) == [result.job_name]
+    assert json.loads(text) == {"resources": [{"resourceType": "CustomJob",
+                                               "resourceUri": prefix + result.job_name}]}
+
+
+def test_every_spec_field_reaches_vertex(vertex_server, fake_time):
+    data = {
+        "displayName": "everything",
+        "labels": {"team": "ml"},
+        "jobSpec": {
+            "workerPoolSpecs": [
+                {"machineSpec": {"machineType": "ct5lp-hightpu-8t", "acceleratorType": "TPU_V5_LITEPOD",
+                                 "acceleratorCount": 8, "tpuTopology": "2x4"},
+                 "replicaCount": 1,
+                 "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/jax:1", "args": ["--steps=10"]}},
+                {"machineSpec": {"machineType": "ct5lp-hightpu-8t", "acceleratorType": "TPU_V5_LITEPOD",
+                                 "acceleratorCount": 8, "tpuTopology": "2x4"},
+                 "replicaCount": 3,
+                 "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/jax:1"}},
+                {},
+                {"machineSpec": {"machineType": "n1-highcpu-16"}, "replicaCount": 2,
+                 "containerSpec": {"imageUri": "us-docker.pkg.dev/vertex-ai-restricted/training/"
+                                               "reductionserver:latest"}},
+            ],
+            "scheduling": {"strategy": "FLEX_START", "maxWaitDuration": "1800s",
+                           "restartJobOnWorkerRestart": True, "timeout": "7200s"},
+            "baseOutputDirectory": {"outputUriPrefix": "gs://bucket/runs/tpu"},
+            "serviceAccount": "trainer@my-project.iam.gserviceaccount.com",
+            "network": "projects/123456789012/global/networks/training",
+            "tensorboard": f"projects/{PROJECT}/locations/{REGION}/tensorboards/42",
+            "enableWebAccess": True,
+        },
+    }
+    spec = parse_spec(data, project=PROJECT, region=REGION)
+    result = backend(fake_time).run(spec)
+    assert result.succeeded
+    body = vertex_server.calls("create")[0].body
+    assert body["displayName"] == "everything"
+    assert body["labels"]["team"] == "ml"
+    js = body["jobSpec"]
+    chief, workers, placeholder, reducer = js["workerPoolSpecs"]
+    assert chief["machineSpec"] == {"machineType": "ct5lp-hightpu-8t", "acceleratorType": TPU_V5E,
+                                    "acceleratorCount": 8, "tpuTopology": "2x4"}
+    assert chief["containerSpec"]["args"] == ["--steps=10"]
+    assert workers["replicaCount"] == "3"
+    assert placeholder == {}  # an empty pool keeps its place and stays empty
+    assert reducer["machineSpec"] == {"machineType": "n1-highcpu-16"}
+    assert reducer["replicaCount"] == "2"
+    assert js["scheduling"] == {"strategy": FLEX_START, "maxWaitDuration": "1800s",
+                                "restartJobOnWorkerRestart": True, "timeout": "7200s"}
+    assert js["serviceAccount"] == "trainer@my-project.iam.gserviceaccount.com"
+    assert js["network"] == "projects/123456789012/global/networks/training"
+    assert js["tensorboard"] == f"projects/{PROJECT}/locations/{REGION}/tensorboards/42"
+    assert js["enableWebAccess"] is True
+    for pool in (chief, workers, reducer):
+        assert {"name": "TRAINGUARD_HISTORY", "value": "gs://bucket/runs/tpu/history.jsonl"} in \
+            pool["containerSpec"]["env"]
+    job = next(iter(vertex_server.jobs.values()))
+    assert job.web_access_uris  # Vertex answered with the web-access URIs
+
+
+@pytest.mark.parametrize("example", ["a100-spot.yaml", "multi-worker.yaml", "tpu-v5e.yaml", "l4.yaml"])
+def test_the_examples_are_accepted_as_sent(vertex_server, fake_time, example):
+    spec = load_spec(EXAMPLES / example, project=PROJECT, region=REGION)
+    assert backend(fake_time).run(spec).succeeded
+    sent = vertex_server.calls("create")[0].body["jobSpec"]
+    expected = spec.to_dict()
+    for got, want in zip(sent["workerPoolSpecs"], expected["workerPoolSpecs"], strict=True):
+        want_env = want.get("containerSpec", {}).get("env", [])
+        assert got["containerSpec"]["env"][:len(want_env)] == want_env
+        assert got["machineSpec"]["machineType"] == want["machineSpec"]["machineType"]
+        assert got["machineSpec"].get("acceleratorCount") == want["machineSpec"].get("acceleratorCount")
+        acc = want["machineSpec"].get("acceleratorType")
+        assert got["machineSpec"].get("acceleratorType") == (
+            aiplatform_v1.AcceleratorType[acc].value if acc else None)
+    assert sent["baseOutputDirectory"] == expected["baseOutputDirectory"]
+
+
+def test_pipeline_system_labels_and_output_dir_are_added(vertex_server, fake_time, monkeypatch):
+    monkeypatch.setenv("VERTEX_AI_PIPELINES_RUN_LABELS",
+                       json.dumps({"vertex-ai-pipelines-run-billing-id": "987", "team": "system"}))
+    spec = dataclasses.replace(
+        JobSpec.create(PROJECT, REGION, machine_type="g2-standard-8", image_uri="img:1",
+                       accelerator_type="NVIDIA_L4", accelerator_count=1),
+        labels={"team": "ml"})
+    result = backend(fake_time, output_dir="gs://bucket/fallback/").run(spec)
+    body = vertex_server.calls("create")[0].body
+    assert body["labels"]["vertex-ai-pipelines-run-billing-id"] == "987"
+    assert body["labels"]["team"] == "ml"  # the user's label wins, as in GCPC
+    assert body["jobSpec"]["baseOutputDirectory"] == {"outputUriPrefix": "gs://bucket/fallback"}
+    assert result.model_dir == "gs://bucket/fallback/model/"
+
+
+def test_max_wait_duration_is_dropped_unless_flex_start(vertex_server, fake_time):
+    spec = parse_spec({"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"},
+                                            "containerSpec": {"imageUri": "img:1"}}],
+                       "scheduling": {"strategy": "SPOT", "maxWaitDuration": "600s"}},
+                      project=PROJECT, region=REGION)
+    out = io.StringIO()
+    backend(fake_time, stream=out).run(spec)
+    assert vertex_server.calls("create")[0].body["jobSpec"]["scheduling"] == {"strategy": SPOT}
+    assert "maxWaitDuration" in out.getvalue()
+    assert spec.job_spec.scheduling.max_wait_duration  # the spec itself is untouched
+
+
+# --- failures -----------------------------------------------------------------------------------
+
+
+def test_failed_job_returns_its_error_message(vertex_server, fake_time):
+    message = ("The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: "
+               "Error. To find out more about why your job exited please check the logs: "
+               "https://console.cloud.google.com/logs/viewer?project=123456789012&resource=ml_job")
+    vertex_server.script(Scenario.fails(message))
+    result = backend(fake_time).run(a100_spec())
+    assert result.state == "FAILED"
+    assert not result.succeeded
+    assert result.error == message
+    assert result.checkpoint_dir == "gs://bucket/runs/r1/checkpoints/"
+
+
+def test_bad_request_on_create_is_a_spec_error_with_the_server_message(vertex_server, fake_time):
+    spec = a100_spec(base_output_dir="/tmp/not-gcs")
+    with pytest.raises(SpecError) as err:
+        backend(fake_time).run(spec)
+    assert isinstance(err.value, UserError) and err.value.exit_code == 2
+    assert "Vertex AI rejected the CustomJob" in str(err.value)
+    assert "Output URI prefix must be a Cloud Storage path" in str(err.value)
+    assert err.value.path == "custom_job.job_spec.base_output_directory.output_uri_prefix"
+    assert vertex_server.calls("get") == []
+
+
+def test_scripted_400_with_field_violation(vertex_server, fake_time):
+    vertex_server.fail_next(1, 400, "create", message="Machine type \"a2-highgpu-1g\" is not "
+                            "supported in region us-west1.",
+                            details=[{"@type": "type.googleapis.com/google.rpc.BadRequest",
+                                      "fieldViolations": [{
+                                          "field": "custom_job.job_spec.worker_pool_specs[0]"
+                                                   ".machine_spec.machine_type",
+                                          "description": "unsupported"}]}])
+    with pytest.raises(SpecError, match="is not supported in region") as err:
+        backend(fake_time).run(a100_spec())
+    assert err.value.path.endswith("worker_pool_specs[0].machine_spec.machine_type")
+    assert len(vertex_server.calls("create")) == 1  # a 400 is never retried
+
+
+def test_permission_denied_on_create_names_what_is_missing(vertex_server, fake_time):
+    vertex_server.fail_next(1, 403, "create")
+    with pytest.raises(UserError, match="iam.serviceAccounts.actAs"):
+        backend(fake_time).run(a100_spec())
+
+
+# --- transient errors ---------------------------------------------------------------------------
+
+
+def test_503_429_and_dropped_connections_while_polling_are_retried(vertex_server, fake_time):
+    vertex_server.fail_next(2, 503, "get")
+    vertex_server.fail_next(1, 429, "get")
+    vertex_server.drop_next(1, "get")
+    out = io.StringIO()
+    result = backend(fake_time, stream=out).run(a100_spec())
+    assert result.succeeded
+    gets = vertex_server.calls("get")
+    assert len(gets) == 4 + 4  # four failed, then the scenario's four answers
+    log = out.getvalue()
+    assert "ServiceUnavailable" in log and "TooManyRequests" in log and "ConnectionError" in log
+    assert len(vertex_server.jobs) == 1
+
+
+def test_vertex_unreachable_for_too_long_raises_transient_and_leaves_the_job(vertex_server, fake_time,
+                                                                           tmp_path):
+    vertex_server.fail_next(10_000, 503, "get")
+    gcp_resources = tmp_path / "gcp_resources"
+    with pytest.raises(TransientError, match="kept failing"):
+        backend(fake_time, gcp_resources_path=str(gcp_resources), max_transient_s=300).run(a100_spec())
+    assert vertex_server.calls("cancel") == []  # a retry of the component resumes it
+    assert gcp_resources.exists()
+    assert sum(fake_time.sleeps) <= 300 + 60
+
+
+def test_503_on_create_is_retried_without_a_second_job(vertex_server, fake_time):
+    vertex_server.fail_next(2, 503, "create")
+    result = backend(fake_time).run(a100_spec())
+    assert result.succeeded
+    assert len(vertex_server.calls("create")) == 3
+    assert len(vertex_server.calls("list")) == 2  # looked for a landed create before each retry
+    assert len(vertex_server.jobs) == 1
+
+
+def test_a_create_whose_answer_is_lost_is_adopted_not_doubled(vertex_server, fake_time):
+    vertex_server.drop_next(1, "create", after_handling=True)
+    result = backend(fake_time).run(a100_spec())
+    assert result.succeeded
+    assert len(vertex_server.calls("create")) == 1
+    (listed,) = vertex_server.calls("list")
+    assert listed.query["filter"][0].startswith(f'labels.{LAUNCH_ID_LABEL}="')
+    assert len(vertex_server.jobs) == 1
+    assert result.job_name.endswith(only_job_id(vertex_server))
+
+
+# --- quota-short jobs ---------------------------------------------------------------------------
+
+
+def test_a_job_stuck_in_queued_is_cancelled_and_reported_as_quota(vertex_server, fake_time):
+    vertex_server.script(Scenario.stuck_queued())
+    result = backend(fake_time, max_queued_s=600).run(a100_spec())
+    assert result.state == "CANCELLED"
+    assert result.error == ("stayed QUEUED for 600 s: likely accelerator quota in us-central1; run "
+                            "trainguard preflight")
+    assert len(vertex_server.calls("cancel")) == 1
+    assert vertex_server.state_of(only_job_id(vertex_server)) == "CANCELLED"
+    assert 600 <= fake_time.now - 1000 <= 600 + 25
+
+
+def test_the_queued_timer_counts_only_queued_time(vertex_server, fake_time):
+    vertex_server.script(Scenario(steps=(("QUEUED", 5), ("RUNNING", 30)), final="SUCCEEDED"))
+    result = backend(fake_time, max_queued_s=30, poll_max_s=10).run(a100_spec())
+    assert result.succeeded  # ≈ 16 s queued, then 30 polls RUNNING (> 30 s): not a quota problem
+    assert fake_time.now - 1000 > 30 * 2
+
+
+# --- cancellation -------------------------------------------------------------------------------
+
+
+def test_sigterm_cancels_the_job_and_waits_for_cancelled(vertex_server, fake_time, tmp_path):
+    vertex_server.script(Scenario.runs_forever())
+    gcp_resources = tmp_path / "gcp_resources"
+    out = io.StringIO()
+
+    def terminate_once_running():
+        jobs = vertex_server.jobs
+        if jobs and vertex_server.state_of(next(iter(jobs))) == "RUNNING" and \
+                not vertex_server.calls("cancel"):
+            signal.raise_signal(signal.SIGTERM)  # what KFP sends when the run is cancelled
+
+    fake_time.hook = terminate_once_running
+    before = signal.getsignal(signal.SIGTERM)
+    result = backend(fake_time, gcp_resources_path=str(gcp_resources), stream=out).run(a100_spec())
+
+    assert result.state == "CANCELLED"
+    assert "SIGTERM" in result.error
+    job_id = only_job_id(vertex_server)
+    (cancel,) = vertex_server.calls("cancel")
+    assert cancel.path.endswith(f"/customJobs/{job_id}:cancel")
+    assert cancel.body == {}
+    assert vertex_server.states_seen(job_id)[-2:] == ["CANCELLING", "CANCELLED"]
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is restored
+    assert "cancelling" in out.getvalue()
+
+
+def test_sigterm_sent_to_the_process_from_a_timer_thread_cancels_the_job(vertex_server):
+    vertex_server.script(Scenario.runs_forever())
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:  # real time here: real sleeps of 20-50 ms between polls
+        result = VertexBackend(poll_initial_s=0.02, poll_max_s=0.05, cancel_wait_s=5).run(a100_spec())
+    finally:
+        timer.cancel()
+    assert result.state == "CANCELLED"
+    assert len(vertex_server.calls("cancel")) == 1
+    assert vertex_server.state_of(only_job_id(vertex_server)) == "CANCELLED"
+
+
+def test_keyboard_interrupt_cancels_the_job(vertex_server, fake_time):
+    vertex_server.script(Scenario.runs_forever())
+
+    def interrupt():
+        if len(vertex_server.calls("get")) == 3 and not vertex_server.calls("cancel"):
+            raise KeyboardInterrupt
+
+    fake_time.hook = interrupt
+    result = backend(fake_time).run(a100_spec())
+    assert result.state == "CANCELLED"
+    assert "KeyboardInterrupt" in result.error
+    assert len(vertex_server.calls("cancel")) == 1
+
+
+def test_a_job_slow_to_cancel_is_reported_as_cancelling(vertex_server, fake_time):
+    scenario = Scenario.runs_forever()
+    scenario.cancelling_gets = 10_000
+    vertex_server.script(scenario)
+
+    def interrupt():
+        if vertex_server.calls("get") and not vertex_server.calls("cancel"):
+            raise KeyboardInterrupt
+
+    fake_time.hook = interrupt
+    result = backend(fake_time, cancel_wait_s=10).run(a100_spec())
+    assert result.state == "CANCELLING"
+    assert "had not reached CANCELLED" in result.error
+
+
+# --- resuming an earlier attempt ----------------------------------------------------------------
+
+
+def test_resumes_the_job_named_in_gcp_resources_without_creating_another(vertex_server, fake_time,
+                                                                        tmp_path):
+    name = vertex_server.add_job(Scenario((("RUNNING", 3),), "SUCCEEDED"))
+    gcp_resources = tmp_path / "gcp_resources"
+    write_gcp_resources(gcp_resources, name)
+    out = io.StringIO()
+    result = backend(fake_time, gcp_resources_path=str(gcp_resources), stream=out).run(a100_spec())
+    assert result.succeeded
+    assert result.job_name == name
+    assert vertex_server.calls("create") == []
+    assert "resuming" in out.getvalue()
+
+
+def test_an_empty_gcp_resources_file_means_a_first_attempt(vertex_server, fake_time, tmp_path):
+    gcp_resources = tmp_path / "gcp_resources"
+    gcp_resources.write_text("")  # KFP creates output files empty
+    result = backend(fake_time, gcp_resources_path=str(gcp_resources)).run(a100_spec())
+    assert result.succeeded
+    assert len(vertex_server.calls("create")) == 1
+    assert result.job_name in gcp_resources.read_text()
+
+
+def test_a_failed_earlier_job_is_relaunched_and_gcp_resources_rewritten(vertex_server, fake_time,
+                                                                       tmp_path):
+    old = vertex_server.add_job(state="FAILED")
+    gcp_resources = tmp_path / "gcp_resources"
+    write_gcp_resources(gcp_resources, old)
+    result = backend(fake_time, gcp_resources_path=str(gcp_resources)).run(a100_spec())
+    assert result.succeeded
+    assert result.job_name != old
+    assert len(vertex_server.calls("create")) == 1
+    assert result.job_name in gcp_resources.read_text()
+
+
+def test_without_relaunch_a_failed_earlier_job_is_reported_again(vertex_server, fake_time, tmp_path):
+    old = vertex_server.add_job(state="FAILED")
+    gcp_resources = tmp_path / "gcp_resources"
+    write_gcp_resources(gcp_resources, old)
+    result = backend(fake_time, gcp_resources_path=str(gcp_resources),
+                     relaunch_failed=False).run(a100_spec())
+    assert result.state == "FAILED"
+    assert "non-zero status of 1" in result.error
+    assert vertex_server.calls("create") == []
+
+
+def test_a_vanished_earlier_job_is_replaced(vertex_server, fake_time, tmp_path):
+    gcp_resources = tmp_path / "gcp_resources"
+    write_gcp_resources(gcp_resources, f"projects/123456789012/locations/{REGION}/customJobs/404")
+    result = backend(fake_time, gcp_resources_path=str(gcp_resources)).run(a100_spec())
+    assert result.succeeded
+    assert len(vertex_server.calls("create")) == 1
+
+
+def test_sigterm_while_resuming_cancels_the_earlier_job(vertex_server, fake_time, tmp_path):
+    name = vertex_server.add_job(state="RUNNING")
+    gcp_resources = tmp_path / "gcp_resources"
+    write_gcp_resources(gcp_resources, name)
+    vertex_server.fail_next(1, 503, "get")
+    fake_time.hook = lambda: (signal.raise_signal(signal.SIGTERM)
+                              if not vertex_server.calls("cancel") else None)
+    result = backend(fake_time, gcp_resources_path=str(gcp_resources)).run(a100_spec())
+    assert result.state == "CANCELLED"
+    assert vertex_server.calls("cancel")[0].path.endswith(name.rsplit("/", 1)[1] + ":cancel")
+    assert vertex_server.calls("create") == []
+
+
+def test_gcp_resources_from_another_region_is_refused(vertex_server, fake_time, tmp_path):
+    gcp_resources = tmp_path / "gcp_resources"
+    write_gcp_resources(gcp_resources, "projects/123456789012/locations/europe-west4/customJobs/1")
+    with pytest.raises(ConfigError, match="europe-west4.*us-central1"):
+        backend(fake_time, gcp_resources_path=str(gcp_resources)).run(a100_spec())
+    assert vertex_server.requests == []
+
+
+def test_sigterm_during_a_failed_create_leaves_nothing_behind(vertex_server, fake_time):
+    vertex_server.fail_next(1, 503, "create")
+    fake_time.hook = lambda: signal.raise_signal(signal.SIGTERM)
+    result = backend(fake_time).run(a100_spec())
+    assert result.state == "CANCELLED"
+    assert "before the job was created" in result.error
+    assert vertex_server.jobs == {}
+    assert vertex_server.calls("cancel") == []
+
+
+def test_sigterm_during_create_cancels_a_job_that_landed(vertex_server, fake_time):
+    vertex_server.script(Scenario.runs_forever())
+    vertex_server.drop_next(1, "create", after_handling=True)  # created, but the answer is lost
+    vertex_server.fail_next(1, 503, "list")  # the lookup backs off, and SIGTERM comes then
+    fake_time.hook = lambda: (signal.raise_signal(signal.SIGTERM)
+                              if not vertex_server.calls("cancel") else None)
+    result = backend(fake_time).run(a100_spec())
+    assert result.state == "CANCELLED"
+    job_id = only_job_id(vertex_server)
+    assert result.job_name.endswith(job_id)
+    assert vertex_server.state_of(job_id) == "CANCELLED"
+
+
+def test_429_on_create_is_retried_without_a_lookup(vertex_server, fake_time):
+    vertex_server.fail_next(1, 429, "create")
+    assert backend(fake_time).run(a100_spec()).succeeded
+    assert len(vertex_server.calls("create")) == 2
+    assert vertex_server.calls("list") == []

@@ -1,0 +1,56 @@
+"""guarded_training end to end in the KFP local runner, on the reference trainer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trainguard.pipelines.local import run_local
+from trainguard.spec import JobSpec
+
+pytest.importorskip("torch")
+TRAINER = Path(__file__).resolve().parents[2] / "containers" / "trainer" / "train.py"
+
+
+def spec(args, name):
+    return JobSpec.create("demo-project", "us-central1", machine_type="n1-standard-4",
+                          image_uri="trainguard/trainer:test", command=["python", str(TRAINER)],
+                          args=args, display_name=name)
+
+
+def test_a_healthy_run_passes_every_stage(tmp_path):
+    outcome = run_local("guarded_training",
+                        spec(["--epochs=6", "--checkpoint-every=20"], "healthy"),
+                        pipeline_root=str(tmp_path))
+    assert outcome.succeeded, outcome.message
+    verdict = outcome.read_json("validate", "verdict")
+    assert verdict["passed"] is True and verdict["failure_class"] is None
+    assert outcome.read_json("preflight", "report_json")["passed"] is True
+    assert (outcome.run_dir / "train" / "model" / "model.pt").is_file()
+    assert outcome.artifact("train", "history").read_text().count('"split":"val"') == 6
+    assert outcome.artifact("validate", "curves").read_text().startswith("<")
+    assert "SUCCEEDED" in outcome.summary()
+
+
+def test_a_diverging_run_fails_at_validate_with_class_and_remedy(tmp_path):
+    args = ["--epochs=6", "--optimizer=sgd", "--activation=tanh", "--lr=3.0"]
+    outcome = run_local("guarded_training", spec(args, "diverging"), pipeline_root=str(tmp_path))
+    assert not outcome.succeeded and outcome.failed_task == "validate"
+    verdict = outcome.read_json("validate", "verdict")
+    assert verdict["passed"] is False
+    assert verdict["failure_class"] in ("divergence", "instability", "non_finite")
+    detail = outcome.failure_detail()
+    assert verdict["failure_class"] in detail and "learning rate" in detail.lower()
+
+
+def test_a_spec_that_cannot_run_fails_at_preflight(tmp_path):
+    bad = JobSpec.create("demo-project", "us-central1", machine_type="n1-standard-4",
+                         image_uri="img", command=["no-such-trainer-binary"])
+    outcome = run_local("guarded_training", bad, pipeline_root=str(tmp_path))
+    assert not outcome.succeeded and outcome.failed_task == "preflight"
+    report = json.loads(outcome.artifact("preflight", "report_json").read_text())
+    assert any(r["status"] == "FAIL" and "no-such-trainer-binary" in r["evidence"]
+               for r in report["results"])
+    assert "not an executable" in outcome.failure_detail()

@@ -83,6 +83,9 @@ def preflight_stage(
     if fail_on not in ("fail", "unknown", "warn"):
         raise ConfigError(f"fail_on must be fail, unknown or warn, not {fail_on!r}")
     spec = make_spec(job_spec, project=project, region=region, display_name=display_name)
+    if backend == "local" and not output_dir and markdown_path:
+        # In a pipeline the train task writes next to its artifacts, on this same filesystem.
+        output_dir = str(Path(markdown_path).parent)
     report = run_preflight(spec, backend=backend, only=split_names(only) or None,
                            skip=split_names(skip) or None, timeout_s=timeout_s,
                            local_output_dir=output_dir)

@@ -65,16 +65,16 @@ def test_history_on_gcs_survives_a_resume(bucket):
 def test_the_trainer_checkpoints_to_gcs_and_resumes_bit_identical(bucket, tmp_path):
     args = ["--epochs=2", "--checkpoint-every=5", "--step-sleep=0.03"]
 
-    def run(base, preempt=()):
+    def run(base, preempt_on=()):
         spec = JobSpec.create("my-project", "us-central1", machine_type="n1-standard-4",
                               image_uri="img", command=["python", str(TRAINER)], args=args,
                               base_output_dir=base)
-        result = LocalBackend(preempt_after=list(preempt), grace_s=10).run(spec)
+        result = LocalBackend(preempt_on=list(preempt_on), grace_s=10).run(spec)
         assert result.succeeded, result.log_tail[-2000:]
         return result
 
     run(str(tmp_path / "local"))
-    result = run(f"{bucket}/job", preempt=[5.5])
+    result = run(f"{bucket}/job", preempt_on=[("epoch 0 step", 0.1)])
     assert result.restarts == 1 and "resumed from checkpoint" in result.log_tail
     remote = GCSStore().read_bytes(f"{bucket}/job/model/model.pt")
     local = (tmp_path / "local" / "model" / "model.pt").read_bytes()

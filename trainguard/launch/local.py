@@ -143,6 +143,8 @@ class LocalBackend:
     Attributes:
         output_dir: the base output directory when the spec sets no ``baseOutputDirectory``.
         preempt_after: seconds after (re)start at which to preempt the job, one entry each.
+        preempt_on: ``(regex, delay_s)`` pairs, used in order, one each: preempt ``delay_s``
+            after a worker prints a line matching ``regex`` (deterministic resilience tests).
         grace_s: SIGTERM → SIGKILL grace period of a preemption (Spot gives 30 s).
         hard_kill: preempt with SIGKILL at once (a VM that vanishes), not SIGTERM first.
         max_restarts: restarts allowed after crashes when ``restartJobOnWorkerRestart`` is set.
@@ -152,6 +154,7 @@ class LocalBackend:
 
     output_dir: str = ""
     preempt_after: Sequence[float] = ()
+    preempt_on: Sequence[tuple[str, float]] = ()
     grace_s: float = 10.0
     hard_kill: bool = False
     max_restarts: int = 3
@@ -198,6 +201,8 @@ class LocalBackend:
         restarts, state, error = 0, "RUNNING", ""
         exit_codes: dict[str, int] = {}
         preemptions = list(self.preempt_after)
+        self._triggers = [(re.compile(rx), float(delay)) for rx, delay in self.preempt_on]
+        self._triggered_at: float | None = None
         restart_on_crash = spec.job_spec.scheduling.restart_job_on_worker_restart
         workers = self._workers(spec, base, job_id)
         self._say(f"[trainguard] local job {job_id}: {len(workers)} replica(s), outputs in {base}")
@@ -206,8 +211,15 @@ class LocalBackend:
             self._start_all(workers, tail, lock)
             while True:
                 time.sleep(0.05)
-                if preemptions and time.monotonic() - attempt_start >= preemptions[0]:
-                    preemptions.pop(0)
+                timed = preemptions and time.monotonic() - attempt_start >= preemptions[0]
+                with lock:
+                    matched = (self._triggered_at is not None
+                               and time.monotonic() >= self._triggered_at)
+                    if matched:
+                        self._triggered_at = None
+                if timed or matched:
+                    if timed:
+                        preemptions.pop(0)
                     if self.hard_kill:
                         self._say("[trainguard] killing the job (SIGKILL), as a lost VM would")
                     else:
@@ -290,6 +302,10 @@ class LocalBackend:
                 tail.append(f"[{w.name}] {line}")
                 if self.stream is not None:
                     print(f"[{w.name}] {line}", file=self.stream, flush=True)
+                if (self._triggers and self._triggered_at is None
+                        and self._triggers[0][0].search(line)):
+                    _, delay = self._triggers.pop(0)
+                    self._triggered_at = time.monotonic() + delay
 
     @staticmethod
     def _signal(w: _Worker, sig: int) -> None:

@@ -19,7 +19,7 @@ from trainguard.spec import JobSpec
 __all__ = ["run_preflight", "available_checks", "CHECK_MODULES"]
 
 # Importing a module registers its checks.
-CHECK_MODULES = ("compat", "local")
+CHECK_MODULES = ("compat", "local", "quota", "iam", "image", "storage")
 
 
 def _load() -> None:

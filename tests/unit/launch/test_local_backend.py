@@ -148,3 +148,20 @@ def test_parse_durations(text, expected):
 def test_parse_durations_rejects_garbage():
     with pytest.raises(ConfigError, match="not a duration"):
         parse_durations("soon")
+
+
+def test_preemption_can_be_triggered_by_a_log_line(tmp_path):
+    worker = script(tmp_path, """
+        import os, signal, sys, time
+        marker = os.path.join(os.environ["AIP_CHECKPOINT_DIR"], "seen")
+        if os.path.exists(marker):
+            print("second attempt"); sys.exit(0)
+        signal.signal(signal.SIGTERM, lambda *a: (open(marker, "w").write("1"), sys.exit(143)))
+        time.sleep(0.3)
+        print("READY step 1", flush=True)
+        time.sleep(30)
+    """)
+    backend = LocalBackend(preempt_on=[("READY step", 0.0)], grace_s=5)
+    result = backend.run(spec(["python", worker], str(tmp_path / "b")))
+    assert result.succeeded and result.restarts == 1
+    assert "second attempt" in result.log_tail and result.duration_s < 20

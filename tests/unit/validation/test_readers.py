@@ -1,0 +1,236 @@
+"""Readers: Keras and Lightning CSV, TensorBoard event files, directories and gs:// URIs."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trainguard.errors import ConfigError, HistoryError
+from trainguard.runtime import storage
+from trainguard.validation import load_history, select_series, validate
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "histories"
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+# --- Keras CSV ---------------------------------------------------------------------------------
+
+
+def test_keras_csv_reads_epochs_and_splits(tmp_path) -> None:
+    path = write(tmp_path, "log.csv", "epoch,accuracy,loss,val_accuracy,val_loss\n"
+                                      "0,0.5,2.0,0.6,1.9\n1,0.7,1.5,0.7,1.6\n2,0.8,nan,0.75,inf\n")
+    history = load_history(path)
+    assert history.format == "keras_csv" and history.x_label == "epoch"
+    train, val = select_series(history)
+    assert (train.name, val.name) == ("loss", "val_loss")
+    assert train.steps.tolist() == [0, 1, 2]
+    assert math.isnan(train.values[2]) and val.values[2] == math.inf
+    assert history.series["val_accuracy"].split == "val"
+
+
+def test_non_numeric_cell_names_line_and_column(tmp_path) -> None:
+    path = write(tmp_path, "log.csv", "epoch,loss,val_loss\n0,2.0,1.9\n1,oops,1.6\n2,1.0,1.4\n")
+    with pytest.raises(HistoryError, match=r"line 3, column 'loss': 'oops' is not a number"):
+        load_history(path)
+
+
+def test_a_text_column_is_ignored_with_a_note(tmp_path) -> None:
+    path = write(tmp_path, "log.csv", "epoch,loss,phase\n0,2.0,warmup\n1,1.5,main\n")
+    history = load_history(path)
+    assert "phase" not in history.series
+    assert any("ignored column 'phase'" in note for note in history.notes)
+
+
+def test_truncated_last_row_is_skipped(tmp_path) -> None:
+    path = write(tmp_path, "log.csv", "epoch,loss,val_loss\n0,2.0,1.9\n1,1.5,1.6\n2,1.")
+    history = load_history(path)
+    assert history.series["loss"].values.tolist() == [2.0, 1.5]
+    assert any("truncated last line (line 4" in note for note in history.notes)
+
+
+def test_short_row_mid_file_is_an_error(tmp_path) -> None:
+    path = write(tmp_path, "log.csv", "epoch,loss,val_loss\n0,2.0\n1,1.5,1.6\n")
+    with pytest.raises(HistoryError, match="line 2: 2 cells where the header has 3"):
+        load_history(path)
+
+
+def test_missing_epoch_column(tmp_path) -> None:
+    path = write(tmp_path, "log.csv", "loss,val_loss\n2.0,1.9\n")
+    with pytest.raises(HistoryError, match="neither|without an 'epoch' or a 'step' column"):
+        load_history(path)
+    with pytest.raises(HistoryError, match="no 'epoch' column"):
+        load_history(path, format="keras_csv")
+
+
+def test_header_only(tmp_path) -> None:
+    path = write(tmp_path, "log.csv", "epoch,loss,val_loss\n")
+    with pytest.raises(HistoryError, match="a header but no rows"):
+        load_history(path)
+
+
+def test_repeated_header_is_skipped(tmp_path) -> None:
+    path = write(tmp_path, "log.csv", "epoch,loss\n0,2.0\nepoch,loss\n1,1.0\n")
+    assert load_history(path).series["loss"].values.tolist() == [2.0, 1.0]
+
+
+# --- Lightning CSV -----------------------------------------------------------------------------
+
+
+def test_lightning_sparse_rows(tmp_path) -> None:
+    path = write(tmp_path, "metrics.csv",
+                 "epoch,step,train_loss_epoch,train_loss_step,val_loss\n"
+                 "0,49,,2.1,\n0,99,,1.8,\n0,107,,,1.7\n0,107,1.95,,\n"
+                 "1,149,,1.5,\n1,199,,1.4,\n1,215,,,1.45\n1,215,1.45,,\n")
+    history = load_history(path)
+    assert history.format == "lightning_csv"
+    train, val = select_series(history)
+    assert train.name == "train_loss_step" and train.granularity == "step"
+    assert train.steps.tolist() == [49, 99, 149, 199]
+    assert val.name == "val_loss" and val.steps.tolist() == [107, 215]
+    # Asking for the per-epoch series by its name works too.
+    train, _ = select_series(history, train_metric="train_loss_epoch")
+    assert train.values.tolist() == [1.95, 1.45]
+
+
+def test_a_directory_with_a_lightning_log(tmp_path) -> None:
+    run = tmp_path / "lightning_logs" / "version_0"
+    run.mkdir(parents=True)
+    shutil.copyfile(FIXTURES / "overfit" / "metrics.csv", run / "metrics.csv")
+    verdict = validate(tmp_path)
+    assert verdict.series["format"] == "lightning_csv"
+    assert verdict.failure_class == "overfit"
+
+
+# --- TensorBoard -------------------------------------------------------------------------------
+
+
+def test_keras_tensorboard_tensors_pair_epoch_series() -> None:
+    history = load_history(FIXTURES / "healthy" / "tb_keras")
+    train, val = select_series(history)
+    assert (train.name, val.name) == ("train/epoch_loss", "validation/epoch_loss")
+    assert train.granularity == val.granularity == "epoch"
+    # The per-iteration evaluation series is read but not mistaken for the validation loss.
+    assert "validation/evaluation_loss_vs_iterations" in history.series
+    keras = load_history(FIXTURES / "healthy" / "keras_log.csv")
+    np.testing.assert_allclose(val.values, keras.series["val_loss"].values, rtol=1e-6)
+
+
+def test_torch_tensorboard_simple_values_match_the_jsonl() -> None:
+    tb = load_history(FIXTURES / "nan" / "tb_torch")
+    jsonl = load_history(FIXTURES / "nan" / "history.jsonl")
+    a, b = tb.series["train/loss"], jsonl.series["train/loss"]
+    np.testing.assert_array_equal(a.steps, b.steps)
+    finite = np.isfinite(b.values) & (np.abs(b.values) < 3e38)  # float32 in the event file
+    np.testing.assert_allclose(a.values[finite], b.values[finite], rtol=1e-6)
+    assert np.isnan(a.values[~np.isfinite(b.values)]).all()
+
+
+def test_a_single_event_file(tmp_path) -> None:
+    event = next((FIXTURES / "healthy" / "tb_torch").iterdir())
+    history = load_history(event)
+    assert history.format == "tensorboard" and "val/loss" in history.series
+
+
+def test_tensorboard_directory_without_scalars(tmp_path) -> None:
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    EventFileWriter(str(tmp_path)).close()  # only the file_version event
+    with pytest.raises(HistoryError, match="no scalar summaries"):
+        load_history(tmp_path)
+
+
+def test_corrupt_event_file_is_a_history_error(tmp_path) -> None:
+    (tmp_path / "events.out.tfevents.1.host").write_bytes(b"\x00" * 40)
+    with pytest.raises(HistoryError):
+        load_history(tmp_path)
+
+
+# --- paths, formats, metrics -------------------------------------------------------------------
+
+
+def test_missing_path(tmp_path) -> None:
+    with pytest.raises(HistoryError, match="no such file or directory"):
+        load_history(tmp_path / "nope.jsonl")
+
+
+def test_unknown_format(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="unknown history format 'parquet'"):
+        load_history(FIXTURES / "healthy" / "history.jsonl", format="parquet")
+
+
+def test_neither_format(tmp_path) -> None:
+    with pytest.raises(HistoryError, match="not a history in a known format"):
+        load_history(write(tmp_path, "notes.txt", "hello\n"))
+
+
+def test_empty_directory(tmp_path) -> None:
+    with pytest.raises(HistoryError, match="without TensorBoard event files"):
+        load_history(tmp_path)
+
+
+def test_unknown_metric_lists_what_is_there() -> None:
+    with pytest.raises(ConfigError, match=r"'val_top5' is not in .* the history has: .*val/loss"):
+        validate(FIXTURES / "healthy" / "history.jsonl", val_metric="val_top5")
+
+
+def test_no_loss_at_all(tmp_path) -> None:
+    path = write(tmp_path, "log.csv", "epoch,accuracy,val_accuracy\n0,0.5,0.4\n1,0.6,0.5\n")
+    with pytest.raises(HistoryError, match="use mode max.*accuracy, val_accuracy"):
+        validate(path)
+    assert validate(path, mode="max").series["val"]["name"] == "val_accuracy"
+
+
+class _BucketStore(storage.LocalStore):
+    """``gs://bucket/...`` served from a local directory: the storage seam, not a client mock."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _local(self, uri: str) -> str:
+        return str(self.root / uri[len("gs://"):])
+
+    def read_bytes(self, uri: str) -> bytes:
+        return super().read_bytes(self._local(uri))
+
+    def download_file(self, uri: str, local_path: str) -> None:
+        super().download_file(self._local(uri), local_path)
+
+    def list(self, prefix: str) -> list[str]:
+        return ["gs://" + str(Path(p).relative_to(self.root))
+                for p in super().list(self._local(prefix))]
+
+
+@pytest.fixture
+def bucket(tmp_path, monkeypatch) -> Path:
+    root = tmp_path / "gcs"
+    (root / "bucket").mkdir(parents=True)
+    monkeypatch.setattr(storage, "store_for", lambda uri: _BucketStore(root))
+    return root / "bucket"
+
+
+def test_gs_jsonl(bucket) -> None:
+    shutil.copyfile(FIXTURES / "overfit" / "history.jsonl", bucket / "history.jsonl")
+    verdict = validate("gs://bucket/history.jsonl")
+    assert verdict.failure_class == "overfit"
+    assert verdict.series["source"] == "gs://bucket/history.jsonl"
+
+
+def test_gs_tensorboard_directory(bucket) -> None:
+    shutil.copytree(FIXTURES / "explode" / "tb_keras", bucket / "logs")
+    verdict = validate("gs://bucket/logs")
+    assert verdict.series["format"] == "tensorboard"
+    assert verdict.failure_class == "divergence"
+
+
+def test_gs_missing_object(bucket) -> None:
+    with pytest.raises(HistoryError, match="gs://bucket/none.jsonl: cannot read"):
+        load_history("gs://bucket/none.jsonl")

@@ -1,0 +1,275 @@
+"""Rules on synthetic curves: edge cases, and the expected patterns that must not fire."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trainguard.errors import ConfigError
+from trainguard.validation import RuleConfig, resolve_severities, rules, validate
+from trainguard.validation.history import History, SeriesParts
+
+EPOCHS = 30
+STEPS_PER_EPOCH = 20
+
+
+def history(train: tuple[np.ndarray, np.ndarray] | None,
+            val: tuple[np.ndarray, np.ndarray] | None, metric: str = "loss") -> History:
+    parts = {}
+    for split, data in (("train", train), ("val", val)):
+        if data is not None:
+            part = SeriesParts(metric, split)
+            part.add(*data)
+            parts[f"{split}/{metric}"] = part
+    return History.build(parts, "jsonl", "<synthetic>")
+
+
+def healthy_curves(seed: int = 0, batch_noise: float = 0.5, val_noise: float = 0.03):
+    """Per-step training loss with per-batch noise, validation per epoch: a healthy run."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(1, EPOCHS * STEPS_PER_EPOCH + 1, dtype=float)
+    trend = 2.2 * np.exp(-steps / 150) + 0.08
+    train = trend * (1 + batch_noise * rng.uniform(-1, 1, steps.size))
+    val_steps = steps[STEPS_PER_EPOCH - 1::STEPS_PER_EPOCH]
+    val_trend = 2.2 * np.exp(-val_steps / 150) + 0.12
+    val = val_trend * (1 + val_noise * rng.standard_normal(val_steps.size))
+    return (steps, train), (val_steps, val)
+
+
+def classes(verdict) -> list[str]:
+    return [f.failure_class for f in verdict.findings]
+
+
+# --- expected patterns: no finding -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_healthy_noisy_run_passes(seed: int) -> None:
+    train, val = healthy_curves(seed)
+    verdict = validate(history(train, val))
+    assert verdict.findings == [], verdict.to_markdown()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_noisy_validation_around_a_falling_trend_passes(seed: int) -> None:
+    train, val = healthy_curves(seed, val_noise=0.12)
+    assert classes(validate(history(train, val))) == []
+
+
+def test_validation_below_training_passes() -> None:
+    (ts, tv), (vs, vv) = healthy_curves(1)
+    dropout_train = tv + 0.3  # dropout active only in training
+    verdict = validate(history((ts, dropout_train), (vs, vv)))
+    assert verdict.findings == []
+    assert verdict.summary_metrics()["final_gap"] < 0
+
+
+def test_warm_up_bump_passes() -> None:
+    (ts, tv), (vs, vv) = healthy_curves(2)
+    bump = 1 + 0.4 * np.exp(-((ts - 40) / 15) ** 2)  # loss rises early while LR ramps up
+    vv = vv.copy()
+    vv[1] *= 1.3
+    assert classes(validate(history((ts, tv * bump), (vs, vv)))) == []
+
+
+def test_a_single_spike_that_recovers_passes() -> None:
+    (ts, tv), (vs, vv) = healthy_curves(3)
+    tv, vv = tv.copy(), vv.copy()
+    tv[300] *= 20  # one bad batch
+    vv[18] *= 3  # one bad evaluation, late in the run
+    assert classes(validate(history((ts, tv), (vs, vv)))) == []
+
+
+def test_a_loss_that_reaches_exactly_zero_is_not_stalled() -> None:
+    steps = np.arange(1, 101, dtype=float)
+    values = np.maximum(1.0 - steps / 50, 0.0)  # a perfectly fit batch logs 0.0 repeatedly
+    assert rules.stalled(steps, values, RuleConfig()) is None
+
+
+# --- each class on a curve that has it ---------------------------------------------------------
+
+
+def test_divergence_names_best_and_where_it_stayed() -> None:
+    (ts, tv), (vs, vv) = healthy_curves(4)
+    blown = tv.copy()
+    blown[400:] = 30 + 5 * np.random.default_rng(0).random(200)
+    verdict = validate(history((ts, blown), (vs, vv)))
+    assert verdict.failure_class == "divergence"
+    finding = verdict.findings[0]
+    assert finding.step_range == (ts[400], ts[-1])
+    assert finding.evidence["best_step"] < ts[400]
+    assert "lower the learning rate" in finding.remedy
+
+
+def test_a_short_excursion_at_the_end_is_not_divergence() -> None:
+    (ts, tv), (vs, vv) = healthy_curves(5)
+    tv = tv.copy()
+    tv[-2:] = 40.0  # two points: too short to call
+    assert rules.divergence(ts, tv, RuleConfig()) is None
+
+
+def test_divergence_of_an_accuracy_in_mode_max() -> None:
+    steps = np.arange(1, 41, dtype=float)
+    acc = np.concatenate((np.linspace(0.1, 0.95, 20), np.full(20, 0.1)))
+    outcome = rules.divergence(steps, acc, RuleConfig(), "accuracy", mode="max")
+    assert isinstance(outcome, rules.Detection)
+    assert outcome.evidence["best"] == pytest.approx(0.95)
+    assert "fell from its best 0.95" in outcome.message
+
+
+def test_instability_on_validation_swings() -> None:
+    (ts, tv), (vs, _) = healthy_curves(6)
+    vv = np.where(np.arange(vs.size) % 2 == 0, 0.3, 1.0)  # 0.3, 1.0, 0.3, ...
+    verdict = validate(history((ts, tv), (vs, vv)))
+    assert verdict.failure_class == "instability"
+    assert verdict.findings[0].series == "val/loss"
+    assert "warm-up" in verdict.findings[0].remedy
+
+
+def test_instability_without_validation_uses_averaged_training() -> None:
+    steps = np.arange(1, 1001, dtype=float)
+    wild = 1.0 + 0.8 * np.sin(2 * np.pi * steps / 160)  # wild swings, no trend
+    verdict = validate(history((steps, wild), None))
+    assert verdict.failure_class == "instability"
+    assert verdict.not_judged["overfit"] == "no validation series"
+
+
+def test_plateau_warns_and_stall_is_more_specific() -> None:
+    rng = np.random.default_rng(0)
+    steps = np.arange(1, 201, dtype=float)
+    flat = 2.30 + 0.01 * rng.standard_normal(steps.size)
+    verdict = validate(history((steps, flat), None))
+    assert classes(verdict) == ["plateau"] and verdict.passed
+    stuck = np.full(steps.size, 2.302585)
+    verdict = validate(history((steps, stuck), None))
+    assert classes(verdict) == ["stalled"]
+    assert verdict.findings[0].evidence["repeats"] == 200
+
+
+def test_stall_needs_enough_repeats() -> None:
+    steps = np.arange(1, 21, dtype=float)
+    values = np.linspace(2, 1, 20)
+    values[5:9] = values[5]  # four identical values: below the default five
+    assert rules.stalled(steps, values, RuleConfig()) is None
+    assert rules.stalled(steps, values, RuleConfig(stalled_min_repeats=4)) is not None
+
+
+def overfit_curves():
+    (ts, tv), (vs, _) = healthy_curves(7)
+    epochs = np.arange(vs.size)
+    vv = 0.4 + 0.002 * (epochs - 12) ** 2  # best at epoch 12, rising after
+    return (ts, tv), (vs, vv)
+
+
+def test_overfit_names_the_best_step() -> None:
+    train, (vs, vv) = overfit_curves()
+    verdict = validate(history(train, (vs, vv)))
+    assert verdict.failure_class == "overfit"
+    finding = verdict.findings[0]
+    assert finding.evidence["best_step"] == vs[12]
+    assert finding.remedy.startswith(f"early stopping at the best validation step, {int(vs[12])} ")
+    assert finding.step_range == (vs[12], vs[-1])
+
+
+def test_no_overfit_when_training_got_worse_too() -> None:
+    (ts, _), (vs, vv) = overfit_curves()
+    rising_train = 0.2 + ts / ts[-1]  # both rising: not overfit
+    outcome = rules.overfit(ts, rising_train, vs, vv, RuleConfig())
+    assert outcome is None
+
+
+def test_no_overfit_before_patience() -> None:
+    train, (vs, vv) = overfit_curves()
+    outcome = rules.overfit(*train, vs[:15], vv[:15], RuleConfig())  # 2 evaluations after best
+    assert outcome is None
+
+
+def test_gap_ratio_is_opt_in() -> None:
+    (ts, tv), (vs, _) = healthy_curves(8)
+    vv = 2.2 * np.exp(-vs / 150) + 0.5  # falling, but far above training
+    assert classes(validate(history((ts, tv), (vs, vv)))) == []
+    verdict = validate(history((ts, tv), (vs, vv)), thresholds={"overfit_gap_ratio": 0.1})
+    assert verdict.failure_class == "overfit"
+    assert verdict.findings[0].evidence["gap_ratio"] > 0.1
+
+
+def test_overfit_in_mode_max() -> None:
+    epochs = np.arange(1, 31, dtype=float)
+    train_acc = 1 - 0.9 * np.exp(-epochs / 5)
+    val_acc = 0.95 - 0.002 * (epochs - 10) ** 2
+    verdict = validate(history((epochs, train_acc), (epochs, val_acc), metric="accuracy"),
+                       mode="max")
+    assert verdict.failure_class == "overfit"
+    assert verdict.findings[0].evidence["best_step"] == 10
+    assert "fell" in verdict.findings[0].message
+
+
+def test_nan_hides_the_curve_rules_but_not_itself() -> None:
+    (ts, tv), (vs, vv) = healthy_curves(9)
+    tv = tv.copy()
+    tv[100:] = np.nan
+    verdict = validate(history((ts, tv), (vs, vv)))
+    assert classes(verdict) == ["non_finite"]
+    assert verdict.findings[0].step_range == (ts[100], ts[-1])
+
+
+def test_too_few_points_are_reported_not_judged() -> None:
+    steps = np.arange(1, 4, dtype=float)
+    verdict = validate(history((steps, np.array([2.0, 1.5, 1.2])), (steps, np.array([2, 1.6, 1.3]))))
+    assert verdict.passed and verdict.findings == []
+    assert set(verdict.not_judged) == set(rules.RULE_ORDER) - {"non_finite"}
+    assert "needs" in verdict.not_judged["overfit"]
+
+
+# --- configuration -----------------------------------------------------------------------------
+
+
+def test_threshold_overrides() -> None:
+    cfg = RuleConfig().with_overrides({"overfit_patience": "5", "overfit_gap_ratio": "off",
+                                       "divergence_factor": 1.0})
+    assert cfg.overfit_patience == 5 and cfg.overfit_gap_ratio is None
+    assert cfg.divergence_factor == 1.0
+    assert set(cfg.to_dict()) == set(RuleConfig.names())
+    with pytest.raises(ConfigError, match="unknown threshold.*nope"):
+        RuleConfig().with_overrides({"nope": 1})
+    with pytest.raises(ConfigError, match="overfit_patience must be a whole number"):
+        RuleConfig().with_overrides({"overfit_patience": 2.5})
+    with pytest.raises(ConfigError, match="non-negative"):
+        RuleConfig(divergence_factor=-1)
+    with pytest.raises(ConfigError, match="must be a number"):
+        RuleConfig().with_overrides({"divergence_factor": "high"})
+
+
+def test_severity_overrides() -> None:
+    severities = resolve_severities(fail_on=["plateau"], warn_on="overfit,instability")
+    assert severities["plateau"] == "fail" and severities["overfit"] == "warn"
+    assert severities["non_finite"] == "fail"  # untouched classes keep their default
+    with pytest.raises(ConfigError, match="unknown class.*quota"):
+        resolve_severities(fail_on=["quota"])
+    with pytest.raises(ConfigError, match="both"):
+        resolve_severities(fail_on=["plateau"], warn_on=["plateau"])
+
+
+def test_bad_mode() -> None:
+    train, val = healthy_curves(0)
+    with pytest.raises(ConfigError, match="mode must be one of min, max"):
+        validate(history(train, val), mode="maximum")
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def test_interval_means_are_epoch_means() -> None:
+    steps = np.arange(1, 11, dtype=float)
+    values = steps.copy()
+    at = np.array([5.0, 10.0, 12.0])
+    np.testing.assert_allclose(rules.interval_means(steps, values, at), [3.0, 8.0, 10.0])
+
+
+@pytest.mark.parametrize("n,window", [(1, 3), (5, 1), (7, 3), (10, 4), (37, 10), (9, 50)])
+def test_rolling_mean_matches_a_naive_one(n: int, window: int) -> None:
+    values = np.random.default_rng(n).random(n)
+    w = max(1, min(window, n))
+    half = w // 2
+    naive = [values[max(i - half, 0):min(i - half + w, n)].mean() for i in range(n)]
+    np.testing.assert_allclose(rules.rolling_mean(values, window), naive)

@@ -1,0 +1,635 @@
+"""Service-account IAM: can the job's identity write its outputs, and may the caller launch it?
+
+The job runs as ``serviceAccount`` from the spec, or — when none is set — as the Vertex AI Custom
+Code Service Agent ``service-PROJECT_NUMBER@gcp-sa-aiplatform-cc.iam.gserviceaccount.com``. For
+that principal every needed (resource, permission) pair is asked of Policy Troubleshooter v3,
+concurrently. Where the troubleshooter refuses (403) or cannot tell (UNKNOWN_INFO,
+UNKNOWN_CONDITIONAL), a user-managed service account is impersonated and testIamPermissions is
+asked on the project and the bucket *as* it; where that is not allowed either, the pair is UNKNOWN
+with the ``gcloud`` line that would verify it. The caller's own rights (create CustomJobs, act as
+the service account) are checked with testIamPermissions.
+
+This module also holds the one permission → role table (``ROLES``) that every check family uses to
+say which role a missing permission comes with, and the small call helpers the online families
+share (``retry_policy``, ``rest_json``, ``unknown_result``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from trainguard import gcp
+from trainguard.preflight.registry import PreflightContext, register
+from trainguard.preflight.report import CheckResult, Status
+from trainguard.spec import JobSpec
+
+__all__ = [
+    "ROLES",
+    "CALLER_MEMBER",
+    "Target",
+    "Need",
+    "Answer",
+    "GRANTED",
+    "MISSING",
+    "UNDECIDED",
+    "role_for",
+    "covering_role",
+    "agent_email",
+    "bucket_of",
+    "job_needs",
+    "summarize",
+    "retry_policy",
+    "rest_json",
+    "describe_failure",
+    "unknown_result",
+    "timed_request",
+    "impersonated_credentials",
+    "iam",
+]
+
+NAME = "iam"
+
+# --- facts: which predefined role grants which permission -----------------------------------
+
+#: Predefined roles and the permissions of each that trainguard checks, least privilege first:
+#: ``role_for`` and ``covering_role`` pick the first match, so order is the recommendation.
+ROLES: tuple[tuple[str, frozenset[str]], ...] = (
+    ("roles/storage.objectViewer", frozenset({"storage.objects.get", "storage.objects.list"})),
+    ("roles/storage.objectCreator", frozenset({"storage.objects.create"})),
+    ("roles/storage.objectUser", frozenset({"storage.objects.create", "storage.objects.get",
+                                            "storage.objects.list", "storage.objects.delete"})),
+    ("roles/storage.bucketViewer", frozenset({"storage.buckets.get"})),
+    ("roles/aiplatform.user", frozenset({"aiplatform.customJobs.create",
+                                         "aiplatform.tensorboardExperiments.write",
+                                         "aiplatform.tensorboardRuns.write",
+                                         "aiplatform.metadataStores.get",
+                                         "aiplatform.contexts.update"})),
+    ("roles/iam.serviceAccountUser", frozenset({"iam.serviceAccounts.actAs"})),
+    ("roles/iam.serviceAccountTokenCreator", frozenset({"iam.serviceAccounts.getAccessToken"})),
+    ("roles/iam.securityReviewer", frozenset({"resourcemanager.projects.getIamPolicy",
+                                              "storage.buckets.getIamPolicy", "iam.roles.get",
+                                              "iam.serviceAccounts.getIamPolicy"})),
+    ("roles/browser", frozenset({"resourcemanager.projects.get"})),
+    ("roles/cloudquotas.viewer", frozenset({"cloudquotas.quotas.get"})),
+    ("roles/monitoring.viewer", frozenset({"monitoring.timeSeries.list"})),
+    ("roles/artifactregistry.reader", frozenset({"artifactregistry.repositories.downloadArtifacts"})),
+)
+
+#: How a remedy names the person running preflight (a pipeline would use its service account).
+CALLER_MEMBER = "user:$(gcloud config get-value account)"
+_AGENT = "service-{number}@gcp-sa-aiplatform-cc.iam.gserviceaccount.com"
+_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+
+
+def role_for(permission: str) -> str:
+    """The least-privileged predefined role in ``ROLES`` that grants ``permission``."""
+    for role, permissions in ROLES:
+        if permission in permissions:
+            return role
+    return "a role that grants " + permission
+
+
+def covering_role(permissions: Iterable[str]) -> str:
+    """The first role in ``ROLES`` that grants all of ``permissions`` (one binding fixes all)."""
+    wanted = set(permissions)
+    for role, granted in ROLES:
+        if wanted <= granted:
+            return role
+    return role_for(sorted(wanted)[0])
+
+
+# --- what the job needs -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resource IAM applies to: ``project``, ``bucket`` or ``service_account``."""
+
+    kind: str
+    name: str
+
+    @property
+    def full_name(self) -> str:
+        """The full resource name Policy Troubleshooter takes."""
+        if self.kind == "project":
+            return f"//cloudresourcemanager.googleapis.com/projects/{self.name}"
+        if self.kind == "bucket":
+            return f"//storage.googleapis.com/projects/_/buckets/{self.name}"
+        return f"//iam.googleapis.com/projects/-/serviceAccounts/{self.name}"
+
+    @property
+    def label(self) -> str:
+        return {"project": f"project {self.name}", "bucket": f"gs://{self.name}"}.get(
+            self.kind, f"service account {self.name}")
+
+    def grant_command(self, member: str, role: str) -> str:
+        """The exact ``gcloud … add-iam-policy-binding`` line that grants ``role`` here."""
+        if self.kind == "project":
+            return (f"gcloud projects add-iam-policy-binding {self.name} --member={member} "
+                    f"--role={role}")
+        if self.kind == "bucket":
+            return (f"gcloud storage buckets add-iam-policy-binding gs://{self.name} "
+                    f"--member={member} --role={role}")
+        return (f"gcloud iam service-accounts add-iam-policy-binding {self.name} "
+                f"--member={member} --role={role}")
+
+    def verify_command(self, email: str, permission: str) -> str:
+        """The ``gcloud`` line that asks Policy Troubleshooter about one pair by hand."""
+        return (f"gcloud policy-intelligence troubleshoot-policy iam {self.full_name} "
+                f"--principal-email={email} --permission={permission}")
+
+
+@dataclass(frozen=True)
+class Need:
+    """The job's identity needs ``permission`` on ``target``; ``severity`` if it lacks it."""
+
+    target: Target
+    permission: str
+    why: str
+    severity: Status = Status.FAIL
+
+
+def agent_email(project_number: str) -> str:
+    """The Vertex AI Custom Code Service Agent of a project (the default job identity)."""
+    return _AGENT.format(number=project_number)
+
+
+def bucket_of(uri: str) -> str:
+    """``gs://B/path`` → ``B`` ('' for anything else)."""
+    m = re.match(r"^gs://([^/]+)", uri or "")
+    return m.group(1) if m else ""
+
+
+def job_needs(spec: JobSpec) -> list[Need]:
+    """What the job's identity needs, from the spec alone (pure).
+
+    ``storage.objects.create/get/list`` on the output bucket (Vertex writes the model, checkpoints
+    and logs there; a resumed job lists and reads them), ``storage.objects.delete`` as a warning
+    (overwriting or rotating a checkpoint needs it), and ``aiplatform.*`` only for the Vertex
+    features the spec asks for (tensorboard, experiments).
+    """
+    needs: list[Need] = []
+    bucket = bucket_of(spec.base_output_dir)
+    if bucket:
+        b = Target("bucket", bucket)
+        needs += [
+            Need(b, "storage.objects.create", "write the model, checkpoints and logs"),
+            Need(b, "storage.objects.get", "read checkpoints back on restart"),
+            Need(b, "storage.objects.list", "find the latest checkpoint"),
+            Need(b, "storage.objects.delete", "overwrite or rotate checkpoints", Status.WARN),
+        ]
+    project = Target("project", spec.project)
+    js = spec.job_spec
+    if js.tensorboard:
+        needs += [Need(project, "aiplatform.tensorboardExperiments.write",
+                       "upload TensorBoard logs (spec sets tensorboard)"),
+                  Need(project, "aiplatform.tensorboardRuns.write",
+                       "upload TensorBoard logs (spec sets tensorboard)")]
+    if js.experiment:
+        needs += [Need(project, "aiplatform.metadataStores.get",
+                       "log to Vertex AI Experiments (spec sets experiment)"),
+                  Need(project, "aiplatform.contexts.update",
+                       "log to Vertex AI Experiments (spec sets experiment)")]
+    return needs
+
+
+# --- shared call helpers (to move into trainguard/gcp.py) -------------------------------------
+
+
+def retry_policy(call_timeout_s: float):
+    """Retries 429 and 503 with exponential backoff, within twice the per-call time limit."""
+    from google.api_core import exceptions, retry
+
+    return retry.Retry(
+        predicate=retry.if_exception_type(exceptions.TooManyRequests,
+                                          exceptions.ServiceUnavailable),
+        initial=0.2, maximum=2.0, multiplier=2.0, timeout=max(2 * call_timeout_s, 1.0))
+
+
+def rest_json(session, method: str, url: str, *, timeout: float, retry=None, params=None,
+              body: dict | None = None) -> dict:
+    """One JSON call through an ``AuthorizedSession``; HTTP errors raise google.api_core's classes.
+
+    Raises:
+        google.api_core.exceptions.GoogleAPICallError: the API answered an error (``Forbidden``,
+            ``TooManyRequests``, …) — after ``retry`` gave up on retryable ones.
+        requests.exceptions.RequestException: no answer (time-out, connection refused).
+    """
+    from google.api_core import exceptions
+
+    def call() -> dict:
+        response = session.request(method, url, params=params, json=body, timeout=timeout)
+        if response.status_code >= 400:
+            raise exceptions.from_http_response(response)
+        return response.json() if response.content else {}
+
+    return retry(call)() if retry is not None else call()
+
+
+def _status_of(exc: BaseException) -> tuple[int | None, str]:
+    code = getattr(exc, "code", None)
+    if isinstance(code, int):
+        status = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
+                  404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}.get(code, "")
+        return code, status
+    return None, ""
+
+
+def describe_failure(exc: BaseException, *, api: str, permission: str,
+                     timeout_s: float) -> tuple[str, str]:
+    """(evidence, the permission the caller lacks) for a failed call; never a credential.
+
+    The permission is '' unless the API refused the caller (401/403): then it is the one the 403
+    names (ErrorInfo metadata), else ``permission`` (what that call needs).
+    """
+    import requests
+    from google.api_core import exceptions
+    from google.auth import exceptions as auth_exceptions
+
+    if isinstance(exc, auth_exceptions.DefaultCredentialsError):
+        return ("no Application Default Credentials on this machine", "")
+    if isinstance(exc, auth_exceptions.TransportError):  # google-auth wraps requests' errors
+        cause = exc.__cause__ or exc.__context__
+        if cause is not None and not isinstance(cause, auth_exceptions.TransportError):
+            return describe_failure(cause, api=api, permission=permission, timeout_s=timeout_s)
+        if "timed out" in str(exc).lower():
+            return (f"{api} did not answer within {timeout_s:g} s", "")
+        return (f"cannot reach {api} (connection failed)", "")
+    if isinstance(exc, exceptions.RetryError) and exc.cause is not None:  # retries ran out
+        return describe_failure(exc.cause, api=api, permission=permission, timeout_s=timeout_s)
+    if isinstance(exc, requests.exceptions.Timeout | exceptions.RetryError
+                  | exceptions.DeadlineExceeded | cf.TimeoutError):
+        return (f"{api} did not answer within {timeout_s:g} s", "")
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        return (f"cannot reach {api} (connection failed)", "")
+    if isinstance(exc, exceptions.Forbidden | exceptions.Unauthorized):
+        lacking = (getattr(exc, "metadata", None) or {}).get("permission") or permission
+        return (f"{api} refused the caller ({exc.code}): it lacks {lacking} "
+                f"({role_for(lacking)})", lacking)
+    if isinstance(exc, exceptions.TooManyRequests | exceptions.ServiceUnavailable):
+        return (f"{api} still answered {exc.code} after retries", "")
+    if isinstance(exc, exceptions.GoogleAPICallError):
+        message = str(exc.message).split(": ", 1)[-1][:200]
+        return (f"{api} answered {exc.code}: {message}", "")
+    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    return (f"{api} call failed: {type(exc).__name__}: {text}", "")
+
+
+def unknown_result(check: str, title: str, exc: BaseException, *, api: str, permission: str,
+                   verify: str, timeout_s: float, failure_class: str = "") -> CheckResult:
+    """An UNKNOWN result that says why (what the caller lacks) and how to verify by hand."""
+    from google.auth import exceptions as auth_exceptions
+
+    evidence, lacking = describe_failure(exc, api=api, permission=permission,
+                                         timeout_s=timeout_s)
+    if isinstance(exc, auth_exceptions.DefaultCredentialsError):
+        remedy = f"run `gcloud auth application-default login`, or verify by hand: {verify}"
+    elif lacking:
+        remedy = f"verify by hand: {verify} (preflight needs {role_for(lacking)} to check this)"
+    else:
+        remedy = f"verify by hand: {verify}"
+    return CheckResult(check, title, Status.UNKNOWN, evidence, remedy, failure_class,
+                       details={"lacking_permission": lacking})
+
+
+def impersonated_credentials(email: str, lifetime_s: int = 300):
+    """Credentials that act as ``email`` (the caller needs iam.serviceAccounts.getAccessToken).
+
+    Honours ``TRAINGUARD_ENDPOINT_IAMCREDENTIALS``: the token is then minted there, and the source
+    credentials are anonymous.
+    """
+    from google.auth import credentials as ga_credentials
+    from google.auth import impersonated_credentials as ga_impersonated
+
+    ep = gcp.endpoint("IAMCREDENTIALS")
+    override = None
+    if ep.overridden:
+        override = f"{ep.base_url}/v1/projects/-/serviceAccounts/{email}:generateAccessToken"
+
+        class _Anonymous(ga_credentials.AnonymousCredentials):
+            # AnonymousCredentials has no token, so impersonation would try to refresh it (and
+            # fail); toward an overridden endpoint there is nothing to refresh.
+            @property
+            def token_state(self):
+                return ga_credentials.TokenState.FRESH
+
+        source = _Anonymous()
+    else:
+        source = gcp.credentials(ep)
+    return ga_impersonated.Credentials(source_credentials=source, target_principal=email,
+                                       target_scopes=[_SCOPE], lifetime=lifetime_s,
+                                       iam_endpoint_override=override)
+
+
+def timed_request(timeout_s: float):
+    """A google-auth transport request with a time limit (its default is 120 s)."""
+    from google.auth.transport.requests import Request
+
+    request = Request()
+    return lambda *args, **kwargs: request(*args, **{**kwargs, "timeout": timeout_s})
+
+
+def _storage_client_as(credentials, project: str):
+    """A storage client acting with ``credentials`` (emulator-aware, like gcp.storage_client)."""
+    from google.cloud import storage
+
+    return storage.Client(project=project, credentials=credentials)
+
+
+# --- asking the APIs --------------------------------------------------------------------------
+
+GRANTED, MISSING, UNDECIDED = "granted", "missing", "undecided"
+
+
+@dataclass
+class Answer:
+    """What is known about one Need: GRANTED, MISSING or UNDECIDED (with why)."""
+
+    state: str
+    via: str = ""
+    reason: str = ""
+    lacking: str = ""
+
+
+def _project_number(ctx: PreflightContext) -> str:
+    """The project number (Resource Manager ``GET /v3/projects/P`` → ``name: projects/N``)."""
+    project = ctx.spec.project
+    if project.isdigit():
+        return project
+    session, base = gcp.authorized_session("CLOUDRESOURCEMANAGER")
+    data = rest_json(session, "GET", f"{base}/v3/projects/{project}", timeout=ctx.call_timeout_s,
+                     retry=retry_policy(ctx.call_timeout_s))
+    return data["name"].split("/", 1)[1]
+
+
+def _troubleshoot(ctx: PreflightContext, email: str, needs: Sequence[Need],
+                  pool: cf.ThreadPoolExecutor) -> dict[Need, Answer]:
+    """Asks Policy Troubleshooter about every need, concurrently."""
+    from google.cloud import policytroubleshooter_iam_v3 as pt
+
+    try:
+        client = gcp.troubleshooter_client()
+    except Exception as exc:  # no ADC: every need stays undecided, with the reason
+        evidence, lacking = describe_failure(exc, api="Policy Troubleshooter",
+                                             permission="iam.roles.get",
+                                             timeout_s=ctx.call_timeout_s)
+        return {n: Answer(UNDECIDED, reason=evidence, lacking=lacking) for n in needs}
+    states = pt.TroubleshootIamPolicyResponse.OverallAccessState
+    retry = retry_policy(ctx.call_timeout_s)
+
+    def ask(need: Need) -> Answer:
+        request = pt.TroubleshootIamPolicyRequest(access_tuple=pt.AccessTuple(
+            principal=email, full_resource_name=need.target.full_name,
+            permission=need.permission))
+        try:
+            response = client.troubleshoot_iam_policy(request=request, retry=retry,
+                                                      timeout=ctx.call_timeout_s)
+        except Exception as exc:
+            evidence, lacking = describe_failure(
+                exc, api="Policy Troubleshooter", permission="resourcemanager.projects.getIamPolicy",
+                timeout_s=ctx.call_timeout_s)
+            return Answer(UNDECIDED, reason=evidence, lacking=lacking)
+        state = response.overall_access_state
+        if state == states.CAN_ACCESS:
+            return Answer(GRANTED, via="Policy Troubleshooter")
+        if state == states.CANNOT_ACCESS:
+            return Answer(MISSING, via="Policy Troubleshooter")
+        why = {states.UNKNOWN_INFO: "Policy Troubleshooter could not read every policy that "
+                                    "applies (UNKNOWN_INFO)",
+               states.UNKNOWN_CONDITIONAL: "access depends on an IAM condition "
+                                           "(UNKNOWN_CONDITIONAL)"}.get(state, f"answer {state}")
+        return Answer(UNDECIDED, reason=why, lacking="resourcemanager.projects.getIamPolicy")
+
+    futures = {n: pool.submit(ask, n) for n in needs}
+    return {n: f.result() for n, f in futures.items()}
+
+
+def _impersonate(ctx: PreflightContext, email: str, needs: Sequence[Need]) -> dict[Need, Answer]:
+    """testIamPermissions as the service account, on the project and on the bucket."""
+    from google.auth import exceptions as auth_exceptions
+    from google.auth.transport.requests import AuthorizedSession
+
+    try:
+        creds = impersonated_credentials(email)
+        creds.refresh(timed_request(ctx.call_timeout_s))
+    except auth_exceptions.RefreshError as exc:
+        reason = f"cannot impersonate {email}: {_refresh_reason(exc)}"
+        return {n: Answer(UNDECIDED, reason=reason, lacking="iam.serviceAccounts.getAccessToken")
+                for n in needs}
+    except Exception as exc:
+        evidence, lacking = describe_failure(exc, api="IAM Credentials",
+                                             permission="iam.serviceAccounts.getAccessToken",
+                                             timeout_s=ctx.call_timeout_s)
+        return {n: Answer(UNDECIDED, reason=evidence, lacking=lacking) for n in needs}
+    out: dict[Need, Answer] = {}
+    by_target: dict[Target, list[Need]] = {}
+    for need in needs:
+        by_target.setdefault(need.target, []).append(need)
+    for target, group in by_target.items():
+        permissions = sorted({n.permission for n in group})
+        try:
+            if target.kind == "bucket":
+                api = "Cloud Storage testIamPermissions"
+                client = _storage_client_as(creds, ctx.spec.project)
+                granted = set(client.bucket(target.name).test_iam_permissions(
+                    permissions, timeout=ctx.call_timeout_s,
+                    retry=retry_policy(ctx.call_timeout_s)))
+            else:
+                api = "Resource Manager testIamPermissions"
+                ep = gcp.endpoint("CLOUDRESOURCEMANAGER")
+                data = rest_json(AuthorizedSession(creds), "POST",
+                                 f"{ep.base_url}/v3/projects/{target.name}:testIamPermissions",
+                                 timeout=ctx.call_timeout_s, retry=retry_policy(ctx.call_timeout_s),
+                                 body={"permissions": permissions})
+                granted = set(data.get("permissions", []))
+        except Exception as exc:
+            evidence, lacking = describe_failure(exc, api=api, permission=permissions[0],
+                                                 timeout_s=ctx.call_timeout_s)
+            for need in group:
+                out[need] = Answer(UNDECIDED, reason=evidence, lacking=lacking)
+            continue
+        for need in group:
+            state = GRANTED if need.permission in granted else MISSING
+            out[need] = Answer(state, via="testIamPermissions as the service account")
+    return out
+
+
+def _refresh_reason(exc: BaseException) -> str:
+    """The status in an IAM Credentials error body (the body holds no token)."""
+    for arg in getattr(exc, "args", ())[1:]:
+        try:
+            error = json.loads(arg)["error"]
+            return f"{error.get('code')} {error.get('status', '')}: the caller lacks " \
+                   "iam.serviceAccounts.getAccessToken (roles/iam.serviceAccountTokenCreator)"
+        except (TypeError, ValueError, KeyError):
+            continue
+    return "the token exchange failed (the caller needs roles/iam.serviceAccountTokenCreator)"
+
+
+# --- the caller -------------------------------------------------------------------------------
+
+
+def _caller_may_create(ctx: PreflightContext) -> CheckResult:
+    """testIamPermissions as the caller: ``aiplatform.customJobs.create`` on the project."""
+    spec = ctx.spec
+    project = Target("project", spec.project)
+    title = f"caller may create CustomJobs in {spec.project}"
+    permission = "aiplatform.customJobs.create"
+    try:
+        session, base = gcp.authorized_session("CLOUDRESOURCEMANAGER")
+        data = rest_json(session, "POST", f"{base}/v3/projects/{spec.project}:testIamPermissions",
+                         timeout=ctx.call_timeout_s, retry=retry_policy(ctx.call_timeout_s),
+                         body={"permissions": [permission]})
+    except Exception as exc:
+        return unknown_result(NAME, title, exc, api="Resource Manager testIamPermissions",
+                              permission="resourcemanager.projects.get",
+                              verify=f"gcloud projects get-iam-policy {spec.project} "
+                                     "--flatten=bindings[].members --filter=bindings.members:"
+                                     "$(gcloud config get-value account)",
+                              timeout_s=ctx.call_timeout_s)
+    if permission in data.get("permissions", []):
+        return CheckResult(NAME, title, Status.PASS,
+                           f"the caller holds {permission} on project {spec.project}")
+    role = role_for(permission)
+    return CheckResult(NAME, title, Status.FAIL,
+                       f"the caller lacks {permission} ({role}) on project {spec.project}; Vertex "
+                       "would reject the job", project.grant_command(CALLER_MEMBER, role),
+                       "permission", details={"missing": {permission: role}})
+
+
+def _caller_may_act_as(ctx: PreflightContext, sa: str) -> CheckResult:
+    """testIamPermissions as the caller: ``iam.serviceAccounts.actAs`` on the job's account."""
+    from google.api_core import exceptions
+
+    title = f"caller may act as {sa}"
+    permission = "iam.serviceAccounts.actAs"
+    target = Target("service_account", sa)
+    try:
+        session, base = gcp.authorized_session("IAM")
+        data = rest_json(session, "POST",
+                         f"{base}/v1/projects/-/serviceAccounts/{sa}:testIamPermissions",
+                         timeout=ctx.call_timeout_s, retry=retry_policy(ctx.call_timeout_s),
+                         body={"permissions": [permission]})
+    except exceptions.NotFound:
+        name, _, rest = sa.partition("@")
+        return CheckResult(NAME, title, Status.FAIL, f"service account {sa} does not exist",
+                           f"gcloud iam service-accounts create {name} "
+                           f"--project={rest.split('.', 1)[0]}, or fix serviceAccount in the spec",
+                           "permission")
+    except Exception as exc:
+        return unknown_result(NAME, title, exc, api="IAM testIamPermissions",
+                              permission="iam.serviceAccounts.getIamPolicy",
+                              verify=f"gcloud iam service-accounts get-iam-policy {sa}",
+                              timeout_s=ctx.call_timeout_s)
+    if permission in data.get("permissions", []):
+        return CheckResult(NAME, title, Status.PASS, f"the caller holds {permission} on {sa}")
+    role = role_for(permission)
+    return CheckResult(NAME, title, Status.FAIL,
+                       f"the caller lacks {permission} ({role}) on {sa}; Vertex would reject a "
+                       "job that runs as it", target.grant_command(CALLER_MEMBER, role),
+                       "permission", details={"missing": {permission: role}})
+
+
+# --- the job's identity -----------------------------------------------------------------------
+
+
+def summarize(email: str, is_agent: bool, answers: dict[Need, Answer]) -> list[CheckResult]:
+    """One result per target: PASS, FAIL (missing FAIL-severity permissions), WARN, UNKNOWN (pure)."""
+    who = "Vertex AI Custom Code Service Agent" if is_agent else "job service account"
+    member = f"serviceAccount:{email}"
+    by_target: dict[Target, list[Need]] = {}
+    for need in answers:
+        by_target.setdefault(need.target, []).append(need)
+    out = []
+    for target, needs in by_target.items():
+        title = f"{who} {email} on {target.label}"
+        missing = [n for n in needs if answers[n].state == MISSING]
+        undecided = [n for n in needs if answers[n].state == UNDECIDED]
+        granted = [n for n in needs if answers[n].state == GRANTED]
+        vias = sorted({answers[n].via for n in needs if answers[n].via})
+        details = {"principal": email, "resource": target.full_name,
+                   "granted": [n.permission for n in granted],
+                   "missing": {n.permission: role_for(n.permission) for n in missing},
+                   "undecided": {n.permission: answers[n].reason for n in undecided},
+                   "via": vias}
+        if missing:
+            status = Status.FAIL if any(n.severity == Status.FAIL for n in missing) else Status.WARN
+            listed = "; ".join(f"{n.permission} ({role_for(n.permission)}: {n.why})"
+                               for n in missing)
+            evidence = f"{email} lacks {listed} on {target.label}"
+            if undecided:
+                evidence += f"; undecided: {', '.join(n.permission for n in undecided)}"
+            role = covering_role(n.permission for n in missing)
+            out.append(CheckResult(NAME, title, status, evidence,
+                                   target.grant_command(member, role), "permission", details=details))
+        elif undecided:
+            first = undecided[0]
+            reason = answers[first].reason
+            others = [n.permission for n in undecided[1:]]
+            remedy = f"verify by hand: {target.verify_command(email, first.permission)}"
+            if "Application Default Credentials" in reason:
+                remedy = f"run `gcloud auth application-default login`, or {remedy}"
+            if others:
+                remedy += f" (repeat for {', '.join(others)})"
+            lacking = answers[first].lacking
+            if lacking:
+                remedy += f"; preflight needs {role_for(lacking)} to decide"
+            evidence = (f"cannot tell whether {email} holds "
+                        f"{', '.join(n.permission for n in undecided)} on {target.label}: {reason}")
+            if is_agent and "impersonate" not in reason:
+                evidence += " (a service agent cannot be impersonated)"
+            out.append(CheckResult(NAME, title, Status.UNKNOWN, evidence, remedy, "permission",
+                                   details=details))
+        else:
+            out.append(CheckResult(NAME, title, Status.PASS,
+                                   f"{email} holds {', '.join(n.permission for n in granted)} on "
+                                   f"{target.label} ({', '.join(vias)})", details=details))
+    return out
+
+
+def _job_identity(ctx: PreflightContext, pool: cf.ThreadPoolExecutor) -> list[CheckResult]:
+    spec = ctx.spec
+    needs = job_needs(spec)
+    if not needs:
+        return [CheckResult(NAME, "job identity", Status.PASS,
+                            "the spec sets no baseOutputDirectory, tensorboard or experiment, so "
+                            "the job's identity needs no extra access")]
+    email, is_agent = spec.service_account, not spec.service_account
+    if is_agent:
+        try:
+            email = agent_email(_project_number(ctx))
+        except Exception as exc:
+            return [unknown_result(
+                NAME, "Vertex AI Custom Code Service Agent", exc, api="Resource Manager",
+                permission="resourcemanager.projects.get",
+                verify=f"gcloud projects describe {spec.project} --format='value(projectNumber)'",
+                timeout_s=ctx.call_timeout_s, failure_class="permission")]
+    answers = _troubleshoot(ctx, email, needs, pool)
+    undecided = [n for n in needs if answers[n].state == UNDECIDED]
+    if undecided and not is_agent:
+        fallback = _impersonate(ctx, email, undecided)
+        for need, answer in fallback.items():
+            if answer.state != UNDECIDED:
+                answers[need] = answer
+            else:  # keep both reasons: why the troubleshooter and the fallback could not decide
+                first = answers[need].reason
+                reason = first if first == answer.reason else f"{first}; {answer.reason}"
+                answers[need] = Answer(UNDECIDED, reason=reason,
+                                       lacking=answer.lacking or answers[need].lacking)
+    return summarize(email, is_agent, answers)
+
+
+@register(NAME, backends=("vertex",), online=True,
+          description="job service account and caller IAM (Policy Troubleshooter)")
+def iam(ctx: PreflightContext) -> list[CheckResult]:
+    """The job identity's access to its outputs, and the caller's right to launch it."""
+    with cf.ThreadPoolExecutor(max_workers=12, thread_name_prefix="preflight-iam") as pool:
+        caller = [pool.submit(_caller_may_create, ctx)]
+        if ctx.spec.service_account:
+            caller.append(pool.submit(_caller_may_act_as, ctx, ctx.spec.service_account))
+        job = _job_identity(ctx, pool)
+        return job + [f.result() for f in caller]

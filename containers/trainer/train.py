@@ -34,7 +34,7 @@ from torch import nn  # noqa: E402
 from trainguard.runtime import CheckpointManager, HistoryWriter, VertexEnv  # noqa: E402
 from trainguard.runtime.checkpoint import RetentionPolicy, SavePolicy  # noqa: E402
 from trainguard.runtime.storage import join, store_for  # noqa: E402
-from trainguard.runtime.torch_state import STATE_FILE, restore, serialize, snapshot  # noqa: E402
+from trainguard.runtime.torch_state import STATE_FILE, Stager, restore, serialize  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -173,6 +173,7 @@ def main(argv=None) -> int:
         retention=RetentionPolicy(keep_last=args.keep_last), async_save=not args.sync_checkpoints,
         is_chief=env.is_chief)
     ckpt.install_sigterm_handler()
+    stager = Stager()
     start_epoch, start_batch, step = 0, 0, 0
     latest = ckpt.restore_latest()
     if latest is not None:
@@ -220,7 +221,8 @@ def main(argv=None) -> int:
                       f"val loss {val_loss:.4f} val acc {val_acc:.3f}", flush=True)
             if ckpt.should_save(step):
                 history.flush()
-                state = snapshot(model, optimizer, scheduler, position)
+                ckpt.wait()  # the staging buffers are free once the previous save is done
+                state = stager.snapshot(model, optimizer, scheduler, position)
                 ckpt.save(step, {STATE_FILE: lambda s=state: serialize(s)})
             if ckpt.preempted:
                 ckpt.close()

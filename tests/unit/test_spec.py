@@ -27,7 +27,7 @@ def pool(**overrides):
 
 
 @pytest.mark.parametrize("name", ["a100-spot", "l4", "tpu-v5e", "multi-worker",
-                                  "local-healthy", "local-diverging"])
+                                  "local-healthy", "local-diverging", "local-overfitting"])
 def test_every_example_spec_loads(name):
     spec = load_spec(EXAMPLES / f"{name}.yaml", project=P, region=R)
     job = spec.custom_job()

@@ -4,12 +4,18 @@
 server — a test server on loopback, or a private endpoint — and makes its client use anonymous
 credentials. Storage follows the library's own ``STORAGE_EMULATOR_HOST``; the image check speaks
 plain http to the registries in ``TRAINGUARD_INSECURE_REGISTRIES=host:port,…``.
+
+Also here: the credentials preflight acts with (``impersonated_credentials``, the registry token of
+``registry_credential``) and the call helpers the online checks share (``timed_request``,
+``retry_policy``, ``rest_json``). ``trainguard/runtime`` makes its own storage client on purpose:
+it ships inside training images without the rest of trainguard.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from trainguard.errors import ConfigError
@@ -25,7 +31,13 @@ __all__ = [
     "troubleshooter_client",
     "storage_client",
     "authorized_session",
+    "impersonated_credentials",
+    "timed_request",
+    "retry_policy",
+    "rest_json",
     "insecure_registries",
+    "is_google_registry",
+    "registry_credential",
     "CLOUD_PLATFORM_SCOPE",
 ]
 
@@ -93,6 +105,10 @@ def credentials(ep: Endpoint):
     return creds
 
 
+# For functions whose ``credentials`` parameter hides the function above.
+_endpoint_credentials = credentials
+
+
 def _gapic_options(ep: Endpoint) -> dict:
     # GAPIC REST transports accept a full URL (http:// for loopback) as api_endpoint.
     return {"api_endpoint": ep.base_url if ep.overridden else ep.host}
@@ -125,10 +141,18 @@ def troubleshooter_client():
         credentials=credentials(ep), transport="rest", client_options=_gapic_options(ep))
 
 
-def storage_client(project: str | None = None):
-    """A Cloud Storage client; anonymous when ``STORAGE_EMULATOR_HOST`` is set."""
+def storage_client(project: str | None = None, credentials=None):
+    """A Cloud Storage client; anonymous when ``STORAGE_EMULATOR_HOST`` is set.
+
+    Args:
+        project: the project the client bills and lists in.
+        credentials: act with these (for example ``impersonated_credentials``) instead; the
+            library still sends them to ``STORAGE_EMULATOR_HOST`` when that is set.
+    """
     from google.cloud import storage
 
+    if credentials is not None:
+        return storage.Client(project=project, credentials=credentials)
     if os.environ.get("STORAGE_EMULATOR_HOST"):
         from google.auth.credentials import AnonymousCredentials
 
@@ -136,8 +160,14 @@ def storage_client(project: str | None = None):
     return storage.Client(project=project)
 
 
-def authorized_session(api: str, region: str = ""):
+def authorized_session(api: str, region: str = "", credentials=None):
     """An ``AuthorizedSession`` and the base URL, for APIs whose clients are gRPC-only.
+
+    Args:
+        api: one of ``ENDPOINT_APIS``.
+        region: the region, for regional endpoints.
+        credentials: act with these (for example ``impersonated_credentials``) instead of the
+            endpoint's own (anonymous when overridden, else Application Default Credentials).
 
     Returns:
         (session, base_url): requests go to ``base_url + "/v3/…"``.
@@ -145,7 +175,110 @@ def authorized_session(api: str, region: str = ""):
     from google.auth.transport.requests import AuthorizedSession
 
     ep = endpoint(api, region)
-    return AuthorizedSession(credentials(ep)), ep.base_url
+    if credentials is None:
+        credentials = _endpoint_credentials(ep)
+    return AuthorizedSession(credentials), ep.base_url
+
+
+def impersonated_credentials(email: str, lifetime_s: int = 300):
+    """Credentials that act as ``email`` (the caller needs iam.serviceAccounts.getAccessToken).
+
+    Honours ``TRAINGUARD_ENDPOINT_IAMCREDENTIALS``: the token is then minted there, and the source
+    credentials are anonymous.
+
+    Args:
+        email: the service account to act as.
+        lifetime_s: how long the minted access token lives.
+
+    Returns:
+        google.auth.impersonated_credentials.Credentials (not yet refreshed).
+    """
+    from google.auth import credentials as ga_credentials
+    from google.auth import impersonated_credentials as ga_impersonated
+
+    ep = endpoint("IAMCREDENTIALS")
+    override = None
+    if ep.overridden:
+        override = f"{ep.base_url}/v1/projects/-/serviceAccounts/{email}:generateAccessToken"
+
+        class _Anonymous(ga_credentials.AnonymousCredentials):
+            # AnonymousCredentials has no token, so impersonation would try to refresh it (and
+            # fail); toward an overridden endpoint there is nothing to refresh.
+            @property
+            def token_state(self):
+                return ga_credentials.TokenState.FRESH
+
+        source = _Anonymous()
+    else:
+        source = credentials(ep)
+    return ga_impersonated.Credentials(source_credentials=source, target_principal=email,
+                                       target_scopes=[CLOUD_PLATFORM_SCOPE], lifetime=lifetime_s,
+                                       iam_endpoint_override=override)
+
+
+def timed_request(timeout_s: float):
+    """A google-auth transport request with a time limit (its default is 120 s).
+
+    Args:
+        timeout_s: the time limit of each request, in seconds (a caller's own is replaced).
+
+    Returns:
+        A callable with the signature of ``google.auth.transport.requests.Request``, for
+        ``credentials.refresh``.
+    """
+    from google.auth.transport.requests import Request
+
+    request = Request()
+    return lambda *args, **kwargs: request(*args, **{**kwargs, "timeout": timeout_s})
+
+
+def retry_policy(call_timeout_s: float):
+    """Retries 429 and 503 with exponential backoff, within twice the per-call time limit.
+
+    Args:
+        call_timeout_s: the time limit of one call; retrying stops after twice that (at least 1 s).
+
+    Returns:
+        google.api_core.retry.Retry, for GAPIC calls, storage calls and ``rest_json``.
+    """
+    from google.api_core import exceptions, retry
+
+    return retry.Retry(
+        predicate=retry.if_exception_type(exceptions.TooManyRequests,
+                                          exceptions.ServiceUnavailable),
+        initial=0.2, maximum=2.0, multiplier=2.0, timeout=max(2 * call_timeout_s, 1.0))
+
+
+def rest_json(session, method: str, url: str, *, timeout: float, retry=None, params=None,
+              body: dict | None = None) -> dict:
+    """One JSON call through an ``AuthorizedSession``; HTTP errors raise google.api_core's classes.
+
+    Args:
+        session: a ``requests.Session`` (usually ``AuthorizedSession``, see ``authorized_session``).
+        method: the HTTP method.
+        url: the full URL.
+        timeout: the time limit of one attempt, in seconds.
+        retry: a ``google.api_core.retry.Retry`` (``retry_policy``), or None for one attempt.
+        params: query parameters.
+        body: the JSON body, or None for none.
+
+    Returns:
+        The decoded JSON answer ({} for an empty one).
+
+    Raises:
+        google.api_core.exceptions.GoogleAPICallError: the API answered an error (``Forbidden``,
+            ``TooManyRequests``, …) — after ``retry`` gave up on retryable ones.
+        requests.exceptions.RequestException: no answer (time-out, connection refused).
+    """
+    from google.api_core import exceptions
+
+    def call() -> dict:
+        response = session.request(method, url, params=params, json=body, timeout=timeout)
+        if response.status_code >= 400:
+            raise exceptions.from_http_response(response)
+        return response.json() if response.content else {}
+
+    return retry(call)() if retry is not None else call()
 
 
 def insecure_registries(environ: Mapping[str, str] | None = None) -> frozenset[str]:
@@ -153,3 +286,41 @@ def insecure_registries(environ: Mapping[str, str] | None = None) -> frozenset[s
     env = os.environ if environ is None else environ
     raw = env.get("TRAINGUARD_INSECURE_REGISTRIES", "")
     return frozenset(h.strip() for h in raw.split(",") if h.strip())
+
+
+def is_google_registry(host: str) -> bool:
+    """Artifact Registry (``*-docker.pkg.dev``) and Container Registry (``gcr.io``, ``*.gcr.io``)."""
+    return bool(re.search(r"(^|[.-])docker\.pkg\.dev$|(^|\.)gcr\.io$", host))
+
+
+def registry_credential(host: str, timeout_s: float
+                        ) -> Callable[[], tuple[str, str] | None] | None:
+    """The credential a registry client presents to ``host``, fetched only when first asked for.
+
+    Args:
+        host: the registry host[:port].
+        timeout_s: the time limit of the token refresh, in seconds.
+
+    Returns:
+        For Google registries (``is_google_registry``), a callable returning
+        ``("oauth2accesstoken", ADC access token)``, or None when there are no Application Default
+        Credentials; for any other registry None (anonymous).
+
+    Raises:
+        google.auth.exceptions.RefreshError: from the callable, when the token cannot be minted.
+    """
+    if not is_google_registry(host):
+        return None
+
+    def get() -> tuple[str, str] | None:
+        import google.auth
+        from google.auth import exceptions
+
+        try:
+            creds, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
+            creds.refresh(timed_request(timeout_s))
+        except exceptions.DefaultCredentialsError:
+            return None
+        return ("oauth2accesstoken", creds.token)
+
+    return get

@@ -10,8 +10,9 @@ with the ``gcloud`` line that would verify it. The caller's own rights (create C
 the service account) are checked with testIamPermissions.
 
 This module also holds the one permission → role table (``ROLES``) that every check family uses to
-say which role a missing permission comes with, and the small call helpers the online families
-share (``retry_policy``, ``rest_json``, ``unknown_result``).
+say which role a missing permission comes with, and how the online families report a failed call
+(``describe_failure``, ``unknown_result``); the clients, credentials and call helpers they use are
+made in ``trainguard.gcp``.
 """
 
 from __future__ import annotations
@@ -42,12 +43,8 @@ __all__ = [
     "bucket_of",
     "job_needs",
     "summarize",
-    "retry_policy",
-    "rest_json",
     "describe_failure",
     "unknown_result",
-    "timed_request",
-    "impersonated_credentials",
     "iam",
 ]
 
@@ -82,7 +79,6 @@ ROLES: tuple[tuple[str, frozenset[str]], ...] = (
 #: How a remedy names the person running preflight (a pipeline would use its service account).
 CALLER_MEMBER = "user:$(gcloud config get-value account)"
 _AGENT = "service-{number}@gcp-sa-aiplatform-cc.iam.gserviceaccount.com"
-_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 
 def role_for(permission: str) -> str:
@@ -197,37 +193,7 @@ def job_needs(spec: JobSpec) -> list[Need]:
     return needs
 
 
-# --- shared call helpers (to move into trainguard/gcp.py) -------------------------------------
-
-
-def retry_policy(call_timeout_s: float):
-    """Retries 429 and 503 with exponential backoff, within twice the per-call time limit."""
-    from google.api_core import exceptions, retry
-
-    return retry.Retry(
-        predicate=retry.if_exception_type(exceptions.TooManyRequests,
-                                          exceptions.ServiceUnavailable),
-        initial=0.2, maximum=2.0, multiplier=2.0, timeout=max(2 * call_timeout_s, 1.0))
-
-
-def rest_json(session, method: str, url: str, *, timeout: float, retry=None, params=None,
-              body: dict | None = None) -> dict:
-    """One JSON call through an ``AuthorizedSession``; HTTP errors raise google.api_core's classes.
-
-    Raises:
-        google.api_core.exceptions.GoogleAPICallError: the API answered an error (``Forbidden``,
-            ``TooManyRequests``, …) — after ``retry`` gave up on retryable ones.
-        requests.exceptions.RequestException: no answer (time-out, connection refused).
-    """
-    from google.api_core import exceptions
-
-    def call() -> dict:
-        response = session.request(method, url, params=params, json=body, timeout=timeout)
-        if response.status_code >= 400:
-            raise exceptions.from_http_response(response)
-        return response.json() if response.content else {}
-
-    return retry(call)() if retry is not None else call()
+# --- reporting a failed call ------------------------------------------------------------------
 
 
 def _status_of(exc: BaseException) -> tuple[int | None, str]:
@@ -296,50 +262,6 @@ def unknown_result(check: str, title: str, exc: BaseException, *, api: str, perm
                        details={"lacking_permission": lacking})
 
 
-def impersonated_credentials(email: str, lifetime_s: int = 300):
-    """Credentials that act as ``email`` (the caller needs iam.serviceAccounts.getAccessToken).
-
-    Honours ``TRAINGUARD_ENDPOINT_IAMCREDENTIALS``: the token is then minted there, and the source
-    credentials are anonymous.
-    """
-    from google.auth import credentials as ga_credentials
-    from google.auth import impersonated_credentials as ga_impersonated
-
-    ep = gcp.endpoint("IAMCREDENTIALS")
-    override = None
-    if ep.overridden:
-        override = f"{ep.base_url}/v1/projects/-/serviceAccounts/{email}:generateAccessToken"
-
-        class _Anonymous(ga_credentials.AnonymousCredentials):
-            # AnonymousCredentials has no token, so impersonation would try to refresh it (and
-            # fail); toward an overridden endpoint there is nothing to refresh.
-            @property
-            def token_state(self):
-                return ga_credentials.TokenState.FRESH
-
-        source = _Anonymous()
-    else:
-        source = gcp.credentials(ep)
-    return ga_impersonated.Credentials(source_credentials=source, target_principal=email,
-                                       target_scopes=[_SCOPE], lifetime=lifetime_s,
-                                       iam_endpoint_override=override)
-
-
-def timed_request(timeout_s: float):
-    """A google-auth transport request with a time limit (its default is 120 s)."""
-    from google.auth.transport.requests import Request
-
-    request = Request()
-    return lambda *args, **kwargs: request(*args, **{**kwargs, "timeout": timeout_s})
-
-
-def _storage_client_as(credentials, project: str):
-    """A storage client acting with ``credentials`` (emulator-aware, like gcp.storage_client)."""
-    from google.cloud import storage
-
-    return storage.Client(project=project, credentials=credentials)
-
-
 # --- asking the APIs --------------------------------------------------------------------------
 
 GRANTED, MISSING, UNDECIDED = "granted", "missing", "undecided"
@@ -361,8 +283,8 @@ def _project_number(ctx: PreflightContext) -> str:
     if project.isdigit():
         return project
     session, base = gcp.authorized_session("CLOUDRESOURCEMANAGER")
-    data = rest_json(session, "GET", f"{base}/v3/projects/{project}", timeout=ctx.call_timeout_s,
-                     retry=retry_policy(ctx.call_timeout_s))
+    data = gcp.rest_json(session, "GET", f"{base}/v3/projects/{project}",
+                         timeout=ctx.call_timeout_s, retry=gcp.retry_policy(ctx.call_timeout_s))
     return data["name"].split("/", 1)[1]
 
 
@@ -379,7 +301,7 @@ def _troubleshoot(ctx: PreflightContext, email: str, needs: Sequence[Need],
                                              timeout_s=ctx.call_timeout_s)
         return {n: Answer(UNDECIDED, reason=evidence, lacking=lacking) for n in needs}
     states = pt.TroubleshootIamPolicyResponse.OverallAccessState
-    retry = retry_policy(ctx.call_timeout_s)
+    retry = gcp.retry_policy(ctx.call_timeout_s)
 
     def ask(need: Need) -> Answer:
         request = pt.TroubleshootIamPolicyRequest(access_tuple=pt.AccessTuple(
@@ -411,11 +333,10 @@ def _troubleshoot(ctx: PreflightContext, email: str, needs: Sequence[Need],
 def _impersonate(ctx: PreflightContext, email: str, needs: Sequence[Need]) -> dict[Need, Answer]:
     """testIamPermissions as the service account, on the project and on the bucket."""
     from google.auth import exceptions as auth_exceptions
-    from google.auth.transport.requests import AuthorizedSession
 
     try:
-        creds = impersonated_credentials(email)
-        creds.refresh(timed_request(ctx.call_timeout_s))
+        creds = gcp.impersonated_credentials(email)
+        creds.refresh(gcp.timed_request(ctx.call_timeout_s))
     except auth_exceptions.RefreshError as exc:
         reason = f"cannot impersonate {email}: {_refresh_reason(exc)}"
         return {n: Answer(UNDECIDED, reason=reason, lacking="iam.serviceAccounts.getAccessToken")
@@ -434,17 +355,18 @@ def _impersonate(ctx: PreflightContext, email: str, needs: Sequence[Need]) -> di
         try:
             if target.kind == "bucket":
                 api = "Cloud Storage testIamPermissions"
-                client = _storage_client_as(creds, ctx.spec.project)
+                client = gcp.storage_client(ctx.spec.project, credentials=creds)
                 granted = set(client.bucket(target.name).test_iam_permissions(
                     permissions, timeout=ctx.call_timeout_s,
-                    retry=retry_policy(ctx.call_timeout_s)))
+                    retry=gcp.retry_policy(ctx.call_timeout_s)))
             else:
                 api = "Resource Manager testIamPermissions"
-                ep = gcp.endpoint("CLOUDRESOURCEMANAGER")
-                data = rest_json(AuthorizedSession(creds), "POST",
-                                 f"{ep.base_url}/v3/projects/{target.name}:testIamPermissions",
-                                 timeout=ctx.call_timeout_s, retry=retry_policy(ctx.call_timeout_s),
-                                 body={"permissions": permissions})
+                session, base = gcp.authorized_session("CLOUDRESOURCEMANAGER", credentials=creds)
+                data = gcp.rest_json(session, "POST",
+                                     f"{base}/v3/projects/{target.name}:testIamPermissions",
+                                     timeout=ctx.call_timeout_s,
+                                     retry=gcp.retry_policy(ctx.call_timeout_s),
+                                     body={"permissions": permissions})
                 granted = set(data.get("permissions", []))
         except Exception as exc:
             evidence, lacking = describe_failure(exc, api=api, permission=permissions[0],
@@ -481,9 +403,10 @@ def _caller_may_create(ctx: PreflightContext) -> CheckResult:
     permission = "aiplatform.customJobs.create"
     try:
         session, base = gcp.authorized_session("CLOUDRESOURCEMANAGER")
-        data = rest_json(session, "POST", f"{base}/v3/projects/{spec.project}:testIamPermissions",
-                         timeout=ctx.call_timeout_s, retry=retry_policy(ctx.call_timeout_s),
-                         body={"permissions": [permission]})
+        data = gcp.rest_json(session, "POST",
+                             f"{base}/v3/projects/{spec.project}:testIamPermissions",
+                             timeout=ctx.call_timeout_s, retry=gcp.retry_policy(ctx.call_timeout_s),
+                             body={"permissions": [permission]})
     except Exception as exc:
         return unknown_result(NAME, title, exc, api="Resource Manager testIamPermissions",
                               permission="resourcemanager.projects.get",
@@ -510,10 +433,10 @@ def _caller_may_act_as(ctx: PreflightContext, sa: str) -> CheckResult:
     target = Target("service_account", sa)
     try:
         session, base = gcp.authorized_session("IAM")
-        data = rest_json(session, "POST",
-                         f"{base}/v1/projects/-/serviceAccounts/{sa}:testIamPermissions",
-                         timeout=ctx.call_timeout_s, retry=retry_policy(ctx.call_timeout_s),
-                         body={"permissions": [permission]})
+        data = gcp.rest_json(session, "POST",
+                             f"{base}/v1/projects/-/serviceAccounts/{sa}:testIamPermissions",
+                             timeout=ctx.call_timeout_s, retry=gcp.retry_policy(ctx.call_timeout_s),
+                             body={"permissions": [permission]})
     except exceptions.NotFound:
         name, _, rest = sa.partition("@")
         return CheckResult(NAME, title, Status.FAIL, f"service account {sa} does not exist",

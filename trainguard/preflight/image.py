@@ -13,7 +13,8 @@ import concurrent.futures as cf
 import re
 
 from trainguard import gcp
-from trainguard.preflight.iam import role_for, timed_request
+from trainguard.gcp import is_google_registry
+from trainguard.preflight.iam import role_for
 from trainguard.preflight.registry import PreflightContext, register
 from trainguard.preflight.registry_client import (
     AccessDenied,
@@ -39,11 +40,6 @@ _GCR_LOCATIONS = {"gcr.io": "us", "us.gcr.io": "us", "eu.gcr.io": "europe", "asi
 _GEOGRAPHY = {"us": "North America", "northamerica": "North America",
               "southamerica": "South America", "europe": "Europe", "eu": "Europe", "asia": "Asia",
               "australia": "Oceania", "me": "Middle East", "africa": "Africa"}
-
-
-def is_google_registry(host: str) -> bool:
-    """Artifact Registry (``*-docker.pkg.dev``) and Container Registry (``gcr.io``, ``*.gcr.io``)."""
-    return bool(re.search(r"(^|[.-])docker\.pkg\.dev$|(^|\.)gcr\.io$", host))
 
 
 def image_location(host: str) -> str | None:
@@ -144,29 +140,13 @@ def assess_image(pool: Pool, region: str, found: ImageInfo | BaseException) -> C
     return CheckResult(NAME, title, Status.PASS, f"{where}; runs {runs}", details=details)
 
 
-def _google_credential(timeout_s: float):
-    """``("oauth2accesstoken", ADC access token)`` for Google registries; None without ADC."""
-    def get() -> tuple[str, str] | None:
-        import google.auth
-        from google.auth import exceptions
-
-        try:
-            creds, _ = google.auth.default(scopes=[gcp.CLOUD_PLATFORM_SCOPE])
-            creds.refresh(timed_request(timeout_s))
-        except exceptions.DefaultCredentialsError:
-            return None
-        return ("oauth2accesstoken", creds.token)
-
-    return get
-
-
 def _resolve(uri: str, timeout_s: float) -> ImageInfo | BaseException:
     """Asks the registry; every failure is returned (not raised) for ``assess_image``."""
     try:
         ref = ImageRef.parse(uri)
     except ValueError as exc:
         return exc
-    credential = _google_credential(timeout_s) if is_google_registry(ref.host) else None
+    credential = gcp.registry_credential(ref.host, timeout_s)
     insecure = ref.host in gcp.insecure_registries()
     try:
         with RegistryClient(ref.host, insecure=insecure, credential=credential,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from trainguard import catalog, gcp
-from trainguard.preflight.iam import describe_failure, rest_json, retry_policy, role_for, unknown_result
+from trainguard.preflight.iam import describe_failure, role_for, unknown_result
 from trainguard.preflight.registry import PreflightContext, register
 from trainguard.preflight.report import CheckResult, Status
 from trainguard.spec import JobSpec, Pool
@@ -201,7 +201,7 @@ def _list_infos(ctx: PreflightContext) -> dict[str, object]:
     # A large page: fewer round trips over aiplatform's many quotas (the server may cap it).
     pager = client.list_quota_infos(request={"parent": parent, "page_size": 100},
                                     timeout=ctx.call_timeout_s,
-                                    retry=retry_policy(ctx.call_timeout_s))
+                                    retry=gcp.retry_policy(ctx.call_timeout_s))
     return {info.metric: info for info in pager}
 
 
@@ -222,12 +222,13 @@ def _usage(ctx: PreflightContext, metric: str) -> int:
         "aggregation.perSeriesAligner": "ALIGN_NEXT_OLDER",
     }
     url = f"{base}/v3/projects/{spec.project}/timeSeries"
-    retry = retry_policy(ctx.call_timeout_s)
-    payload = rest_json(session, "GET", url, params=params, timeout=ctx.call_timeout_s, retry=retry)
+    retry = gcp.retry_policy(ctx.call_timeout_s)
+    payload = gcp.rest_json(session, "GET", url, params=params, timeout=ctx.call_timeout_s,
+                            retry=retry)
     series = list(payload.get("timeSeries", []))
     while payload.get("nextPageToken"):
-        payload = rest_json(session, "GET", url, timeout=ctx.call_timeout_s, retry=retry,
-                            params={**params, "pageToken": payload["nextPageToken"]})
+        payload = gcp.rest_json(session, "GET", url, timeout=ctx.call_timeout_s, retry=retry,
+                                params={**params, "pageToken": payload["nextPageToken"]})
         series += payload.get("timeSeries", [])
     return latest_usage({"timeSeries": series})
 

@@ -5,7 +5,7 @@ region (cross-region reads and writes of checkpoints are slow and billed as egre
 from __future__ import annotations
 
 from trainguard import gcp
-from trainguard.preflight.iam import bucket_of, retry_policy, unknown_result
+from trainguard.preflight.iam import bucket_of, unknown_result
 from trainguard.preflight.registry import PreflightContext, register
 from trainguard.preflight.report import CheckResult, Status
 
@@ -67,7 +67,7 @@ def storage(ctx: PreflightContext) -> list[CheckResult]:
     try:
         client = gcp.storage_client(spec.project)
         found = client.get_bucket(bucket, timeout=ctx.call_timeout_s,
-                                  retry=retry_policy(ctx.call_timeout_s))
+                                  retry=gcp.retry_policy(ctx.call_timeout_s))
     except exceptions.NotFound:
         return [CheckResult(NAME, title, Status.FAIL,
                             f"bucket gs://{bucket} of baseOutputDirectory does not exist; Vertex "

@@ -46,8 +46,9 @@ lint: install ## ruff
 images: ## docker build (and push with REGISTRY=…) the components and trainer images
 	@if ! docker info >/dev/null 2>&1; then \
 	  echo "make images: no Docker engine is reachable (docker info failed)." >&2; \
-	  echo "Build on a machine with Docker, or with Cloud Build:" >&2; \
-	  echo "  gcloud builds submit --tag REGION-docker.pkg.dev/PROJECT/REPO/trainguard/components:$(VERSION) -f containers/components/Dockerfile ." >&2; \
+	  echo "Run it where a Docker engine runs (it builds containers/components/Dockerfile and" >&2; \
+	  echo "containers/trainer/Dockerfile from the repository root), or build those two Dockerfiles" >&2; \
+	  echo "with Cloud Build and push them to your Artifact Registry." >&2; \
 	  exit 1; fi
 	docker build -f containers/components/Dockerfile -t $(COMPONENT_IMAGE) .
 	docker build -f containers/trainer/Dockerfile -t $(TRAINER_IMAGE) .

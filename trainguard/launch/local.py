@@ -74,6 +74,19 @@ def resolve_command(pool: Pool) -> list[str]:
     return argv
 
 
+class _Cancelled(BaseException):
+    """Raised in the launcher's main thread when it receives SIGTERM (the pipeline was cancelled)."""
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: receive SIGKILL when the launcher dies, even by SIGKILL (Linux)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -206,6 +219,10 @@ class LocalBackend:
         restart_on_crash = spec.job_spec.scheduling.restart_job_on_worker_restart
         workers = self._workers(spec, base, job_id)
         self._say(f"[trainguard] local job {job_id}: {len(workers)} replica(s), outputs in {base}")
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            # A cancelled pipeline task gets SIGTERM: stop the workers instead of orphaning them.
+            previous = signal.signal(signal.SIGTERM, self._on_sigterm)
         try:
             attempt_start = time.monotonic()
             self._start_all(workers, tail, lock)
@@ -253,11 +270,13 @@ class LocalBackend:
                     exit_codes = dict.fromkeys(codes, 0)
                     state = "SUCCEEDED"
                     break
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, _Cancelled):
             self._say("[trainguard] cancelled: stopping the workers")
             self._stop_all(workers, self.grace_s)
             state, error = "CANCELLED", "The job was cancelled."
         finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
             self._stop_all(workers, 0.5)
             for w in workers:
                 if w.pump is not None:
@@ -271,6 +290,10 @@ class LocalBackend:
 
     # -- process handling --
 
+    @staticmethod
+    def _on_sigterm(signum, frame) -> None:
+        raise _Cancelled()
+
     def _say(self, line: str) -> None:
         if self.stream is not None:
             print(line, file=self.stream, flush=True)
@@ -282,7 +305,7 @@ class LocalBackend:
                 w.proc = subprocess.Popen(
                     w.argv, env=w.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL, start_new_session=True, bufsize=1, text=True,
-                    errors="replace")
+                    errors="replace", preexec_fn=_die_with_parent)
             except OSError as exc:
                 # What a container runtime reports for a missing entrypoint; exit status 127.
                 w.launch_error = (f'exec: "{w.argv[0]}": {exc.strerror or exc}: executable file '

@@ -13,8 +13,8 @@ from trainguard.launch.local import LocalBackend, parse_durations
 from trainguard.spec import JobSpec, parse_spec
 
 
-def script(tmp_path, body: str) -> str:
-    path = tmp_path / "job.py"
+def script(tmp_path, body: str, name: str = "job.py") -> str:
+    path = tmp_path / name
     path.write_text(textwrap.dedent(body))
     return str(path)
 
@@ -165,3 +165,37 @@ def test_preemption_can_be_triggered_by_a_log_line(tmp_path):
     result = backend.run(spec(["python", worker], str(tmp_path / "b")))
     assert result.succeeded and result.restarts == 1
     assert "second attempt" in result.log_tail and result.duration_s < 20
+
+
+def test_sigterm_to_the_launcher_cancels_the_job_and_leaves_no_orphans(tmp_path):
+    import os
+    import subprocess
+    import time
+
+    pidfile = tmp_path / "worker.pid"
+    worker = script(tmp_path, f"""
+        import os, time
+        open({str(pidfile)!r}, "w").write(str(os.getpid()))
+        time.sleep(60)
+    """)
+    launcher = script(tmp_path, name="launcher.py", body=f"""
+        import sys
+        from trainguard.launch.local import LocalBackend
+        from trainguard.spec import JobSpec
+        spec = JobSpec.create("my-project", "us-central1", machine_type="n1-standard-4",
+                              image_uri="i", command=["python", {worker!r}],
+                              base_output_dir={str(tmp_path / "b")!r})
+        result = LocalBackend(grace_s=2).run(spec)
+        print("STATE", result.state)
+    """)
+    proc = subprocess.Popen([sys.executable, launcher], stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    worker_pid = int(pidfile.read_text())
+    proc.terminate()
+    out, _ = proc.communicate(timeout=30)
+    assert "STATE CANCELLED" in out
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.kill(worker_pid, 0)

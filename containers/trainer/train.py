@@ -34,7 +34,7 @@ from torch import nn  # noqa: E402
 from trainguard.runtime import CheckpointManager, HistoryWriter, VertexEnv  # noqa: E402
 from trainguard.runtime.checkpoint import RetentionPolicy, SavePolicy  # noqa: E402
 from trainguard.runtime.storage import join, store_for  # noqa: E402
-from trainguard.runtime.torch_state import STATE_FILE, Stager, restore, serialize  # noqa: E402
+from trainguard.runtime.torch_state import STATE_FILE, Stager, restore, stream  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -221,9 +221,10 @@ def main(argv=None) -> int:
                       f"val loss {val_loss:.4f} val acc {val_acc:.3f}", flush=True)
             if ckpt.should_save(step):
                 history.flush()
-                ckpt.wait()  # the staging buffers are free once the previous save is done
-                state = stager.snapshot(model, optimizer, scheduler, position)
-                ckpt.save(step, {STATE_FILE: lambda s=state: serialize(s)})
+                # The copy overlaps the next forward/backward; optimizer.step() waits for it.
+                ckpt.wait()  # the stager's buffers are free once the previous save is written
+                pending = stager.begin(model, optimizer, scheduler, position)
+                ckpt.save(step, {STATE_FILE: stream(pending)})
             if ckpt.preempted:
                 ckpt.close()
                 history.close()

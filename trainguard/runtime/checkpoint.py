@@ -21,15 +21,26 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from trainguard.runtime.storage import FileStore, join, store_for
 
-__all__ = ["Checkpoint", "CheckpointManager", "SavePolicy", "RetentionPolicy", "COMMIT_MARKER"]
+__all__ = ["Checkpoint", "CheckpointManager", "SavePolicy", "RetentionPolicy", "Stream",
+           "COMMIT_MARKER"]
 
 COMMIT_MARKER = "COMMIT"
 _STEP_DIR = re.compile(r"step-(\d{9})$")
 
-Payload = Mapping[str, "bytes | Callable[[], bytes]"]
+
+@dataclass(frozen=True)
+class Stream:
+    """A payload file written by ``write(fileobj)`` straight to storage, never held in memory
+    whole (for large states: ``Stream(lambda f: torch.save(state, f))``)."""
+
+    write: Callable[[BinaryIO], object]
+
+
+Payload = Mapping[str, "bytes | Callable[[], bytes] | Stream"]
 
 
 @dataclass(frozen=True)
@@ -217,8 +228,12 @@ class CheckpointManager:
         for name, value in payload.items():
             if "/" in name or name == COMMIT_MARKER:
                 raise ValueError(f"invalid checkpoint file name {name!r}")
+            target = join(uri, name)
+            if isinstance(value, Stream):
+                sizes[name] = self._store.write_stream(target, value.write)
+                continue
             data = value() if callable(value) else value
-            self._store.write_bytes(join(uri, name), data)
+            self._store.write_bytes(target, data)
             sizes[name] = len(data)
         clean_metrics = {k: float(v) for k, v in metrics.items() if _finite(float(v))}
         marker = {"step": step, "files": sorted(sizes), "sizes": sizes, "metrics": clean_metrics,

@@ -12,7 +12,9 @@ import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = ["FileStore", "LocalStore", "GCSStore", "store_for", "join"]
 
@@ -32,6 +34,11 @@ class FileStore:
         raise NotImplementedError
 
     def write_bytes(self, uri: str, data: bytes) -> None:
+        self.write_stream(uri, lambda handle: handle.write(data))
+
+    def write_stream(self, uri: str, writer: Callable[[BinaryIO], object]) -> int:
+        """Creates ``uri`` from what ``writer`` writes to a binary file object, atomically, without
+        holding the content in memory; returns the size."""
         raise NotImplementedError
 
     def upload_file(self, local_path: str, uri: str) -> None:
@@ -57,19 +64,21 @@ class LocalStore(FileStore):
     def read_bytes(self, uri: str) -> bytes:
         return Path(uri).read_bytes()
 
-    def write_bytes(self, uri: str, data: bytes) -> None:
+    def write_stream(self, uri: str, writer: Callable[[BinaryIO], object]) -> int:
         path = Path(uri)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
+                writer(handle)
                 handle.flush()
                 os.fsync(handle.fileno())
+                size = handle.tell()
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        return size
 
     def upload_file(self, local_path: str, uri: str) -> None:
         path = Path(uri)
@@ -133,6 +142,15 @@ class GCSStore(FileStore):
 
     def write_bytes(self, uri: str, data: bytes) -> None:
         self._blob(uri).upload_from_string(data)
+
+    def write_stream(self, uri: str, writer: Callable[[BinaryIO], object]) -> int:
+        # A resumable upload in chunks: the object appears only when the upload completes.
+        blob = self._blob(uri)
+        blob.chunk_size = 16 * 1024 * 1024
+        with blob.open("wb", ignore_flush=True) as handle:
+            writer(handle)
+            size = handle.tell()
+        return size
 
     def upload_file(self, local_path: str, uri: str) -> None:
         self._blob(uri).upload_from_filename(local_path)

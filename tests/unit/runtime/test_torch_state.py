@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trainguard.runtime.torch_state import Stager, restore, serialize, snapshot  # noqa: E402
+from trainguard.runtime.torch_state import begin_snapshot, restore, serialize, snapshot  # noqa: E402
 
 
 def setup(seed=0):
@@ -30,16 +30,20 @@ def step(model, opt, sched):
     sched.step()
 
 
-@pytest.mark.parametrize("staged", [False, True])
-def test_a_restored_run_matches_the_uninterrupted_one_bit_for_bit(staged):
+@pytest.mark.parametrize("overlapped", [False, True])
+def test_a_restored_run_matches_the_uninterrupted_one_bit_for_bit(overlapped):
     model, opt, sched = setup()
     for _ in range(5):
         step(model, opt, sched)
-    stager = Stager()
-    state = (stager.snapshot if staged else snapshot)(model, opt, sched, {"epoch": 2})
-    blob = serialize(state)
-    for _ in range(5):
-        step(model, opt, sched)
+    if overlapped:  # training goes on while the copy runs; step() waits for it
+        pending = begin_snapshot(model, opt, sched, {"epoch": 2})
+        for _ in range(5):
+            step(model, opt, sched)
+        blob = serialize(pending.result())
+    else:
+        blob = serialize(snapshot(model, opt, sched, {"epoch": 2}))
+        for _ in range(5):
+            step(model, opt, sched)
     expected = [p.clone() for p in model.parameters()]
 
     model2, opt2, sched2 = setup(seed=123)  # a fresh process with other RNG state
@@ -60,11 +64,47 @@ def test_a_snapshot_does_not_change_when_training_goes_on():
     assert torch.equal(state["model"]["0.weight"], before)
 
 
-def test_the_stager_reuses_its_buffers():
+def test_the_next_optimizer_step_waits_for_the_background_copy(monkeypatch):
+    import threading
+
+    import trainguard.runtime.torch_state as ts
+
+    model, opt, sched = setup()
+    step(model, opt, sched)
+    release = threading.Event()
+    real = ts._detach
+
+    def slow(*args):
+        release.wait(5)
+        return real(*args)
+
+    monkeypatch.setattr(ts, "_detach", slow)
+    expected = model[0].weight.detach().clone()
+    pending = begin_snapshot(model, opt, sched)
+    threading.Timer(0.3, release.set).start()
+    step(model, opt, sched)  # blocks in the pre-hook until the copy is done
+    assert release.is_set()
+    assert torch.equal(pending.result()["model"]["0.weight"], expected)
+    assert not torch.equal(model[0].weight.detach(), expected)
+
+
+def test_the_stager_reuses_its_buffers_between_snapshots():
+    from trainguard.runtime.torch_state import Stager
+
     model, opt, sched = setup()
     stager = Stager()
-    first = stager.snapshot(model, opt)["model"]["0.weight"]
+    first = stager.begin(model, opt).result()["model"]["0.weight"]
     step(model, opt, sched)
-    second = stager.snapshot(model, opt)["model"]["0.weight"]
+    second = stager.begin(model, opt).result()["model"]["0.weight"]
     assert second.data_ptr() == first.data_ptr()
     assert torch.equal(second, model[0].weight.detach())
+
+
+def test_buffers_are_copied_at_once_since_forward_changes_them():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.randn(8, 4))
+    before = model[1].running_mean.clone()
+    pending = begin_snapshot(model, opt)
+    model(torch.randn(8, 4) + 5)  # a forward pass updates the running statistics
+    assert torch.equal(pending.result()["model"]["1.running_mean"], before)

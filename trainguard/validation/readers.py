@@ -19,6 +19,8 @@ with a message that names the file, the line or column, and what to do.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import csv
 import io
 import math
@@ -36,7 +38,7 @@ from trainguard.validation.history import History, SeriesParts
 __all__ = ["FORMATS", "load_history", "detect_format", "read_jsonl_bytes", "CHUNK_BYTES"]
 
 FORMATS = ("jsonl", "keras_csv", "lightning_csv", "tensorboard")
-CHUNK_BYTES = 1 << 20  # small enough to stay in cache, large enough to amortise numpy calls
+CHUNK_BYTES = 2 << 20  # amortises numpy calls; a few in flight keep memory bounded
 _EVENTS_MARK = "tfevents"
 
 
@@ -190,15 +192,11 @@ def read_jsonl_bytes(data: bytes, source: str = "<bytes>") -> History:
         len(data))
 
 
-def _read_jsonl_stream(blocks: Iterator[bytes], source: str, total_bytes: int = 0) -> History:
-    parts: dict[str, SeriesParts] = {}
-    read_bytes = 0
-    records = 0
-    line = 1
-    rest = b""
-    seen_bytes = False
+def _line_chunks(blocks: Iterator[bytes], state: dict) -> Iterator[tuple[bytes, int]]:
+    """Whole-line chunks and the file line each starts at; ``state`` keeps the torn tail."""
+    line, rest = 1, b""
     for block in blocks:
-        seen_bytes = seen_bytes or bool(block.strip())
+        state["seen_bytes"] = state["seen_bytes"] or bool(block.strip())
         data = rest + block if rest else block
         cut = data.rfind(b"\n") + 1
         if cut == 0:
@@ -207,25 +205,55 @@ def _read_jsonl_stream(blocks: Iterator[bytes], source: str, total_bytes: int = 
         chunk, rest = data[:cut], data[cut:]
         if line == 1 and chunk.startswith(b"\xef\xbb\xbf"):
             chunk = chunk[3:]
-        try:
-            points = parse_chunk(chunk, line)
-        except JsonlLineError as exc:
-            raise HistoryError(f"{source}: line {exc.line}: {exc.reason}; every line must be a "
-                               f"history record such as "
-                               f'{{"step": 1, "split": "train", "metrics": {{"loss": 0.5}}}}') \
-                from None
+        yield chunk, line
         line += chunk.count(b"\n")
-        records += points.records
-        read_bytes += len(chunk)
-        for (split, metric), (steps, values) in points.groups.items():
-            name = f"{split}/{metric}"
-            part = parts.get(name)
-            if part is None:
-                part = parts[name] = SeriesParts(metric, split)
-            if part.size == 0 and total_bytes > read_bytes:
-                # Size the series from its density in the first chunk it appears in, with room.
-                part.reserve(int(steps.size * total_bytes / len(chunk) * 1.25) + 1024)
-            part.add(steps, values)
+    state["rest"], state["line"] = rest, line
+
+
+def _parse_in_order(chunks: Iterator[tuple[bytes, int]]):
+    """(chunk, points) in file order, parsed on a few threads (numpy releases the GIL); at most
+    two chunks per thread in flight, so memory stays bounded."""
+    workers = max(1, min(4, os.cpu_count() or 1))
+    if workers == 1:
+        for chunk, line in chunks:
+            yield chunk, parse_chunk(chunk, line)
+        return
+    window: collections.deque = collections.deque()
+    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="jsonl") as pool:
+        for chunk, line in chunks:
+            window.append((chunk, pool.submit(parse_chunk, chunk, line)))
+            if len(window) >= 2 * workers:
+                chunk_done, future = window.popleft()
+                yield chunk_done, future.result()
+        while window:
+            chunk_done, future = window.popleft()
+            yield chunk_done, future.result()
+
+
+def _read_jsonl_stream(blocks: Iterator[bytes], source: str, total_bytes: int = 0) -> History:
+    parts: dict[str, SeriesParts] = {}
+    read_bytes = 0
+    records = 0
+    state = {"seen_bytes": False, "rest": b"", "line": 1}
+    try:
+        for chunk, points in _parse_in_order(_line_chunks(blocks, state)):
+            records += points.records
+            read_bytes += len(chunk)
+            for (split, metric), (steps, values) in points.groups.items():
+                name = f"{split}/{metric}"
+                part = parts.get(name)
+                if part is None:
+                    part = parts[name] = SeriesParts(metric, split)
+                if part.size == 0 and total_bytes > read_bytes:
+                    # Size the series from its density in the first chunk it appears in.
+                    part.reserve(int(steps.size * total_bytes / len(chunk) * 1.25) + 1024)
+                part.add(steps, values)
+    except JsonlLineError as exc:
+        raise HistoryError(f"{source}: line {exc.line}: {exc.reason}; every line must be a "
+                           f"history record such as "
+                           f'{{"step": 1, "split": "train", "metrics": {{"loss": 0.5}}}}') \
+            from None
+    rest, line, seen_bytes = state["rest"], state["line"], state["seen_bytes"]
     notes = []
     if rest.strip():
         try:

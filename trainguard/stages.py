@@ -228,11 +228,14 @@ def validate_stage(
                        fail_on=split_names(fail_on) or None, warn_on=split_names(warn_on) or None,
                        thresholds=dict(thresholds) if thresholds else None)
     png: bytes | None = None
-    if plot_path or html_path:
-        target = plot_path or str(Path(html_path).with_suffix(".png"))
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-        render_plot(verdict, target)
-        png = Path(target).read_bytes()
+    if plot_path:
+        Path(plot_path).parent.mkdir(parents=True, exist_ok=True)
+        render_plot(verdict, plot_path)
+        png = Path(plot_path).read_bytes()
+    elif html_path:  # the HTML embeds the curves; no stray PNG beside the artifact
+        from trainguard.validation import plot_png
+
+        png = plot_png(verdict)
     _write(json_path, json.dumps(verdict.to_dict(), indent=2))
     _write(markdown_path, verdict.to_markdown())
     _write(html_path, verdict.to_html(png) if html_path else "")

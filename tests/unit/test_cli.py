@@ -124,3 +124,30 @@ def test_train_locally_and_a_failing_job_is_classified(tmp_path):
     data = json.loads((tmp_path / "f.json").read_text())
     assert data["state"] == "FAILED" and data["diagnosis"]["failure_class"] == "container"
     no_traceback(proc)
+
+
+HISTORIES = ROOT / "tests" / "fixtures" / "histories"
+
+
+def test_validate_exit_codes_and_reports(tmp_path):
+    ok = cli("validate", HISTORIES / "healthy" / "history.jsonl", "--json", tmp_path / "v.json",
+             "--html", tmp_path / "v.html")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads((tmp_path / "v.json").read_text())["passed"] is True
+    assert "data:image/png;base64," in (tmp_path / "v.html").read_text()
+    assert not (tmp_path / "v.png").exists()
+    bad = cli("validate", HISTORIES / "overfit" / "keras_log.csv", "--plot", tmp_path / "c.png")
+    assert bad.returncode == 1 and "overfit" in bad.stdout and "early stopping" in bad.stdout
+    assert (tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("", "empty"),
+    ('{"step": 1, "metrics": {"loss": 1.0}}\nnot json\n{"step": 3}\n', "line 2"),
+])
+def test_validate_bad_history_exits_2(tmp_path, content, needle):
+    path = tmp_path / "history.jsonl"
+    path.write_text(content)
+    proc = cli("validate", path)
+    assert proc.returncode == 2 and needle in proc.stderr
+    no_traceback(proc)

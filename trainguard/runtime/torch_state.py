@@ -102,10 +102,11 @@ class PendingSnapshot:
             "extra": copy.deepcopy(extra or {}),
         }
         self._buffers = buffer_names
-        self.blocked_s = 0.0  # time the training thread spent waiting for the copy
+        self.blocked_s = 0.0  # time optimizer.step() waited for the copy on the training thread
+        self._owner = threading.current_thread()
         self._done = threading.Event()
         self._error: BaseException | None = None
-        self._hook = (optimizer.register_step_pre_hook(lambda *_: self.wait())
+        self._hook = (optimizer.register_step_pre_hook(self._before_step)
                       if optimizer is not None else None)
         self._thread = threading.Thread(target=self._copy, name="trainguard-snapshot",
                                         daemon=True)
@@ -124,14 +125,19 @@ class PendingSnapshot:
         finally:
             self._done.set()
 
-    def wait(self) -> None:
-        """Blocks until the tensors are copied (the training state may change after this)."""
-        if not self._done.is_set() and threading.current_thread() is not self._thread:
+    def _before_step(self, *_) -> None:
+        """The optimizer's step pre-hook: parameters may change only once they are copied."""
+        if not self._done.is_set():
             started = time.perf_counter()
             self._done.wait()
             self.blocked_s += time.perf_counter() - started
+        self.wait()
+
+    def wait(self) -> None:
+        """Blocks until the tensors are copied (the training state may change after this)."""
         self._done.wait()
-        if self._hook is not None:
+        # Hooks are removed on the training thread only: step() may be iterating over them.
+        if self._hook is not None and threading.current_thread() is self._owner:
             self._hook.remove()
             self._hook = None
         if self._error is not None:

@@ -108,3 +108,18 @@ def test_buffers_are_copied_at_once_since_forward_changes_them():
     pending = begin_snapshot(model, opt)
     model(torch.randn(8, 4) + 5)  # a forward pass updates the running statistics
     assert torch.equal(pending.result()["model"]["1.running_mean"], before)
+
+
+def test_a_saver_thread_waiting_for_the_copy_does_not_count_as_a_training_stall():
+    import threading
+
+    model, opt, sched = setup()
+    step(model, opt, sched)
+    pending = begin_snapshot(model, opt, sched)
+    got = []
+    saver = threading.Thread(target=lambda: got.append(pending.result()))
+    saver.start()
+    saver.join(5)
+    step(model, opt, sched)  # the hook runs on this thread, finds the copy done
+    assert got and pending.blocked_s == 0.0
+    step(model, opt, sched)  # and was removed: later steps run as before

@@ -80,3 +80,28 @@ def test_the_trainer_checkpoints_to_gcs_and_resumes_bit_identical(bucket, tmp_pa
     local = (tmp_path / "local" / "model" / "model.pt").read_bytes()
     assert hashlib.sha256(remote).digest() == hashlib.sha256(local).digest()
     assert any("/job/checkpoints/step-" in n for n in GCSStore().list(f"{bucket}/job/checkpoints"))
+
+
+def test_validate_reads_histories_from_gcs(bucket):
+    import shutil
+    import tempfile
+
+    from trainguard.validation import validate
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "histories"
+    store = GCSStore()
+    store.write_bytes(f"{bucket}/runs/overfit/history.jsonl",
+                      (fixtures / "overfit" / "history.jsonl").read_bytes())
+    verdict = validate(f"{bucket}/runs/overfit/history.jsonl")
+    assert not verdict.passed and verdict.failure_class == "overfit"
+    # A TensorBoard log directory on gs:// (Keras' train/ and validation/ runs).
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copytree(fixtures / "overfit" / "tb_keras", Path(tmp) / "tb")
+        for path in (Path(tmp) / "tb").rglob("*"):
+            if path.is_file():
+                rel = path.relative_to(tmp).as_posix()
+                store.upload_file(str(path), f"{bucket}/runs/overfit/{rel}")
+    verdict = validate(f"{bucket}/runs/overfit/tb")
+    assert verdict.failure_class == "overfit"
+    assert verdict.series["format"] == "tensorboard"
+    assert verdict.series["val"]["name"] == "validation/epoch_loss"

@@ -19,9 +19,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.servers.loopback import LoopbackServer
 
 __all__ = ["ApiError", "Fault", "GoogleApiServer", "Request", "STATUS_NAMES", "error_body"]
 
@@ -111,7 +113,7 @@ class Request:
 Route = tuple[str, str, Callable[[Request, re.Match], Any]]
 
 
-class GoogleApiServer:
+class GoogleApiServer(LoopbackServer):
     """A threaded JSON server on 127.0.0.1 with Google's error conventions.
 
     Subclasses implement ``routes()`` → ``[(method, path_regex, handler)]``; a handler takes the
@@ -126,8 +128,6 @@ class GoogleApiServer:
         self.requests: list[Request] = []
         self.delay_s = 0.0  # added to every call (simulated network latency)
         self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self._routes = [(m, re.compile(p), h) for m, p, h in self.routes()]
 
     # -- to implement --
@@ -157,41 +157,6 @@ class GoogleApiServer:
         with self._lock:
             return [r for r in self.requests
                     if re.search(path, r.path) and method in (None, r.method)]
-
-    # -- lifecycle --
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:PORT``: the value for ``TRAINGUARD_ENDPOINT_<API>``."""
-        assert self._httpd is not None, "server not started"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
-
-    def start(self) -> GoogleApiServer:
-        """Serves on a free loopback port in a daemon thread; returns self."""
-        server = self
-
-        class Handler(_Handler):
-            owner = server
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        # A short poll interval keeps ``stop()`` (and so each test's teardown) fast.
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,),
-                                        name=type(self).__name__, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> GoogleApiServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- helpers for subclasses --
 
@@ -291,3 +256,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:
         self._handle("DELETE")
+
+
+GoogleApiServer.handler_class = _Handler

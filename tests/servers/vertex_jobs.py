@@ -33,13 +33,15 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 from google.cloud import aiplatform_v1
 from google.protobuf import json_format
+
+from tests.servers.loopback import LoopbackServer
 
 __all__ = [
     "Scenario",
@@ -185,7 +187,7 @@ class _ApiError(Exception):
         self.status_name = status_name
 
 
-class VertexJobsServer:
+class VertexJobsServer(LoopbackServer):
     """The CustomJob API on ``127.0.0.1:<free port>``, served from a thread.
 
     Attributes:
@@ -205,39 +207,6 @@ class VertexJobsServer:
         self._faults: list[Fault] = []
         self._ids = itertools.count(8_412_345_678_901_234_567)
         self._lock = threading.RLock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self.url = ""
-
-    # -- lifecycle --
-
-    def start(self) -> VertexJobsServer:
-        """Binds a free loopback port and serves in a daemon thread."""
-        server = self
-
-        class Handler(_Handler):
-            owner = server
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,),
-                                        name="vertex-jobs", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stops serving and closes the socket."""
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> VertexJobsServer:
-        return self.start()
-
-    def __exit__(self, *_: object) -> None:
-        self.stop()
 
     # -- scripting --
 
@@ -603,3 +572,6 @@ def vertex_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[VertexJobsServer]
     with VertexJobsServer() as server:
         monkeypatch.setenv("TRAINGUARD_ENDPOINT_AIPLATFORM", server.url)
         yield server
+
+
+VertexJobsServer.handler_class = _Handler

@@ -26,13 +26,14 @@ def _banner(text: str) -> None:
     print(f"\n{'=' * 100}\n{text}\n{'=' * 100}", flush=True)
 
 
-def _local_spec(path: Path, trainer: Path, display_name: str):
+def _local_spec(path: Path, trainer: Path, display_name: str, extra_args: tuple[str, ...] = ()):
     """The example spec with the trainer's path made absolute (the runner's cwd may differ)."""
     spec = load_spec(path, project=PROJECT, region=REGION, display_name=display_name)
     data = spec.to_dict()
     for pool in data["workerPoolSpecs"]:
         cs = pool["containerSpec"]
         cs["command"] = [str(trainer) if c.endswith("train.py") else c for c in cs["command"]]
+        cs["args"] = [*cs.get("args", []), *extra_args]
     return parse_spec(data, project=PROJECT, region=REGION, display_name=display_name)
 
 
@@ -48,10 +49,20 @@ def main(root: str = ".") -> int:
     outcomes: list[tuple[str, LocalOutcome, bool]] = []
     try:
         _banner("1/3  guarded_training on a healthy config (local backend, one injected preemption)")
-        healthy = _local_spec(examples / "local-healthy.yaml", trainer, "demo-healthy")
+        # A short pause per step stretches training to ~10 s, so the preemption at 6 s lands in
+        # the middle of it (start-up takes 2-4 s here), not before or after.
+        healthy = _local_spec(examples / "local-healthy.yaml", trainer, "demo-healthy",
+                              ("--step-sleep=0.03",))
         outcome = run_local("guarded_training", healthy, pipeline_root=str(pipeline_root),
-                            preempt_after="4s")
+                            preempt_after="6s")
         outcomes.append(("healthy run", outcome, True))
+        restarts = outcome.metadata("train", "model").get("restarts", 0)
+        print(f"healthy run: training survived {restarts} preemption(s), resuming from its "
+              "newest checkpoint", flush=True)
+        if outcome.succeeded and restarts < 1:
+            print("make demo: the injected preemption did not land during training",
+                  file=sys.stderr)
+            outcomes.append(("preemption injected", outcome, False))
 
         _banner("2/3  guarded_training with a learning rate high enough to diverge")
         diverging = _local_spec(examples / "local-diverging.yaml", trainer, "demo-diverging")

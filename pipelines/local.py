@@ -48,6 +48,12 @@ class LocalOutcome:
         except ValueError:
             return None
 
+    def metadata(self, task: str, name: str) -> dict:
+        """The metadata ``task`` recorded on its output artifact ``name`` (empty if none)."""
+        data = self.read_json(task, "executor_output.json") or {}
+        found = data.get("artifacts", {}).get(name, {}).get("artifacts", [])
+        return dict(found[0].get("metadata", {})) if found else {}
+
     def failure_detail(self) -> str:
         """The failure class and remedy, from the failed task's own report."""
         if self.failed_task == "validate":
@@ -100,10 +106,14 @@ def run_local(pipeline: str, spec: JobSpec, *, backend: str = "local",
     if pipeline not in PIPELINES:
         raise ConfigError(f"unknown pipeline {pipeline!r}; use one of {', '.join(PIPELINES)}")
     root = Path(pipeline_root).resolve()
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the pipeline root {root}: {exc.strerror or exc}; "
+                          "choose a writable --pipeline-root") from None
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root),
                raise_on_error=True)
-    args = dict(job_spec=spec.to_dict(), project=spec.project, region=spec.region,
+    args = dict(job_spec=spec.to_body(), project=spec.project, region=spec.region,
                 display_name=spec.display_name, backend=backend, **parameters)
     if pipeline == "guarded_training" and preempt_after:
         args["preempt_after"] = preempt_after

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from trainguard.errors import ConfigError
+from trainguard.errors import ConfigError, TrainguardError
 from trainguard.spec import JobSpec
 
 __all__ = ["submit"]
@@ -16,10 +16,11 @@ def submit(pipeline: str, spec: JobSpec, *, pipeline_root: str, backend: str = "
     """Compiles ``pipeline``, submits it as a PipelineJob and returns its console URL.
 
     Raises:
-        ConfigError: no gs:// pipeline root, or an unknown pipeline.
+        ConfigError: no gs:// pipeline root, an unknown pipeline, no credentials.
+        TrainguardError: Vertex AI refused the job.
     """
-    from google.cloud import aiplatform
-    from kfp import compiler
+    import google.auth.exceptions
+    from google.api_core import exceptions as api_exceptions
 
     from trainguard.pipelines import PIPELINES
 
@@ -27,20 +28,31 @@ def submit(pipeline: str, spec: JobSpec, *, pipeline_root: str, backend: str = "
         raise ConfigError(f"unknown pipeline {pipeline!r}; use one of {', '.join(PIPELINES)}")
     if not pipeline_root.startswith("gs://"):
         raise ConfigError("--pipeline-root must be a gs:// URI for Vertex AI Pipelines")
-    with tempfile.TemporaryDirectory() as tmp:
-        package = str(Path(tmp) / f"{pipeline}.yaml")
-        compiler.Compiler().compile(PIPELINES[pipeline], package)
-        aiplatform.init(project=spec.project, location=spec.region)
-        job = aiplatform.PipelineJob(
-            display_name=f"{spec.display_name}-{pipeline}",
-            template_path=package,
-            pipeline_root=pipeline_root,
-            parameter_values=dict(job_spec=spec.to_dict(), project=spec.project,
-                                  region=spec.region, display_name=spec.display_name,
-                                  backend=backend, **parameters),
-            enable_caching=False,
-        )
-        job.submit(service_account=service_account or None)
-    job_id = job.resource_name.rsplit("/", 1)[-1]
+    arguments = dict(job_spec=spec.to_body(), project=spec.project, region=spec.region,
+                     display_name=spec.display_name, backend=backend, **parameters)
+    try:
+        job_id = _submit(PIPELINES[pipeline], spec, pipeline, pipeline_root, arguments,
+                         service_account)
+    except google.auth.exceptions.DefaultCredentialsError as exc:
+        raise ConfigError(f"no Google Cloud credentials on this machine ({exc}); run "
+                          "`gcloud auth application-default login`") from None
+    except api_exceptions.GoogleAPICallError as exc:
+        raise TrainguardError(f"Vertex AI refused the pipeline job: {exc}") from None
     return (f"https://console.cloud.google.com/vertex-ai/locations/{spec.region}/pipelines/runs/"
             f"{job_id}?project={spec.project}")
+
+
+def _submit(pipeline_func, spec: JobSpec, name: str, pipeline_root: str, arguments: dict,
+            service_account: str) -> str:
+    from google.cloud import aiplatform
+    from kfp import compiler
+
+    with tempfile.TemporaryDirectory() as tmp:
+        package = str(Path(tmp) / f"{name}.yaml")
+        compiler.Compiler().compile(pipeline_func, package)
+        aiplatform.init(project=spec.project, location=spec.region)
+        job = aiplatform.PipelineJob(display_name=f"{spec.display_name}-{name}",
+                                     template_path=package, pipeline_root=pipeline_root,
+                                     parameter_values=arguments, enable_caching=False)
+        job.submit(service_account=service_account or None)
+    return job.resource_name.rsplit("/", 1)[-1]

@@ -15,10 +15,11 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from trainguard import __version__
-from trainguard.errors import EXIT_BAD_INPUT, GuardFailed, TrainguardError
+from trainguard.errors import EXIT_BAD_INPUT, ConfigError, TrainguardError
 
 __all__ = ["app", "main"]
 
@@ -50,13 +51,18 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version,
 
 def _write_json(path: Path | None, data: dict) -> None:
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+        except OSError as exc:
+            err.print(f"[bold red]trainguard: bad input:[/] cannot write --json "
+                      f"{escape(str(path))}: {exc.strerror or exc}")
+            raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
 def _fail(exc: TrainguardError) -> None:
     label = "bad input" if exc.exit_code == EXIT_BAD_INPUT else "failed"
-    err.print(f"[bold red]trainguard: {label}:[/] {exc}", markup=True)
+    err.print(f"[bold red]trainguard: {label}:[/] {escape(str(exc))}")
     raise typer.Exit(exc.exit_code)
 
 
@@ -68,7 +74,7 @@ def _print_report(report, fail_on: str) -> None:
             table.add_column(column, overflow="fold")
         for r in ordered:
             table.add_row(f"[{_STYLE[r.status.value]}]{r.status.value}[/]",
-                          f"{r.check}: {r.title}", r.evidence, r.remedy)
+                          escape(f"{r.check}: {r.title}"), escape(r.evidence), escape(r.remedy))
         out.print(table)
     else:  # logs and pipes: one unwrapped line per fact, easy to grep
         out.print(f"Preflight: {report.subject}", markup=False)
@@ -144,19 +150,20 @@ def train(
         if exc.diagnosis is not None:
             data["diagnosis"] = exc.diagnosis.to_dict()
             d = exc.diagnosis
-            err.print(f"[bold red]training failed[/]: {exc.result.error}\n"
-                      f"  class:    [bold]{d.failure_class}[/]\n  evidence: {d.evidence}\n"
-                      f"  remedy:   {d.remedy}" + (f"\n  not this: {d.trap}" if d.trap else ""))
+            err.print(f"[bold red]training failed[/]: {escape(exc.result.error)}\n"
+                      f"  class:    [bold]{d.failure_class}[/]\n"
+                      f"  evidence: {escape(d.evidence)}\n  remedy:   {escape(d.remedy)}"
+                      + (f"\n  not this: {escape(d.trap)}" if d.trap else ""))
         else:
-            err.print(f"[bold red]training failed[/]: {exc}")
+            err.print(f"[bold red]training failed[/]: {escape(str(exc))}")
         _write_json(json_path, data)
         raise typer.Exit(exc.exit_code) from None
     except TrainguardError as exc:
         _fail(exc)
     _write_json(json_path, result.to_dict())
     out.print(f"[green]training {result.state}[/] in {result.duration_s:.1f} s "
-              f"({result.restarts} restart(s)); model: {result.model_dir}; "
-              f"history: {result.history_path}")
+              f"({result.restarts} restart(s)); model: {escape(result.model_dir)}; "
+              f"history: {escape(result.history_path)}")
 
 
 @app.command()
@@ -187,7 +194,7 @@ def validate(
                                  plot_path=str(plot) if plot else None, raise_on_fail=False)
     except TrainguardError as exc:
         _fail(exc)
-    out.print(verdict.to_markdown())
+    out.print(verdict.to_markdown(), markup=False)
     if not verdict.passed:
         raise typer.Exit(1)
 
@@ -203,7 +210,8 @@ def triage(
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(errors="replace")
     except OSError as exc:
-        err.print(f"[bold red]trainguard: bad input:[/] cannot read {source!r}: {exc.strerror}; "
+        err.print(f"[bold red]trainguard: bad input:[/] cannot read {escape(repr(source))}: "
+                  f"{exc.strerror}; "
                   "give a log file or - for stdin")
         raise typer.Exit(EXIT_BAD_INPUT) from None
     diagnosis = classify(text)
@@ -229,7 +237,7 @@ def compile_(
     from trainguard.pipelines.compile import compile_all
 
     for path in compile_all(output_dir):
-        out.print(f"wrote {path}")
+        out.print(f"wrote {path}", markup=False)
 
 
 @app.command()
@@ -255,6 +263,12 @@ def run(
     if image:
         os.environ["TRAINGUARD_COMPONENT_IMAGE"] = image
     try:
+        if backend not in ("", "local", "vertex"):
+            raise ConfigError(f"--backend {backend!r}: use local or vertex")
+        if preempt_after and (not local or pipeline != "guarded_training"
+                              or (backend or "local") != "local"):
+            raise ConfigError("--preempt-after injects preemptions into a local training job: it "
+                              "needs --local, --backend local and --pipeline guarded_training")
         job = make_spec(spec, project=project, region=region, display_name=display_name)
         if local:
             from trainguard.pipelines.local import run_local
@@ -262,15 +276,13 @@ def run(
             outcome = run_local(pipeline, job, backend=backend or "local",
                                 pipeline_root=pipeline_root or "./.tg-local",
                                 preempt_after=preempt_after)
-            out.print(outcome.summary())
+            out.print(outcome.summary(), markup=False)
             raise typer.Exit(0 if outcome.succeeded else 1)
         from trainguard.pipelines.submit import submit
 
         url = submit(pipeline, job, pipeline_root=pipeline_root, backend=backend or "vertex",
                      service_account=service_account)
-        out.print(f"submitted: {url}")
-    except GuardFailed as exc:
-        _fail(exc)
+        out.print(f"submitted: {url}", markup=False)
     except TrainguardError as exc:
         _fail(exc)
 

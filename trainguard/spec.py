@@ -40,6 +40,11 @@ _INT_TYPES = {
 }
 _FLOAT_TYPES = {FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE}
 _SPEC_PB = aiplatform_v1.CustomJobSpec.meta.pb
+_JOB_PB = aiplatform_v1.CustomJob.meta.pb
+_OUTPUT_ONLY = {"name", "state", "createTime", "create_time", "startTime", "start_time",
+                "endTime", "end_time", "updateTime", "update_time", "error", "webAccessUris",
+                "web_access_uris", "satisfiesPzs", "satisfies_pzs", "satisfiesPzi",
+                "satisfies_pzi"}
 
 
 def validate_project(project: str) -> str:
@@ -187,6 +192,27 @@ def _check_field(f: FieldDescriptor, value: Any, path: str, errors: list[tuple[s
         _check_scalar(f, value, path, errors)
 
 
+def _wrap_singletons(desc: Descriptor, data: Any) -> Any:
+    """A single mapping where a list of messages belongs becomes a one-item list, as gcloud's
+    ``--config`` reader does (its own example writes ``workerPoolSpecs:`` as one mapping)."""
+    if not isinstance(data, Mapping):
+        return data
+    fields = _fields_by_key(desc)
+    out = {}
+    for key, value in data.items():
+        f = fields.get(key)
+        if f is not None and f.type == FieldDescriptor.TYPE_MESSAGE and value is not None \
+                and not f.message_type.GetOptions().map_entry:
+            if _repeated(f):
+                items = [value] if isinstance(value, Mapping) else value
+                if isinstance(items, list):
+                    value = [_wrap_singletons(f.message_type, v) for v in items]
+            else:
+                value = _wrap_singletons(f.message_type, value)
+        out[key] = value
+    return out
+
+
 def _normalise_durations(desc: Descriptor, data: Any) -> Any:
     """Accepts plain seconds for Duration fields (``timeout: 3600``), as people write them."""
     if not isinstance(data, Mapping):
@@ -242,6 +268,7 @@ class JobSpec:
     display_name: str
     job_spec: aiplatform_v1.CustomJobSpec
     labels: dict[str, str] = field(default_factory=dict)
+    kms_key_name: str = ""
 
     # -- construction --
 
@@ -362,8 +389,21 @@ class JobSpec:
 
     def custom_job(self) -> aiplatform_v1.CustomJob:
         """The CustomJob to create."""
-        return aiplatform_v1.CustomJob(display_name=self.display_name, job_spec=self.job_spec,
-                                       labels=dict(self.labels))
+        job = aiplatform_v1.CustomJob(display_name=self.display_name, job_spec=self.job_spec,
+                                      labels=dict(self.labels))
+        if self.kms_key_name:
+            job.encryption_spec = aiplatform_v1.EncryptionSpec(kms_key_name=self.kms_key_name)
+        return job
+
+    def to_body(self) -> dict[str, Any]:
+        """The whole CustomJob body (display name, labels, encryption, jobSpec): what survives a
+        round trip through a pipeline parameter."""
+        body: dict[str, Any] = {"displayName": self.display_name, "jobSpec": self.to_dict()}
+        if self.labels:
+            body["labels"] = dict(self.labels)
+        if self.kms_key_name:
+            body["encryptionSpec"] = {"kmsKeyName": self.kms_key_name}
+        return body
 
     def to_dict(self) -> dict[str, Any]:
         """The CustomJobSpec as camelCase JSON (what the spec file holds)."""
@@ -458,15 +498,27 @@ def parse_spec(
         raise SpecError(f"must be a mapping with workerPoolSpecs, got {_kind(data)}",
                         source or "spec")
     labels: dict[str, str] = {}
+    kms_key = ""
     if "jobSpec" in data or "job_spec" in data:  # a whole CustomJob body
+        data = _wrap_singletons(_JOB_PB.DESCRIPTOR, data)
+        errors: list[tuple[str, str]] = []
+        extra = {k: v for k, v in data.items() if k not in ("jobSpec", "job_spec")}
+        _check_message(_JOB_PB.DESCRIPTOR, extra, "", errors)
+        output_only = sorted(set(extra) & _OUTPUT_ONLY)
+        errors += [(k, "is set by Vertex AI (output only); remove it") for k in output_only]
+        if errors:
+            _raise(errors, source)
         display_name = display_name or data.get("displayName") or data.get("display_name")
         labels = {str(k): str(v) for k, v in (data.get("labels") or {}).items()}
+        encryption = data.get("encryptionSpec") or data.get("encryption_spec") or {}
+        kms_key = encryption.get("kmsKeyName") or encryption.get("kms_key_name") or ""
         data = data.get("jobSpec") or data.get("job_spec") or {}
         if not isinstance(data, Mapping):
             raise SpecError("must be a mapping", "jobSpec")
     validate_project(project)
     validate_region(region)
-    errors: list[tuple[str, str]] = []
+    data = _wrap_singletons(_SPEC_PB.DESCRIPTOR, data)
+    errors = []
     _check_message(_SPEC_PB.DESCRIPTOR, data, "", errors)
     if errors:
         _raise(errors, source)
@@ -488,7 +540,8 @@ def parse_spec(
     if len(name) > 128:
         raise SpecError("must be at most 128 characters", "display_name")
     return JobSpec(project=project, region=region, display_name=name,
-                   job_spec=aiplatform_v1.CustomJobSpec.wrap(pb), labels=labels)
+                   job_spec=aiplatform_v1.CustomJobSpec.wrap(pb), labels=labels,
+                   kms_key_name=kms_key)
 
 
 def load_spec(path: str | Path, *, project: str, region: str,

@@ -46,8 +46,12 @@ def make_spec(job_spec: Mapping[str, Any] | str | Path | JobSpec, *, project: st
 
 def _write(path: str | None, text: str) -> None:
     if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(text, encoding="utf-8")
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot write {path}: {exc.strerror or exc}; choose another "
+                              "path") from None
 
 
 def _log_metrics(sink, values: Mapping[str, float]) -> None:
@@ -152,8 +156,8 @@ def train_stage(
         if not output_dir.startswith("gs://"):
             raise ConfigError("a Vertex job needs baseOutputDirectory.outputUriPrefix in the spec "
                               "(or output_dir=gs://BUCKET/PATH): without it nothing checkpoints")
-        data = spec.to_dict()
-        data["baseOutputDirectory"] = {"outputUriPrefix": output_dir}
+        data = spec.to_body()
+        data["jobSpec"]["baseOutputDirectory"] = {"outputUriPrefix": output_dir}
         spec = parse_spec(data, project=project, region=region, display_name=spec.display_name)
     runner = _backend(backend, output_dir=output_dir, preempt_after=preempt_after,
                       gcp_resources_path=gcp_resources_path, stream=stream, extra_env={})

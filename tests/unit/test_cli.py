@@ -151,3 +151,38 @@ def test_validate_bad_history_exits_2(tmp_path, content, needle):
     proc = cli("validate", path)
     assert proc.returncode == 2 and needle in proc.stderr
     no_traceback(proc)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["run", "examples/local-healthy.yaml", *PR, "--backend", "bogus"], "use local or vertex"),
+    (["run", "examples/local-healthy.yaml", *PR, "--pipeline", "preflight_only",
+      "--preempt-after", "5s"], "--preempt-after"),
+    (["train", "examples/local-healthy.yaml", *PR, "--output-dir", "/proc/nope"],
+     "cannot create the output directory"),
+    (["preflight", "examples/a100-spot.yaml", *PR, "--only", "compat", "--json", "/proc/x.json"],
+     "cannot write"),
+    (["preflight", "examples/a100-spot.yaml", *PR, "--only", "local"], "not a check of the vertex"),
+])
+def test_more_bad_input_exits_2(args, needle):
+    proc = cli(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert needle in proc.stderr
+    no_traceback(proc)
+
+
+def test_markup_like_text_in_errors_is_printed_verbatim(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text("workerPoolSpecs:\n  - machineSpec: {machineType: n1-standard-4,"
+                    " acceleratorType: '[/x]', acceleratorCount: 1}\n"
+                    "    containerSpec: {imageUri: i}\n")
+    proc = cli("preflight", spec, *PR)
+    assert proc.returncode == 2 and "'[/x]' is not a valid value" in proc.stderr
+    no_traceback(proc)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("workerPoolSpecs:\n  - machineSpec: {machineType: n1-standard-4}\n"
+                   "    containerSpec: {imageUri: img, command: [python, -c,"
+                   " 'import sys; print(\"open [/dev/nvidia0] failed\"); sys.exit(3)']}\n")
+    proc = cli("train", bad, *PR, "--output-dir", tmp_path / "o", "--json", tmp_path / "t.json")
+    assert proc.returncode == 1 and "[workerpool0-0]" in proc.stderr + proc.stdout
+    assert json.loads((tmp_path / "t.json").read_text())["state"] == "FAILED"
+    no_traceback(proc)

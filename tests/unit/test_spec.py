@@ -173,3 +173,44 @@ def test_missing_empty_and_malformed_files(tmp_path):
     broken.write_text("workerPoolSpecs: [\n  - machineSpec: {machineType: x\n")
     with pytest.raises(SpecError, match="not valid YAML"):
         load_spec(broken, project=P, region=R)
+
+
+def test_gcloud_style_single_mapping_for_the_worker_pools():
+    text = """
+workerPoolSpecs:
+  machineSpec:
+    machineType: n1-highmem-2
+  replicaCount: 1
+  containerSpec:
+    imageUri: gcr.io/ucaip-test/ucaip-training-test
+    args:
+    - port=8500
+    command:
+    - start
+"""
+    spec = parse_spec(text, project=P, region=R)
+    assert [p.machine_type for p in spec.pools] == ["n1-highmem-2"]
+    assert spec.pools[0].command == ("start",)
+
+
+def test_a_custom_job_body_keeps_labels_and_encryption_through_a_round_trip():
+    body = {"displayName": "cmek-job", "labels": {"team": "ml"},
+            "encryptionSpec": {"kmsKeyName": "projects/p/locations/us-central1/keyRings/r/"
+                                             "cryptoKeys/k"},
+            "jobSpec": {"workerPoolSpecs": [pool()]}}
+    spec = parse_spec(body, project=P, region=R)
+    job = spec.custom_job()
+    assert job.encryption_spec.kms_key_name.endswith("cryptoKeys/k")
+    again = parse_spec(spec.to_body(), project=P, region=R)
+    assert again.custom_job() == job
+
+
+@pytest.mark.parametrize("body,path,hint", [
+    ({"lables": {"a": "b"}, "jobSpec": {"workerPoolSpecs": [pool()]}}, "lables", "labels"),
+    ({"state": "JOB_STATE_RUNNING", "jobSpec": {"workerPoolSpecs": [pool()]}}, "state",
+     "output only"),
+])
+def test_a_custom_job_body_with_a_typo_or_an_output_field_is_rejected(body, path, hint):
+    with pytest.raises(SpecError) as info:
+        parse_spec(body, project=P, region=R)
+    assert info.value.path == path and hint in str(info.value)

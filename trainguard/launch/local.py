@@ -206,8 +206,12 @@ class LocalBackend:
         base = self.base_dir(spec)
         job_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         if not base.startswith("gs://"):
-            for sub in ("model", "checkpoints", "logs"):
-                Path(base, sub).mkdir(parents=True, exist_ok=True)
+            try:
+                for sub in ("model", "checkpoints", "logs"):
+                    Path(base, sub).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"cannot create the output directory {base}: "
+                                  f"{exc.strerror or exc}; choose a writable --output-dir") from None
         tail: collections.deque[str] = collections.deque(maxlen=self.tail_lines)
         lock = threading.Lock()
         started = time.monotonic()
@@ -292,6 +296,8 @@ class LocalBackend:
 
     @staticmethod
     def _on_sigterm(signum, frame) -> None:
+        # Once is enough: a second SIGTERM must not interrupt the orderly stop it started.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise _Cancelled()
 
     def _say(self, line: str) -> None:
@@ -332,7 +338,9 @@ class LocalBackend:
 
     @staticmethod
     def _signal(w: _Worker, sig: int) -> None:
-        if w.proc is None or w.proc.poll() is not None:
+        # The whole process group, even when its leader has exited: what it started in the
+        # background (sh -c "… &") would otherwise outlive the job and hold its output open.
+        if w.proc is None:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(w.proc.pid, sig)

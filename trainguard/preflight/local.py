@@ -21,20 +21,27 @@ __all__ = ["check_command", "check_output_dir", "local"]
 NAME = "local"
 
 
+_FLAGS_WITH_VALUE = {"-W", "-X", "--check-hash-based-pycs"}
+
+
 def _python_target(argv: list[str]) -> tuple[str, str] | None:
     """('module', name) or ('script', path) for a python command line, else None."""
     if Path(argv[0]).name not in ("python", "python3") and argv[0] != sys.executable:
         return None
     rest = argv[1:]
-    while rest and rest[0].startswith("-") and rest[0] != "-m":
-        rest = rest[1:]  # interpreter flags such as -u
-    if not rest:
-        return None
-    if rest[0] == "-m" and len(rest) > 1:
-        return "module", rest[1]
-    if rest[0] == "-c":
-        return None
-    return "script", rest[0]
+    while rest:
+        head = rest[0]
+        if head == "-m":
+            return ("module", rest[1]) if len(rest) > 1 else None
+        if head == "-c" or head == "-":
+            return None  # inline code or stdin: nothing to look up
+        if head in _FLAGS_WITH_VALUE:
+            rest = rest[2:]
+        elif head.startswith("-"):
+            rest = rest[1:]  # -u, -O, -W<value>, -X<value>, -B, ...
+        else:
+            return "script", head
+    return None
 
 
 def check_command(pool: Pool, environ: dict | None = None) -> CheckResult:
@@ -89,8 +96,12 @@ def check_output_dir(base: str) -> CheckResult:
                            "set baseOutputDirectory.outputUriPrefix or pass --output-dir",
                            "container")
     if base.startswith("gs://"):
-        return CheckResult(NAME, title, Status.PASS,
-                           f"{base} is on Cloud Storage (checked by the storage check)")
+        # The local backend writes there with this machine's own credentials; nothing here
+        # checked the bucket, so say so rather than pass.
+        return CheckResult(NAME, title, Status.UNKNOWN,
+                           f"{base} is on Cloud Storage: the local backend writes there with this "
+                           "machine's credentials, which preflight does not check",
+                           f"verify with: gcloud storage ls {base.rstrip('/')}/")
     probe = Path(base) / f".trainguard-probe-{uuid.uuid4().hex[:8]}"
     try:
         Path(base).mkdir(parents=True, exist_ok=True)

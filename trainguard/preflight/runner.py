@@ -6,8 +6,8 @@ UNKNOWN with the reason, so the run always ends with a report.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import importlib
+import threading
 import time
 from collections.abc import Iterable, Mapping
 
@@ -74,38 +74,57 @@ def run_preflight(
             raise ConfigError(f"{label}: unknown check {', '.join(unknown)}; "
                               f"known: {', '.join(sorted(known))}")
     if only:
+        elsewhere = sorted(set(only) - set(names))
+        if elsewhere:
+            raise ConfigError(f"--only: {', '.join(elsewhere)}: not a check of the {backend} "
+                              f"backend, whose checks are {', '.join(names)}")
         names = [n for n in names if n in set(only)]
     if skip:
         names = [n for n in names if n not in set(skip)]
+    if not names:
+        raise ConfigError("no check left to run: --skip removed them all; a preflight that "
+                          "checks nothing cannot pass")
     ctx = PreflightContext(spec=spec, backend=backend, call_timeout_s=call_timeout_s,
                            local_output_dir=local_output_dir, environ=dict(environ or {}))
     started = time.perf_counter()
     results: list[CheckResult] = []
-    pool = cf.ThreadPoolExecutor(max_workers=max(1, len(names)), thread_name_prefix="preflight")
-    try:
-        futures = {}
-        for name in names:
-            futures[pool.submit(_timed, CHECKS[name].func, ctx)] = name
-        done, pending = cf.wait(futures, timeout=timeout_s)
-        for future in futures:
-            name = futures[future]
-            if future in pending:
-                results.append(CheckResult(
-                    name, "did not finish", Status.UNKNOWN,
-                    f"still running after the {timeout_s:g} s deadline",
-                    "check network access to the API, or raise --timeout",
-                    duration_s=timeout_s))
-                continue
-            exc = future.exception()
-            if exc is not None:
-                results.append(CheckResult(
-                    name, "could not run", Status.UNKNOWN, _describe(exc),
-                    "see the evidence; rerun with --only " + name,
-                    duration_s=time.perf_counter() - started))
-                continue
-            results.extend(future.result())
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    # Daemon threads, not a pool: a check stuck in a hung call must neither delay the report
+    # past the deadline nor keep the process alive after it.
+    outcomes: dict[str, tuple[list[CheckResult] | None, BaseException | None]] = {}
+    finished = threading.Condition()
+
+    def run_one(name: str) -> None:
+        try:
+            outcome = (_timed(CHECKS[name].func, ctx), None)
+        except BaseException as exc:  # reported as UNKNOWN below
+            outcome = (None, exc)
+        with finished:
+            outcomes[name] = outcome
+            finished.notify_all()
+
+    for name in names:
+        threading.Thread(target=run_one, args=(name,), name=f"preflight-{name}",
+                         daemon=True).start()
+    deadline = started + timeout_s
+    with finished:
+        while len(outcomes) < len(names) and time.perf_counter() < deadline:
+            finished.wait(timeout=max(0.0, deadline - time.perf_counter()))
+        done = dict(outcomes)
+    for name in names:
+        if name not in done:
+            results.append(CheckResult(
+                name, "did not finish", Status.UNKNOWN,
+                f"still running after the {timeout_s:g} s deadline",
+                "check network access to the API, or raise --timeout", duration_s=timeout_s))
+            continue
+        found, exc = done[name]
+        if exc is not None:
+            results.append(CheckResult(
+                name, "could not run", Status.UNKNOWN, _describe(exc),
+                "see the evidence; rerun with --only " + name,
+                duration_s=time.perf_counter() - started))
+            continue
+        results.extend(found)
     order = {n: i for i, n in enumerate(names)}
     results.sort(key=lambda r: order.get(r.check, len(order)))
     subject = f"{spec.display_name} in {spec.project}/{spec.region}"

@@ -224,6 +224,12 @@ class CheckpointManager:
             if COMMIT_MARKER not in names:
                 for name in names:
                     self._store.delete(join(self._uri(stale_step), name))
+        if COMMIT_MARKER in existing.get(step, ()):
+            # Saving a step again (a preemption right after a restore): withdraw the old commit
+            # first, so a crash mid-way cannot leave new files under the old marker.
+            self._store.delete(join(uri, COMMIT_MARKER))
+            for name in existing[step] - {COMMIT_MARKER}:
+                self._store.delete(join(uri, name))
         sizes = {}
         for name, value in payload.items():
             if "/" in name or name == COMMIT_MARKER:

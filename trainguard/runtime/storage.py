@@ -99,7 +99,10 @@ class LocalStore(FileStore):
         root = Path(prefix)
         if not root.exists():
             return []
-        return sorted(str(p) for p in root.rglob("*") if p.is_file())
+        # Spelled with the caller's prefix (pathlib would turn "./a//b" into "a/b"): callers cut
+        # the prefix off to find each file's name.
+        return sorted(join(prefix, p.relative_to(root).as_posix())
+                      for p in root.rglob("*") if p.is_file())
 
     def delete(self, uri: str) -> None:
         path = Path(uri)

@@ -16,6 +16,7 @@ import io
 import random
 import threading
 import time
+import weakref
 
 import torch
 
@@ -77,6 +78,32 @@ def snapshot(model, optimizer=None, scheduler=None, extra: dict | None = None) -
     }
 
 
+# One step pre-hook per optimizer, installed once and never removed (removing a hook while
+# step() iterates over its hooks breaks it); it waits for that optimizer's copies in flight.
+_PENDING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PENDING_LOCK = threading.Lock()
+
+
+def _track(optimizer, pending: PendingSnapshot) -> None:
+    with _PENDING_LOCK:
+        waiting = _PENDING.get(optimizer)
+        if waiting is None:
+            waiting = _PENDING[optimizer] = []
+            optimizer.register_step_pre_hook(_wait_for_copies)
+        waiting.append(pending)
+
+
+def _wait_for_copies(optimizer, *_) -> None:
+    with _PENDING_LOCK:
+        waiting = list(_PENDING.get(optimizer, ()))
+    for pending in waiting:
+        pending._wait_in_step()
+    with _PENDING_LOCK:
+        _PENDING[optimizer] = [p for p in _PENDING.get(optimizer, ()) if p not in waiting]
+    for pending in waiting:
+        pending.wait()  # raises a failed copy's error here, on the training thread
+
+
 class PendingSnapshot:
     """A snapshot whose large tensors are being copied on a background thread.
 
@@ -103,11 +130,10 @@ class PendingSnapshot:
         }
         self._buffers = buffer_names
         self.blocked_s = 0.0  # time optimizer.step() waited for the copy on the training thread
-        self._owner = threading.current_thread()
         self._done = threading.Event()
         self._error: BaseException | None = None
-        self._hook = (optimizer.register_step_pre_hook(self._before_step)
-                      if optimizer is not None else None)
+        if optimizer is not None:
+            _track(optimizer, self)
         self._thread = threading.Thread(target=self._copy, name="trainguard-snapshot",
                                         daemon=True)
         self._thread.start()
@@ -125,21 +151,15 @@ class PendingSnapshot:
         finally:
             self._done.set()
 
-    def _before_step(self, *_) -> None:
-        """The optimizer's step pre-hook: parameters may change only once they are copied."""
+    def _wait_in_step(self) -> None:
         if not self._done.is_set():
             started = time.perf_counter()
             self._done.wait()
             self.blocked_s += time.perf_counter() - started
-        self.wait()
 
     def wait(self) -> None:
         """Blocks until the tensors are copied (the training state may change after this)."""
         self._done.wait()
-        # Hooks are removed on the training thread only: step() may be iterating over them.
-        if self._hook is not None and threading.current_thread() is self._owner:
-            self._hook.remove()
-            self._hook = None
         if self._error is not None:
             raise RuntimeError(f"copying the training state failed: {self._error}") from self._error
 

@@ -123,8 +123,8 @@ def _load_directory(path: Path, source: str, fmt: str | None) -> History:
 def _load_remote(uri: str, fmt: str | None) -> History:
     from trainguard.runtime.storage import store_for  # only here: it may import google clients
 
-    store = store_for(uri)
     try:
+        store = store_for(uri)  # no credentials on this machine surfaces here
         if fmt == "tensorboard" or (fmt is None and not _looks_like_file(uri)):
             objects = store.list(uri.rstrip("/"))
             if objects:

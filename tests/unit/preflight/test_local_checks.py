@@ -59,3 +59,19 @@ def test_unwritable_or_missing_output_dir_fails(tmp_path):
     r = by_title(run_preflight(spec([sys.executable, "-c", "1"]), backend="local"))[
         "output directory"]
     assert r.status == Status.FAIL and "--output-dir" in r.remedy
+
+
+def test_python_flags_and_inline_code_are_understood(tmp_path):
+    script_path = tmp_path / "train.py"
+    script_path.write_text("print(1)")
+    for command in (["python", "-c", "print(1)"], ["python", "-W", "ignore", str(script_path)],
+                    ["python", "-u", "-X", "dev", str(script_path)]):
+        r = by_title(run_preflight(spec(command, str(tmp_path / "o")), backend="local"))[
+            "command of workerPoolSpecs[0]"]
+        assert r.status == Status.PASS, (command, r.evidence)
+
+
+def test_a_gcs_output_on_the_local_backend_is_not_a_silent_pass():
+    r = by_title(run_preflight(spec([sys.executable, "-c", "1"], "gs://bucket/run"),
+                               backend="local"))["output directory"]
+    assert r.status == Status.UNKNOWN and "gcloud storage ls gs://bucket/run/" in r.remedy

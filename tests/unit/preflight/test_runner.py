@@ -78,3 +78,34 @@ def test_fail_on_warn_and_the_rendered_reports():
     md = report.to_markdown("warn")
     assert md.startswith("# Preflight FAILED") and "| WARN | compat:" in md
     assert report.summary_metrics()["warnings"] == 1.0
+
+
+def test_only_must_select_checks_of_the_backend():
+    with pytest.raises(ConfigError, match="not a check of the vertex backend"):
+        run_preflight(SPEC, only=["local"])
+    with pytest.raises(ConfigError, match="cannot pass"):
+        run_preflight(SPEC, backend="local", skip=["local"])
+
+
+def test_a_hung_check_does_not_keep_the_process_alive(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import time
+        from trainguard.preflight import CHECKS, run_preflight
+        from trainguard.preflight.registry import Check
+        from trainguard.spec import JobSpec
+        CHECKS["zz_hang"] = Check("zz_hang", lambda ctx: time.sleep(60) or [], ("vertex",),
+                                  False, "hangs")
+        spec = JobSpec.create("my-project", "us-central1", machine_type="n1-standard-4",
+                              image_uri="i")
+        report = run_preflight(spec, only=["zz_hang"], timeout_s=0.5)
+        print(report.results[0].status.value)
+    """)
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=30)
+    assert proc.stdout.strip() == "UNKNOWN", proc.stderr
+    assert time.perf_counter() - started < 15

@@ -125,3 +125,33 @@ def test_no_directory_says_what_to_do(monkeypatch):
     monkeypatch.delenv("AIP_CHECKPOINT_DIR", raising=False)
     with pytest.raises(ValueError, match="AIP_CHECKPOINT_DIR"):
         CheckpointManager()
+
+
+def test_a_relative_or_doubled_slash_directory_still_resumes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    mgr = CheckpointManager("./out//checkpoints/", async_save=False,
+                            retention=RetentionPolicy(keep_last=2))
+    for step in (1, 2, 3):
+        mgr.save(step, {"s": str(step).encode()})
+    latest = CheckpointManager("./out//checkpoints/").restore_latest()
+    assert latest is not None and latest.step == 3 and latest.read("s") == b"3"
+    assert sorted(p.name for p in (tmp_path / "out" / "checkpoints").iterdir()) == [
+        "step-000000002", "step-000000003"]
+
+
+def test_saving_a_committed_step_again_never_mixes_old_and_new_files(tmp_path):
+    class DiesAfterFirstFile(LocalStore):
+        writes = 0
+
+        def write_bytes(self, uri, data):
+            super().write_bytes(uri, data)
+            if "step-000000005" in uri and data.startswith(b"v2"):
+                raise OSError("killed mid-save")
+
+    mgr = CheckpointManager(str(tmp_path), async_save=False)
+    mgr.save(5, {"model": b"v1-model", "optim": b"v1-optim"})
+    crashing = CheckpointManager(str(tmp_path), async_save=False, store=DiesAfterFirstFile())
+    with pytest.raises(OSError):
+        crashing.save(5, {"model": b"v2-model", "optim": b"v2-optim"})
+    latest = CheckpointManager(str(tmp_path)).restore_latest()
+    assert latest is None or {latest.read("model")[:2], latest.read("optim")[:2]} == {b"v1"}

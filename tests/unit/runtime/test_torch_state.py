@@ -123,3 +123,16 @@ def test_a_saver_thread_waiting_for_the_copy_does_not_count_as_a_training_stall(
     step(model, opt, sched)  # the hook runs on this thread, finds the copy done
     assert got and pending.blocked_s == 0.0
     step(model, opt, sched)  # and was removed: later steps run as before
+
+
+def test_other_step_hooks_and_several_snapshots_in_flight_are_fine():
+    model, opt, sched = setup()
+    calls = []
+    opt.register_step_pre_hook(lambda *a: calls.append("theirs"))
+    first = begin_snapshot(model, opt, sched)
+    second = begin_snapshot(model, opt, sched)
+    opt.register_step_pre_hook(lambda *a: calls.append("later"))
+    for _ in range(3):
+        step(model, opt, sched)
+    assert calls == ["theirs", "later"] * 3
+    assert torch.equal(first.result()["model"]["0.weight"], second.result()["model"]["0.weight"])

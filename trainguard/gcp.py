@@ -44,7 +44,7 @@ __all__ = [
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 ENDPOINT_APIS = (
     "AIPLATFORM", "CLOUDQUOTAS", "POLICYTROUBLESHOOTER", "MONITORING", "CLOUDRESOURCEMANAGER",
-    "IAM", "IAMCREDENTIALS",
+    "IAM", "IAMCREDENTIALS", "LOGGING",
 )
 DEFAULT_HOSTS = {
     "AIPLATFORM": "{region}-aiplatform.googleapis.com",
@@ -54,6 +54,7 @@ DEFAULT_HOSTS = {
     "CLOUDRESOURCEMANAGER": "cloudresourcemanager.googleapis.com",
     "IAM": "iam.googleapis.com",
     "IAMCREDENTIALS": "iamcredentials.googleapis.com",
+    "LOGGING": "logging.googleapis.com",
 }
 
 

@@ -107,7 +107,8 @@ CLASS_PATTERNS: tuple[Pattern, ...] = (
        "the command is not in the image's PATH"),
     _p("container", r"(?i)exec format error", 0.9, ERROR,
        "exec format error: wrong CPU architecture, or a script without a shebang"),
-    _p("container", r"^(?:\S+: )?(?:line \d+: )?\S+: command not found", 0.85, ERROR,
+    _p("container", r"^(?:\S+: )?(?:line \d+: |\d+: )?\S+: command not found"
+                    r"|^(?:/bin/|/usr/bin/)?(?:da|ba)?sh: \d+: \S+: not found", 0.85, ERROR,
        "command not found (exit 127)"),
     _p("container", r"^\S*sh: (?:line \d+: )?\S+: Permission denied\s*$", 0.75, ERROR,
        "the entrypoint is not executable (exit 126)"),
@@ -431,6 +432,8 @@ def classify(text: str) -> Diagnosis:
 # ``raise ValueError("... MASTER_ADDR expected ...")``): they echo an error, they are not one.
 _FRAME = re.compile(r'^\s*(?:frame #\d+: |File "[^"]*", line \d+|[\^~]+\s*$)')
 _PYTHON_FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
+# The replica prefix trainguard's launchers put on each log line ("[workerpool0-0] ").
+_REPLICA_PREFIX = re.compile(r"^\[[\w.:-]+\] ")
 
 
 def _scan(text: str) -> list[_Hit]:
@@ -438,9 +441,12 @@ def _scan(text: str) -> list[_Hit]:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     after_python_frame = False
     for number, line in enumerate(text.split("\n"), start=1):
+        line = _REPLICA_PREFIX.sub("", line, count=1)
         # Error messages printed through repr() carry literal "\n": read them as lines too.
         for segment, piece in enumerate(line.split("\\n")):
-            quoted_source = after_python_frame
+            # The source line a traceback quotes is indented; the exception line is not (and
+            # comes straight after "File …" when the source is not available).
+            quoted_source = after_python_frame and piece[:1] in (" ", "\t")
             after_python_frame = bool(_PYTHON_FRAME.match(piece))
             if quoted_source or _FRAME.match(piece):
                 continue

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
 import re
 import socket
 import threading
@@ -568,9 +569,18 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def vertex_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[VertexJobsServer]:
-    """A running server, with ``TRAINGUARD_ENDPOINT_AIPLATFORM`` pointing at it."""
+    """A running server, with ``TRAINGUARD_ENDPOINT_AIPLATFORM`` pointing at it.
+
+    Cloud Logging (read for a failed job's log tail) points at a closed loopback port unless a
+    test sets its own server: no test may reach the real API with this machine's credentials.
+    """
     with VertexJobsServer() as server:
         monkeypatch.setenv("TRAINGUARD_ENDPOINT_AIPLATFORM", server.url)
+        if "TRAINGUARD_ENDPOINT_LOGGING" not in os.environ:
+            with socket.socket() as probe:  # a port nothing listens on
+                probe.bind(("127.0.0.1", 0))
+                closed = probe.getsockname()[1]
+            monkeypatch.setenv("TRAINGUARD_ENDPOINT_LOGGING", f"http://127.0.0.1:{closed}")
         yield server
 
 

@@ -471,3 +471,15 @@ def test_the_vertex_launchers_queued_timeout_is_quota():
     d = classify("stayed QUEUED for 1800 s: likely accelerator quota in us-central1; run "
                  "trainguard preflight")
     assert d.failure_class == "quota" and "QUEUED" in d.evidence
+
+
+@pytest.mark.parametrize("line,expected", [
+    ("[workerpool0-0] /bin/sh: 1: foo: command not found", "container"),
+    ("[workerpool1-2] Killed", "host_oom"),
+])
+def test_the_launchers_replica_prefix_does_not_hide_a_signature(line, expected):
+    from trainguard.triage import classify
+
+    bare = classify(line.split("] ", 1)[1])
+    prefixed = classify(line)
+    assert prefixed.failure_class == bare.failure_class == expected

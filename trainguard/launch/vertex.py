@@ -20,6 +20,10 @@ What it does, in order:
    and waits up to ``cancel_wait_s`` for CANCELLED. A job that stays QUEUED longer than
    ``max_queued_s`` (Vertex queues a job the project has no accelerator quota for; it does not
    fail it) is cancelled the same way and reported as a quota problem.
+5. When the job ends FAILED (or EXPIRED, …) on its own, it reads the last lines of the job's logs
+   from Cloud Logging (:mod:`trainguard.launch.vertex_logs`) into ``TrainResult.log_tail``, so
+   triage sees the traceback and not only "exited with a non-zero status of 1". Logs it cannot
+   read leave one line saying why, never an exception.
 
 :meth:`VertexBackend.run` never raises because the job failed: the caller turns a non-SUCCEEDED
 :class:`~trainguard.launch.base.TrainResult` into ``TrainingFailed``.
@@ -44,6 +48,7 @@ from typing import Any, TextIO, TypeVar
 from trainguard.errors import ConfigError, SpecError, TrainguardError, TransientError, UserError
 from trainguard.gcp import job_client
 from trainguard.launch.base import TrainResult
+from trainguard.launch.vertex_logs import DEFAULT_TIMEOUT_S, MAX_TAIL_LINES, read_log_tail
 from trainguard.runtime.env import HISTORY_ENV, HISTORY_FILENAME
 from trainguard.spec import JobSpec
 
@@ -269,6 +274,9 @@ class VertexBackend:
         cancel_wait_s: how long to wait for CANCELLED after cancelling (KFP's grace period is
             30 s by default, so stay below it).
         request_timeout_s: the HTTP timeout of one API call.
+        log_tail_lines: after a failure, read at most this many lines of the job's logs from
+            Cloud Logging into ``log_tail`` (needs roles/logging.viewer); 0 reads none.
+        logs_timeout_s: the time allowed for reading them, all of it.
         relaunch_failed: when ``gcp_resources`` names a job that ended FAILED/CANCELLED/EXPIRED,
             launch a new one (True) or report that job's outcome again (False, as GCPC does).
         handle_signals: install the SIGTERM handler (main thread only).
@@ -286,6 +294,8 @@ class VertexBackend:
     max_transient_s: float = 15 * 60.0
     cancel_wait_s: float = 20.0
     request_timeout_s: float = 60.0
+    log_tail_lines: int = MAX_TAIL_LINES
+    logs_timeout_s: float = DEFAULT_TIMEOUT_S
     relaunch_failed: bool = True
     handle_signals: bool = True
     stream: TextIO | None = None
@@ -396,23 +406,42 @@ class VertexBackend:
         if job is None:  # cancelled, but the job could not be read since
             return self._result(spec, base, name or "", "CANCELLING", error, started)
         state = state_name(job.state)
+        # Cancelled by us (SIGTERM, or queued too long): the error says why, and a cancelled
+        # pipeline's grace period is no time to read logs.
+        ended_on_its_own = not error
         if state == "SUCCEEDED":
             error = ""
         elif not error:
             error = job.error.message or f"the job ended {state} without an error message"
         elif job.error.message and job.error.message != "CANCELED":
             error = f"{error}; job error: {job.error.message}"
-        return self._result(spec, base, name or "", state, error, started)
+        log_tail = ""
+        if state in _FAILED_STATES and ended_on_its_own and self.log_tail_lines > 0:
+            log_tail = self._log_tail(spec, job)
+        return self._result(spec, base, name or "", state, error, started, log_tail)
 
     def _result(self, spec: JobSpec, base: str, name: str, state: str, error: str,
-                started: float) -> TrainResult:
+                started: float, log_tail: str = "") -> TrainResult:
         return TrainResult(
             state=state, job_name=name, base_output_dir=base,
             model_dir=f"{base}/model/" if base else "",
             checkpoint_dir=f"{base}/checkpoints/" if base else "",
             history_path=f"{base}/{HISTORY_FILENAME}" if base else "",
-            error=error, console_url=console_url(spec.project, spec.region, name) if name else "",
+            error=error, log_tail=log_tail,
+            console_url=console_url(spec.project, spec.region, name) if name else "",
             duration_s=round(self.clock() - started, 3))
+
+    def _log_tail(self, spec: JobSpec, job: Any) -> str:
+        """The last lines of the failed job's logs, or the line saying why they are missing."""
+        job_id = job.name.rsplit("/", 1)[-1]
+        tail = read_log_tail(spec.project, job_id, job.create_time or None,
+                             max_lines=self.log_tail_lines, timeout_s=self.logs_timeout_s)
+        if tail.note:
+            self._say(tail.note.removeprefix("[trainguard] "))
+        else:
+            self._say(f"{job_id}: read the last {len(tail.lines)} lines of its logs from Cloud "
+                      "Logging")
+        return tail.text
 
     def _client(self, spec: JobSpec):
         from google.auth import exceptions as auth_exc

@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tests.servers.loopback import LoopbackServer
+from tests.servers.loopback import LoopbackServer, Request
 
 __all__ = ["ApiError", "Fault", "GoogleApiServer", "Request", "STATUS_NAMES", "error_body"]
 
@@ -82,32 +82,6 @@ class Fault:
         if self.times is not None and self.times <= 0:
             return False
         return (self.method in (None, method)) and re.search(self.path, path) is not None
-
-
-@dataclass
-class Request:
-    """One request as the server saw it (for assertions)."""
-
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    body: Any
-    headers: dict[str, str]
-
-    @property
-    def int_enums(self) -> bool:
-        """True when the client asked for integer enums (``$alt=json;enum-encoding=int``)."""
-        return any("enum-encoding=int" in v for v in self.query.get("$alt", []))
-
-    def param(self, name: str, default: str = "") -> str:
-        values = self.query.get(name)
-        return values[0] if values else default
-
-    @property
-    def bearer(self) -> str:
-        """The bearer token sent, '' when anonymous."""
-        auth = self.headers.get("authorization", "")
-        return auth[7:] if auth.lower().startswith("bearer ") else ""
 
 
 Route = tuple[str, str, Callable[[Request, re.Match], Any]]

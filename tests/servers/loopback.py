@@ -1,11 +1,39 @@
-"""What every test server shares: serving a handler class on a free loopback port."""
+"""What every test server shares: a request record, and serving a handler class on loopback."""
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
-__all__ = ["LoopbackServer"]
+__all__ = ["LoopbackServer", "Request"]
+
+
+@dataclass
+class Request:
+    """One request as the server saw it (for assertions)."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    body: Any
+    headers: dict[str, str]
+
+    @property
+    def int_enums(self) -> bool:
+        """True when the client asked for integer enums (``$alt=json;enum-encoding=int``)."""
+        return any("enum-encoding=int" in v for v in self.query.get("$alt", []))
+
+    def param(self, name: str, default: str = "") -> str:
+        values = self.query.get(name)
+        return values[0] if values else default
+
+    @property
+    def bearer(self) -> str:
+        """The bearer token sent, '' when anonymous."""
+        auth = self.headers.get("authorization", "")
+        return auth[7:] if auth.lower().startswith("bearer ") else ""
 
 
 class LoopbackServer:

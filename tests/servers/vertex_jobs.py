@@ -42,7 +42,7 @@ import pytest
 from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 
-from tests.servers.loopback import LoopbackServer
+from tests.servers.loopback import LoopbackServer, Request
 
 __all__ = [
     "Scenario",
@@ -126,15 +126,8 @@ class Scenario:
         return cls((("QUEUED", 1), ("PENDING", 1), ("RUNNING", _FOREVER)), None)
 
 
-@dataclass
-class RecordedRequest:
+class RecordedRequest(Request):
     """One request as received: method, path, decoded query, JSON body (or None), headers."""
-
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    body: Any
-    headers: dict[str, str]
 
     @property
     def verb(self) -> str:

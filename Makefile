@@ -19,7 +19,7 @@ help: ## list the targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,torch]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,pipelines,gcs,torch,jax,lightning,keras,hf,examples]'
 	@touch $(STAMP)
 
 install: $(STAMP) ## create .venv and install trainguard with the dev and torch extras

@@ -21,6 +21,7 @@ __all__ = [
     "TrainingFailed",
     "ValidationFailed",
     "TransientError",
+    "EndpointUnreachable",
     "CheckpointError",
 ]
 
@@ -87,5 +88,11 @@ class TransientError(TrainguardError):
     """A remote service was unavailable or slow; retrying later may succeed."""
 
 
-class CheckpointError(TrainguardError):
-    """A checkpoint could not be saved or restored."""
+class EndpointUnreachable(UserError):
+    """An endpoint never answered within the retry deadline: a wrong override, or no network."""
+
+
+class CheckpointError(UserError):
+    """A checkpoint cannot be used as it is: written by another framework, torn, crafted, or for
+    a state that does not fit (the message names the file and what to do; the newest complete
+    checkpoint is left untouched)."""

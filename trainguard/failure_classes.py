@@ -132,6 +132,24 @@ _TABLE = (
         "Spot without checkpointing: the saving is only real if a reclaim costs minutes, not the run",
     ),
     FailureClass(
+        "capacity",
+        "the project has quota, but the zone has no free accelerators: a Flex-start (DWS) or "
+        "reservation wait that ran out, ZONE_RESOURCE_POOL_EXHAUSTED, a stockout",
+        "maxWaitDuration of a FLEX_START job, the reservation's free capacity, other regions "
+        "offering the accelerator",
+        "wait longer (a larger maxWaitDuration), use a reservation, or run in a region with "
+        "capacity; Flex-start or Spot trade certainty of start for availability",
+        "requesting more quota: the limit was not what stopped the job",
+    ),
+    FailureClass(
+        "gate",
+        "training ended normally, but a metric missed a bar its owner set (val_accuracy < 0.9)",
+        "the gated metric's best and last values, and where they were reached",
+        "train longer or tune (learning rate, capacity, data) until the metric clears the bar; "
+        "or revisit the bar if it was set without a baseline",
+        "lowering the bar to make the pipeline green",
+    ),
+    FailureClass(
         "unknown",
         "no known failure signature",
         "read the job's full logs; run the same command locally with `trainguard train --local`",

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from trainguard.failure_classes import CLASS_NAMES
 from trainguard.failure_classes import get as get_failure_class
+from trainguard.redaction import redact
 
 __all__ = [
     "ERROR",
@@ -292,32 +293,7 @@ CLASS_PATTERNS: tuple[Pattern, ...] = (
     _p("unknown", r"JOB_STATE_FAILED|\bFAILED\b", 0.2, EXIT, "the job failed"),
 )
 
-_REDACTIONS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"),
-     "[REDACTED PRIVATE KEY]"),
-    (re.compile(r"(?i)\b(authorization\s*[:=]\s*)(?:bearer\s+|basic\s+)?[^\s,;\"']+"),
-     r"\1[REDACTED]"),
-    (re.compile(r"(?i)\b(bearer\s+)[\w.~+/=-]+"), r"\1[REDACTED]"),
-    (re.compile(r"ya29\.[\w.-]+"), "[REDACTED]"),
-    (re.compile(r"\beyJ[\w-]+\.[\w-]+\.[\w-]+"), "[REDACTED]"),
-    (re.compile(r"\bAIza[\w-]{30,}"), "[REDACTED]"),
-    (re.compile(
-        r"(?i)\b((?:access|id|refresh)_token|client_secret|api_?key|password|passwd|token"
-        r"|x-goog-signature|x-goog-credential|signature)([\"']?\s*[:=]\s*[\"']?)[^\s\"'&,;]+"),
-     r"\1\2[REDACTED]"),
-)
 # fmt: on
-
-
-def redact(text: str) -> str:
-    """Returns ``text`` with anything that looks like a credential replaced by ``[REDACTED]``.
-
-    Covers OAuth access tokens (``ya29.``), ``Bearer``/``Authorization`` values, JWTs, API keys,
-    private keys and ``token=``/``password=``-style parameters (signed URLs included).
-    """
-    for regex, replacement in _REDACTIONS:
-        text = regex.sub(replacement, text)
-    return text
 
 
 @dataclass(frozen=True)

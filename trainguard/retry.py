@@ -1,0 +1,184 @@
+"""One retry policy for every remote call: Google APIs, the launcher, the registry client.
+
+A :class:`RetryPolicy` is exponential backoff bounded by a *total deadline*: the time from the
+first failure to giving up, whatever the number of attempts. When it runs out, the caller gets one
+error that names what was called, where, for how long, and the last failure:
+
+* :class:`~trainguard.errors.EndpointUnreachable` (exit 2) when the endpoint never answered at all
+  (connection refused, DNS, time-outs): most often a wrong endpoint override or no network;
+* :class:`~trainguard.errors.TransientError` when it answered, but only with 429/5xx.
+
+The default deadline is ``DEFAULT_DEADLINE_S`` (10 s) for one-shot calls, settable with
+``TRAINGUARD_RETRY_DEADLINE`` (``30s``, ``2m``); a job watcher passes its own, longer one.
+
+Example::
+
+    from trainguard.retry import RetryPolicy
+    policy = RetryPolicy.from_env()
+    data = policy.call(lambda: session.get(url, timeout=5).json(),
+                       transient=(ConnectionError,), what="Cloud Quotas list", where=url)
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+from trainguard.durations import parse_duration
+from trainguard.errors import EndpointUnreachable, TransientError
+
+__all__ = ["RetryPolicy", "DEFAULT_DEADLINE_S", "DEADLINE_ENV", "Backoff", "unreachable_types",
+           "transient_types", "describe"]
+
+DEFAULT_DEADLINE_S = 10.0
+DEADLINE_ENV = "TRAINGUARD_RETRY_DEADLINE"
+_T = TypeVar("_T")
+
+
+class Backoff:
+    """Delays that start at ``initial`` and grow by ``factor`` up to ``cap``; ``reset()`` restarts."""
+
+    def __init__(self, initial: float, factor: float, cap: float) -> None:
+        self.initial, self.factor, self.cap = initial, factor, cap
+        self._next = initial
+
+    def reset(self) -> None:
+        self._next = self.initial
+
+    def __call__(self) -> float:
+        delay = self._next
+        self._next = min(self.cap, self._next * self.factor)
+        return delay
+
+
+def unreachable_types() -> tuple[type[BaseException], ...]:
+    """Errors that mean the endpoint did not answer at all (no HTTP status)."""
+    import requests
+    from google.auth import exceptions as auth_exc
+
+    return (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError,
+            auth_exc.TransportError)
+
+
+def transient_types() -> tuple[type[BaseException], ...]:
+    """Every error worth retrying: no answer, or 429/500/503/504 (google.api_core's classes)."""
+    from google.api_core import exceptions as gexc
+
+    return (gexc.ServiceUnavailable, gexc.TooManyRequests, gexc.InternalServerError,
+            gexc.GatewayTimeout, gexc.DeadlineExceeded, *unreachable_types())
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff within a total deadline.
+
+    Attributes:
+        initial_s: the first delay.
+        factor: each delay is the previous times this.
+        max_delay_s: no delay is longer.
+        deadline_s: give up once this long has passed since the first failure.
+    """
+
+    initial_s: float = 0.25
+    factor: float = 2.0
+    max_delay_s: float = 4.0
+    deadline_s: float = DEFAULT_DEADLINE_S
+
+    def __post_init__(self) -> None:
+        if not (0 < self.initial_s <= self.max_delay_s and self.factor >= 1 and self.deadline_s >= 0):
+            raise ValueError("RetryPolicy needs 0 < initial_s <= max_delay_s, factor >= 1 and "
+                             "deadline_s >= 0")
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides: float) -> RetryPolicy:
+        """The default policy, its deadline from ``TRAINGUARD_RETRY_DEADLINE`` when set."""
+        env = os.environ if environ is None else environ
+        policy = cls(**overrides)
+        raw = env.get(DEADLINE_ENV, "").strip()
+        if raw:
+            policy = replace(policy, deadline_s=parse_duration(raw, DEADLINE_ENV))
+        return policy
+
+    def with_deadline(self, deadline_s: float) -> RetryPolicy:
+        """The same backoff with another total deadline."""
+        return replace(self, deadline_s=deadline_s)
+
+    def delays(self) -> Iterator[float]:
+        """The successive delays (endless; the deadline stops the caller)."""
+        backoff = Backoff(self.initial_s, self.factor, self.max_delay_s)
+        while True:
+            yield backoff()
+
+    def call(self, fn: Callable[[], _T], *, transient: tuple[type[BaseException], ...],
+             what: str, where: str = "", on_retry: Callable[[BaseException, float], None] | None = None,
+             clock: Callable[[], float] = time.monotonic,
+             sleep: Callable[[float], None] = time.sleep,
+             unreachable: tuple[type[BaseException], ...] | None = None) -> _T:
+        """``fn()``, retrying errors of the ``transient`` types until the deadline.
+
+        Args:
+            fn: the call.
+            transient: the error types to retry; anything else propagates at once.
+            what: what is being done, for the message ("Vertex AI get").
+            where: the endpoint (URL or host), for the message.
+            on_retry: called with (error, delay) before each wait.
+            clock, sleep: injectable for tests.
+            unreachable: the types that mean "no answer" (default :func:`unreachable_types`).
+
+        Raises:
+            EndpointUnreachable: every attempt failed without an answer.
+            TransientError: the endpoint answered, but only with retryable errors.
+        """
+        first: float | None = None
+        answered = False
+        delays = self.delays()
+        while True:
+            try:
+                return fn()
+            except transient as exc:
+                now = clock()
+                first = now if first is None else first
+                no_answer = isinstance(exc, unreachable or unreachable_types())
+                answered = answered or not no_answer
+                delay = next(delays)
+                if now + delay - first > self.deadline_s:
+                    raise self._give_up(exc, what, where, now - first, answered) from None
+                if on_retry is not None:
+                    on_retry(exc, delay)
+                sleep(delay)
+
+    def _give_up(self, exc: BaseException, what: str, where: str, elapsed: float,
+                 answered: bool) -> Exception:
+        detail = describe(exc)
+        place = f" at {where}" if where else ""
+        if not answered:
+            return EndpointUnreachable(
+                f"{what}: no answer{place} for {elapsed:.0f} s ({detail}); check the endpoint "
+                f"(TRAINGUARD_ENDPOINT_*, STORAGE_EMULATOR_HOST) and the network. Retries stop "
+                f"after {self.deadline_s:g} s ({DEADLINE_ENV} sets it)")
+        return TransientError(
+            f"{what}{place} kept failing for {elapsed:.0f} s: {detail}; try again later "
+            f"(retries stop after {self.deadline_s:g} s; {DEADLINE_ENV} sets it)")
+
+    def api_core(self, *types: type[BaseException]):
+        """This policy as a ``google.api_core.retry.Retry`` for GAPIC and storage calls.
+
+        Args:
+            types: the error types to retry (default: 429 and 503).
+        """
+        from google.api_core import exceptions, retry
+
+        types = types or (exceptions.TooManyRequests, exceptions.ServiceUnavailable)
+        return retry.Retry(predicate=retry.if_exception_type(*types), initial=self.initial_s,
+                           maximum=self.max_delay_s, multiplier=self.factor,
+                           timeout=self.deadline_s)
+
+
+def describe(exc: BaseException) -> str:
+    """A short, one-line account of an error (type and first line of its message)."""
+    text = str(getattr(exc, "message", None) or exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first}"[:300] if first else type(exc).__name__

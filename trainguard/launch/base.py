@@ -1,12 +1,75 @@
-"""What every training backend returns, and the seam to the failure classifier."""
+"""The seam every training backend plugs into, what it returns, and the in-flight watcher hook.
+
+A backend (``local``, ``vertex``; names in :class:`trainguard.choices.Backend`) turns a
+:class:`~trainguard.spec.JobSpec` into a finished :class:`TrainResult`. While the job runs it calls
+its :class:`Watcher` (the in-flight guard) between polls with a :class:`RunningJob`; when the
+watcher returns a :class:`Stop`, the backend stops the job (Vertex: cancel and wait for CANCELLED;
+local: stop the process groups) and records the stop in ``TrainResult.stopped``. A watcher that
+raises is reported once and never stops the job (the guard fails open).
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-__all__ = ["TrainResult", "diagnose", "TERMINAL_OK"]
+if TYPE_CHECKING:
+    from trainguard.spec import JobSpec
+
+__all__ = ["TrainResult", "Backend", "Watcher", "RunningJob", "Stop", "diagnose", "TERMINAL_OK"]
 
 TERMINAL_OK = "SUCCEEDED"
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why a watcher asks the backend to stop a running job.
+
+    Attributes:
+        failure_class: a class of :mod:`trainguard.failure_classes` (``non_finite``, ``overfit``…).
+        evidence: what was seen, one or two lines (already redacted and bounded).
+        remedy: the first remedy to try.
+        success: True for an early stop that ends the job as success-with-finding (a confirmed
+            overfit: the best model is already saved); False fails the task.
+        details: machine-readable numbers (steps, values, accelerator-hours saved…).
+    """
+
+    failure_class: str
+    evidence: str
+    remedy: str
+    success: bool = False
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """What a watcher may look at between polls.
+
+    Attributes:
+        job_name: the Vertex resource name, or ``local/<id>``.
+        state: the job's current state (QUEUED, PENDING, RUNNING…).
+        base_output_dir: the job's base output directory ('' when it has none).
+        history_path: where the job writes trainguard's JSONL history.
+        tensorboard_dir: ``AIP_TENSORBOARD_LOG_DIR``.
+        elapsed_s: seconds since the job started running (0 while queued).
+    """
+
+    job_name: str
+    state: str
+    base_output_dir: str
+    history_path: str
+    tensorboard_dir: str
+    elapsed_s: float
+
+
+@runtime_checkable
+class Watcher(Protocol):
+    """Looks at a running job between polls; returns a Stop to end it, None to let it run."""
+
+    def poll(self, job: RunningJob) -> Stop | None: ...
 
 
 @dataclass
@@ -19,10 +82,12 @@ class TrainResult:
         base_output_dir: where model/, checkpoints/, logs/ and history.jsonl are.
         model_dir, checkpoint_dir, history_path: the Vertex environment contract's values.
         error: the job's error message ('' on success).
-        log_tail: the last lines of the workers' output (for triage).
+        log_tail: the last lines of the workers' output (for triage), redacted.
         restarts: how many times workers were restarted (preemptions included).
         console_url: where to look at the job, when there is a console.
         duration_s: wall time.
+        exit_codes: each replica's exit status (local backend).
+        stopped: the watcher's Stop as a dict, when the guard ended the job.
     """
 
     state: str
@@ -37,6 +102,7 @@ class TrainResult:
     console_url: str = ""
     duration_s: float = 0.0
     exit_codes: dict = field(default_factory=dict)
+    stopped: dict = field(default_factory=dict)
 
     @property
     def succeeded(self) -> bool:
@@ -46,13 +112,19 @@ class TrainResult:
         return asdict(self)
 
 
-def diagnose(text: str):
-    """Names the failure class of a failed job's error text; None if the classifier is absent.
+class Backend(Protocol):
+    """A training backend: runs a job to a terminal state and never raises because it failed.
 
-    The classifier lives in ``trainguard.triage``; this is the one place launchers call it.
+    Raises (from ``run``):
+        ConfigError / SpecError: the spec cannot run on this backend.
+        TransientError / EndpointUnreachable: the service could not be reached for long enough.
     """
-    try:
-        from trainguard.triage import classify
-    except ImportError:  # pragma: no cover - the classifier ships with trainguard
-        return None
+
+    def run(self, spec: JobSpec, watcher: Watcher | None = None) -> TrainResult: ...
+
+
+def diagnose(text: str):
+    """Names the failure class of a failed job's error text (``trainguard.triage``)."""
+    from trainguard.triage import classify
+
     return classify(text)

@@ -2,28 +2,29 @@
 
 1. A healthy run: preflight passes, the reference trainer trains (with one injected Spot-style
    preemption it survives), validation passes.
-2. The same trainer with a learning rate far too high: the pipeline fails at ``validate`` and the
-   failure class and first remedy are shown.
+2. The same trainer with a learning rate far too high: the pipeline fails, naming the failure class,
+   the evidence and the first remedy.
 3. Preflight alone on the example Vertex spec (A100 on Spot): the offline checks.
 
-Run it from the repository root (it uses ``examples/`` and ``containers/trainer/train.py``).
+A person sees one line per task as it starts and ends, then each run's verdict; every task's full
+log is written under the run's artifacts (``<run>/logs/<task>.log``). ``--verbose`` prints all of
+the runner's output instead. Run it from the repository root (it uses ``examples/`` and
+``containers/trainer/train.py``).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
 
 from trainguard.errors import TrainguardError
-from trainguard.pipelines.local import LocalOutcome, run_local
+from trainguard.pipelines.local_runner import LocalOutcome, run_local
+from trainguard.pipelines.task_logs import TaskReporter
 from trainguard.spec import load_spec, parse_spec
 
 PROJECT, REGION = "demo-project", "us-central1"
-
-
-def _banner(text: str) -> None:
-    print(f"\n{'=' * 100}\n{text}\n{'=' * 100}", flush=True)
 
 
 def _local_spec(path: Path, trainer: Path, display_name: str, extra_args: tuple[str, ...] = ()):
@@ -37,59 +38,67 @@ def _local_spec(path: Path, trainer: Path, display_name: str, extra_args: tuple[
     return parse_spec(data, project=PROJECT, region=REGION, display_name=display_name)
 
 
-def main(root: str = ".") -> int:
-    base = Path(root).resolve()
+def _show(outcome: LocalOutcome, extra: list[str] | None = None) -> None:
+    for line in [*outcome.brief(), *(extra or [])]:
+        print(f"  {line}", flush=True)
+    if outcome.log_dir is not None:
+        print(f"  task logs: {os.path.relpath(outcome.log_dir)}/", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    verbose = "--verbose" in args
+    base = Path(".").resolve()
     trainer = base / "containers" / "trainer" / "train.py"
     examples = base / "examples"
     if not trainer.is_file():
         print(f"make demo: run from the repository root ({trainer} not found)", file=sys.stderr)
         return 2
-    pipeline_root = base / ".tg-local"
+    pipeline_root = str(base / ".tg-local")
+    report = None if verbose else TaskReporter(indent="  ")
     started = time.monotonic()
-    outcomes: list[tuple[str, LocalOutcome, bool]] = []
+    results: list[tuple[str, bool, bool]] = []
+    print("trainguard demo: the guarded pipeline in the KFP local runner (no cloud account)",
+          flush=True)
     try:
-        _banner("1/3  guarded_training on a healthy config (local backend, one injected preemption)")
+        print("\n1/3 guarded_training, healthy config, one injected Spot-style preemption",
+              flush=True)
         # A short pause per step stretches training to ~10 s, so the preemption at 6 s lands in
         # the middle of it (start-up takes 2-4 s here), not before or after.
         healthy = _local_spec(examples / "local-healthy.yaml", trainer, "demo-healthy",
                               ("--step-sleep=0.03",))
-        outcome = run_local("guarded_training", healthy, pipeline_root=str(pipeline_root),
-                            preempt_after="6s")
-        outcomes.append(("healthy run", outcome, True))
+        outcome = run_local("guarded_training", healthy, pipeline_root=pipeline_root,
+                            preempt_after="6s", on_event=report)
         restarts = outcome.metadata("train", "model").get("restarts", 0)
-        print(f"healthy run: training survived {restarts} preemption(s), resuming from its "
-              "newest checkpoint", flush=True)
-        if outcome.succeeded and restarts < 1:
-            print("make demo: the injected preemption did not land during training",
-                  file=sys.stderr)
-            outcomes.append(("preemption injected", outcome, False))
+        _show(outcome, [f"training survived {restarts} preemption(s), resuming from its newest "
+                        "checkpoint"])
+        results.append(("healthy run passes", outcome.succeeded, True))
+        results.append(("the preemption landed during training", restarts >= 1, True))
 
-        _banner("2/3  guarded_training with a learning rate high enough to diverge")
+        print("\n2/3 guarded_training, learning rate far too high", flush=True)
         diverging = _local_spec(examples / "local-diverging.yaml", trainer, "demo-diverging")
-        outcome = run_local("guarded_training", diverging, pipeline_root=str(pipeline_root))
-        outcomes.append(("diverging run", outcome, False))
+        outcome = run_local("guarded_training", diverging, pipeline_root=pipeline_root,
+                            on_event=report)
+        _show(outcome)
+        results.append(("diverging run is stopped", outcome.succeeded, False))
 
-        _banner("3/3  preflight_only on examples/a100-spot.yaml (offline checks; no cloud account)")
+        print("\n3/3 preflight_only on examples/a100-spot.yaml (offline checks)", flush=True)
         a100 = load_spec(examples / "a100-spot.yaml", project=PROJECT, region=REGION,
                          display_name="demo-a100-spot")
-        outcome = run_local("preflight_only", a100, backend="vertex",
-                            pipeline_root=str(pipeline_root), only="compat")
-        outcomes.append(("A100 Spot preflight", outcome, True))
-        report = outcome.artifact("preflight", "report")
-        if report is not None:
-            print(report.read_text())
+        outcome = run_local("preflight_only", a100, backend="vertex", pipeline_root=pipeline_root,
+                            only="compat", on_event=report)
+        checks = (outcome.read_json("preflight", "report_json") or {}).get("results", [])
+        _show(outcome, [f"{r['status']:<7} {r['check']}: {r['title']}" for r in checks])
+        results.append(("A100 Spot preflight passes", outcome.succeeded, True))
     except TrainguardError as exc:
         print(f"make demo: {exc}", file=sys.stderr)
         return exc.exit_code
 
-    _banner(f"demo summary ({time.monotonic() - started:.0f} s)")
-    ok = True
-    for label, outcome, expected in outcomes:
-        as_expected = outcome.succeeded == expected
-        ok &= as_expected
-        mark = "as expected" if as_expected else "UNEXPECTED"
-        print(f"--- {label}: {'passed' if outcome.succeeded else 'failed'} ({mark})")
-        print(outcome.summary())
+    ok = all(got == expected for _, got, expected in results)
+    print(f"\ndemo {'finished as expected' if ok else 'did NOT go as expected'} in "
+          f"{time.monotonic() - started:.0f} s:", flush=True)
+    for label, got, expected in results:
+        print(f"  {'ok ' if got == expected else 'UNEXPECTED'} {label}", flush=True)
     return 0 if ok else 1
 
 

@@ -256,6 +256,8 @@ def run(
     preempt_after: Annotated[str, typer.Option(help="local: inject preemptions")] = "",
     image: Annotated[str, typer.Option(help="--vertex: the components image")] = "",
     service_account: Annotated[str, typer.Option(help="--vertex: the pipeline's SA")] = "",
+    verbose: Annotated[bool, typer.Option("--verbose", help="--local: print all of the "
+                                          "runner's output, not one line per task")] = False,
 ):
     """Run a pipeline on SPEC: in the KFP local runner, or submitted to Vertex AI Pipelines."""
     from trainguard.stages import make_spec
@@ -271,11 +273,13 @@ def run(
                               "needs --local, --backend local and --pipeline guarded_training")
         job = make_spec(spec, project=project, region=region, display_name=display_name)
         if local:
-            from trainguard.pipelines.local import run_local
+            from trainguard.pipelines.local_runner import run_local
+            from trainguard.pipelines.task_logs import TaskReporter
 
             outcome = run_local(pipeline, job, backend=backend or "local",
                                 pipeline_root=pipeline_root or "./.tg-local",
-                                preempt_after=preempt_after)
+                                preempt_after=preempt_after,
+                                on_event=None if verbose else TaskReporter(indent=""))
             out.print(outcome.summary(), markup=False)
             raise typer.Exit(0 if outcome.succeeded else 1)
         from trainguard.pipelines.submit import submit

@@ -116,4 +116,14 @@ def test_a_user_pipeline_composes_the_components(tmp_path):
             preflight(job_spec=job_spec, project=project, region=region)
 
     compiler.Compiler().compile(mine, str(tmp_path / "mine.yaml"))
-    assert "condition" in (tmp_path / "mine.yaml").read_text()
+    spec = yaml.safe_load((tmp_path / "mine.yaml").read_text())
+    dag = spec["root"]["dag"]["tasks"]
+    # The gated step sits in a condition branch that runs only when validate's output is true,
+    # and it comes after validate; train waits for preflight.
+    branch = next(t for name, t in dag.items() if name.startswith("condition"))
+    condition = branch["triggerPolicy"]["condition"]
+    assert "validate" in condition and "Output" in condition and "true" in condition
+    assert "validate" in branch["dependentTasks"]
+    assert dag["train"]["dependentTasks"] == ["preflight"]
+    inner = spec["components"][branch["componentRef"]["name"]]["dag"]["tasks"]
+    assert [t["componentRef"]["name"] for t in inner.values()] == ["comp-preflight-2"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trainguard.pipelines.local import run_local
+from trainguard.pipelines.local_runner import run_local
 from trainguard.spec import JobSpec
 
 pytest.importorskip("torch")
@@ -20,11 +20,20 @@ def spec(args, name):
                           args=args, display_name=name)
 
 
-def test_a_healthy_run_passes_every_stage(tmp_path):
+def test_a_healthy_run_passes_every_stage(tmp_path, capsys):
+    events = []
     outcome = run_local("guarded_training",
                         spec(["--epochs=6", "--checkpoint-every=20"], "healthy"),
-                        pipeline_root=str(tmp_path))
+                        pipeline_root=str(tmp_path), on_event=events.append)
     assert outcome.succeeded, outcome.message
+    # Quiet: nothing of the runner's output reached the terminal; it is in one log per task.
+    assert "Executing task" not in capsys.readouterr().out
+    assert [(e.task, e.status) for e in events] == [
+        ("preflight", ""), ("preflight", "SUCCESS"), ("train", ""), ("train", "SUCCESS"),
+        ("validate", ""), ("validate", "SUCCESS")]
+    assert outcome.log_dir == outcome.run_dir / "logs"
+    assert "training on cpu" in (outcome.log_dir / "train.log").read_text()
+    assert "task logs:" in outcome.summary() and "train.log" in outcome.summary()
     verdict = outcome.read_json("validate", "verdict")
     assert verdict["passed"] is True and verdict["failure_class"] is None
     assert outcome.read_json("preflight", "report_json")["passed"] is True

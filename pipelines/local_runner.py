@@ -7,16 +7,22 @@ artifact is and, when a task failed, what the failure was (read from that task's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import shutil
+import sys
+import tempfile
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainguard.errors import ConfigError
+from trainguard.pipelines.task_logs import TaskEvent, TaskLogSplitter
 from trainguard.spec import JobSpec
 
-__all__ = ["LocalOutcome", "run_local"]
+__all__ = ["LocalOutcome", "run_local", "TaskEvent"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -31,6 +37,7 @@ class LocalOutcome:
     failed_task: str = ""
     message: str = ""
     outputs: dict = field(default_factory=dict)
+    log_dir: Path | None = None
 
     def artifact(self, task: str, name: str) -> Path | None:
         """The path of ``task``'s output ``name`` in this run, if it was written."""
@@ -76,6 +83,21 @@ class LocalOutcome:
                 return "\n".join(lines)
         return self.message
 
+    def brief(self) -> list[str]:
+        """A few lines a person reads: the outcome, and on failure the class, evidence, remedy."""
+        if self.succeeded:
+            return [f"pipeline {self.pipeline}: SUCCEEDED"]
+        lines = [f"pipeline {self.pipeline}: FAILED at task '{self.failed_task}'"]
+        if self.failed_task == "validate":
+            verdict = self.read_json("validate", "verdict") or {}
+            fails = [f for f in verdict.get("findings", []) if f.get("severity") == "fail"]
+            if fails:
+                return lines + [f"  class:    {verdict.get('failure_class')}",
+                                f"  evidence: {fails[0].get('message')}",
+                                f"  remedy:   {fails[0].get('remedy')}"]
+        detail = [line for line in self.failure_detail().splitlines() if line.strip()]
+        return lines + [f"  {line.strip()}" for line in detail[:8]]
+
     def summary(self) -> str:
         """What a person reads at the end of the run."""
         head = (f"pipeline {self.pipeline}: SUCCEEDED" if self.succeeded
@@ -85,16 +107,26 @@ class LocalOutcome:
             lines.append(self.failure_detail())
         if self.run_dir is not None:
             lines.append(f"artifacts: {self.run_dir}")
-            for task_dir in sorted(p for p in self.run_dir.iterdir() if p.is_dir()):
+            for task_dir in sorted(p for p in self.run_dir.iterdir()
+                                   if p.is_dir() and p != self.log_dir):
                 names = sorted(p.name for p in task_dir.iterdir() if not p.name.startswith("."))
                 lines.append(f"  {task_dir.name}/: {', '.join(names)}")
+        if self.log_dir is not None:
+            lines.append(f"task logs: {self.log_dir}/ "
+                         f"({', '.join(sorted(p.name for p in self.log_dir.glob('*.log')))})")
         return "\n".join(lines)
 
 
 def run_local(pipeline: str, spec: JobSpec, *, backend: str = "local",
               pipeline_root: str = "./.tg-local", preempt_after: str = "",
+              on_event: Callable[[TaskEvent], None] | None = None,
               **parameters) -> LocalOutcome:
     """Runs ``guarded_training`` or ``preflight_only`` on ``spec`` in the KFP local runner.
+
+    With ``on_event`` set, the runner's output (its log lines, each component's streamed output,
+    the executor JSON) goes to one log file per task under ``<run>/logs/`` instead of the
+    terminal, and ``on_event`` hears each task start and end; without it, everything is printed
+    as the runner prints it.
 
     Raises:
         ConfigError: an unknown pipeline name.
@@ -120,7 +152,8 @@ def run_local(pipeline: str, spec: JobSpec, *, backend: str = "local",
     func = PIPELINES[pipeline]
     before = set(root.iterdir())
     succeeded, failed_task, message, outputs = True, "", "", {}
-    with warnings.catch_warnings():
+    staging = Path(tempfile.mkdtemp(prefix=".logs-", dir=root)) if on_event else None
+    with warnings.catch_warnings(), _captured(staging, on_event) as splitter:
         # The local runner warns about any base image without "python" in its name.
         warnings.filterwarnings("ignore", message=".*non-Python base image.*")
         try:
@@ -132,7 +165,35 @@ def run_local(pipeline: str, spec: JobSpec, *, backend: str = "local",
             if m is None:
                 raise
             succeeded, failed_task = False, m.group(1)
-    new = sorted((p for p in root.iterdir() if p not in before and p.is_dir()),
+    new = sorted((p for p in root.iterdir() if p not in before and p.is_dir() and p != staging),
                  key=lambda p: p.stat().st_mtime)
     run_dir = new[-1] if new else None
-    return LocalOutcome(pipeline, succeeded, run_dir, failed_task, message, outputs)
+    log_dir = _keep_logs(staging, run_dir) if splitter is not None else None
+    return LocalOutcome(pipeline, succeeded, run_dir, failed_task, message, outputs, log_dir)
+
+
+@contextlib.contextmanager
+def _captured(directory: Path | None, on_event: Callable[[TaskEvent], None] | None):
+    """sys.stdout → one log file per task, while the runner runs (nothing when not asked)."""
+    if directory is None or on_event is None:
+        yield None
+        return
+    splitter = TaskLogSplitter(directory, on_event)
+    previous = sys.stdout
+    sys.stdout = splitter
+    try:
+        yield splitter
+    finally:
+        sys.stdout = previous
+        splitter.close()
+
+
+def _keep_logs(staging: Path | None, run_dir: Path | None) -> Path | None:
+    """Moves the task logs into the run's directory (beside its artifacts)."""
+    if staging is None:
+        return None
+    if run_dir is None:
+        return staging
+    target = run_dir / "logs"
+    shutil.move(str(staging), str(target))
+    return target

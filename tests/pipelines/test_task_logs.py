@@ -1,0 +1,39 @@
+"""The runner's output filed per task, and one line per task start and end for a person."""
+
+from __future__ import annotations
+
+import io
+
+from trainguard.pipelines.task_logs import TaskLogSplitter, TaskReporter
+
+
+def test_each_line_lands_in_the_log_of_the_task_that_printed_it(tmp_path):
+    events = []
+    splitter = TaskLogSplitter(tmp_path, events.append)
+    splitter.write("\x1b[95mRunning pipeline: 'p'\x1b[0m\n")
+    splitter.write("[KFP Executor] Executing task \x1b[96m'preflight'\x1b[0m\n    checking")
+    splitter.write(" quota\n[KFP Executor] Task \x1b[96m'preflight'\x1b[0m finished with status "
+                   "\x1b[92mSUCCESS\x1b[0m\n")
+    splitter.write("Executing task 'train'\nepoch 0 loss 2.3\nTask 'train' finished with status "
+                   "FAILURE\ntrailing without newline")
+    splitter.close()
+    assert [(e.task, e.status) for e in events] == [
+        ("preflight", ""), ("preflight", "SUCCESS"), ("train", ""), ("train", "FAILURE")]
+    assert (tmp_path / "pipeline.log").read_text() == "Running pipeline: 'p'\n"
+    preflight = (tmp_path / "preflight.log").read_text()
+    assert "    checking quota\n" in preflight and "\x1b" not in preflight
+    train = (tmp_path / "train.log").read_text()
+    assert "epoch 0 loss 2.3" in train and train.endswith("trailing without newline\n")
+    assert events[-1].log_path == tmp_path / "train.log"
+
+
+def test_a_log_gets_plain_lines_one_per_start_and_end(tmp_path):
+    out = io.StringIO()
+    report = TaskReporter(out, indent="  ")
+    splitter = TaskLogSplitter(tmp_path, report)
+    splitter.write("Executing task 'validate'\nlots\nof\nexecutor json\n"
+                   "Task 'validate' finished with status FAILURE\n")
+    splitter.close()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "  validate: started"
+    assert lines[1].startswith("  validate: FAILED in ") and len(lines) == 2

@@ -11,7 +11,7 @@ REGISTRY ?=
 COMPONENT_IMAGE = $(if $(REGISTRY),$(REGISTRY)/,)trainguard/components:$(VERSION)
 TRAINER_IMAGE = $(if $(REGISTRY),$(REGISTRY)/,)trainguard/trainer:$(VERSION)
 
-.PHONY: help install test test-long demo compile bench lint images clean
+.PHONY: help install test test-long demo compile bench lint images cloud-images clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  make %-10s %s\n", $$1, $$2}'
@@ -47,12 +47,20 @@ images: ## docker build (and push with REGISTRY=…) the components and trainer 
 	@if ! docker info >/dev/null 2>&1; then \
 	  echo "make images: no Docker engine is reachable (docker info failed)." >&2; \
 	  echo "Run it where a Docker engine runs (it builds containers/components/Dockerfile and" >&2; \
-	  echo "containers/trainer/Dockerfile from the repository root), or build those two Dockerfiles" >&2; \
-	  echo "with Cloud Build and push them to your Artifact Registry." >&2; \
+	  echo "containers/trainer/Dockerfile from the repository root), or build and push both with" >&2; \
+	  echo "Cloud Build: make cloud-images REGISTRY=LOCATION-docker.pkg.dev/PROJECT/REPO" >&2; \
 	  exit 1; fi
 	docker build -f containers/components/Dockerfile -t $(COMPONENT_IMAGE) .
 	docker build -f containers/trainer/Dockerfile -t $(TRAINER_IMAGE) .
 	@if [ -n "$(REGISTRY)" ]; then docker push $(COMPONENT_IMAGE) && docker push $(TRAINER_IMAGE); fi
+
+cloud-images: ## build and push both images with Cloud Build (no Docker engine needed; REGISTRY=…)
+	@if [ -z "$(REGISTRY)" ]; then \
+	  echo "make cloud-images: set REGISTRY, e.g. REGISTRY=us-central1-docker.pkg.dev/my-project/ml" >&2; \
+	  exit 2; fi
+	@command -v gcloud >/dev/null 2>&1 || { echo "make cloud-images: gcloud is not installed;" \
+	  "install the Google Cloud CLI (https://cloud.google.com/sdk/docs/install)" >&2; exit 2; }
+	gcloud builds submit --config cloudbuild.yaml --substitutions=_REGISTRY=$(REGISTRY),_VERSION=$(VERSION) .
 
 clean: ## remove build outputs and local runs
 	rm -rf compiled .tg-local build dist *.egg-info .pytest_cache .ruff_cache

@@ -19,7 +19,9 @@ from google_cloud_pipeline_components.proto import gcp_resources_pb2
 from tests.servers import vertex_jobs
 from tests.servers.vertex_jobs import Scenario, VertexJobsServer
 from trainguard.errors import ConfigError, SpecError, TransientError, UserError
-from trainguard.launch.vertex import LAUNCH_ID_LABEL, VertexBackend, write_gcp_resources
+from trainguard.launch.gcp_resources import write_gcp_resources
+from trainguard.launch.vertex import VertexBackend
+from trainguard.launch.vertex_api import LAUNCH_ID_LABEL
 from trainguard.spec import JobSpec, load_spec, parse_spec
 
 vertex_server = vertex_jobs.vertex_server  # the fixture: a server, with the endpoint override set

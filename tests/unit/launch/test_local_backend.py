@@ -8,8 +8,9 @@ import textwrap
 
 import pytest
 
+from trainguard.durations import parse_durations
 from trainguard.errors import ConfigError
-from trainguard.launch.local import LocalBackend, parse_durations
+from trainguard.launch.local import LocalBackend
 from trainguard.spec import JobSpec, parse_spec
 
 
@@ -85,7 +86,7 @@ def test_preemption_sends_sigterm_then_restarts(tmp_path):
         print("working", flush=True)
         time.sleep(30)
     """)
-    backend = LocalBackend(preempt_after=parse_durations("1s"), grace_s=5)
+    backend = LocalBackend(preempt_after=parse_durations("1s", "--preempt-after"), grace_s=5)
     result = backend.run(spec(["python", worker], str(tmp_path / "b")))
     assert result.succeeded and result.restarts == 1
     assert "got SIGTERM" in result.log_tail and "restarted after preemption" in result.log_tail
@@ -137,17 +138,6 @@ def test_pool_env_reaches_the_worker(tmp_path):
     job = parse_spec(data, project="my-project", region="us-central1")
     result = LocalBackend(output_dir=str(tmp_path / "o")).run(job)
     assert "LR=0.1" in result.log_tail
-
-
-@pytest.mark.parametrize("text,expected", [("20s,1m", [20.0, 60.0]), ("90", [90.0]),
-                                           ("1.5m", [90.0]), ("", [])])
-def test_parse_durations(text, expected):
-    assert parse_durations(text) == expected
-
-
-def test_parse_durations_rejects_garbage():
-    with pytest.raises(ConfigError, match="not a duration"):
-        parse_durations("soon")
 
 
 def test_preemption_can_be_triggered_by_a_log_line(tmp_path):

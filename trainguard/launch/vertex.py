@@ -264,11 +264,14 @@ class VertexBackend:
             return self._result(r, "", "CANCELLED",
                                 f"cancelled by {why} before the job was created")
         r.job = self._cancel(r, why, r.job)
-        if r.job is None or state_name(r.job.state) not in TERMINAL_STATES:
-            r.error = f"cancelled by {why}; the job had not reached CANCELLED yet"
-        else:
-            r.error = f"cancelled by {why}"
-        r.failure_class, r.stopped = "", {}  # the user cancelled: not the guard's, not a class
+        ended = r.job is not None and state_name(r.job.state) in TERMINAL_STATES
+        if r.stopped:  # the guard had already asked for the stop: that stays the reason
+            r.error = f"{r.error}; then {why} came" if ended else \
+                f"{r.error}; then {why} came before the job reached CANCELLED"
+            return None
+        r.error = f"cancelled by {why}" if ended else \
+            f"cancelled by {why}; the job had not reached CANCELLED yet"
+        r.failure_class = ""  # the user cancelled: not a failure class of the job
         return None
 
     def _finish(self, r: _Run) -> TrainResult:
@@ -506,7 +509,9 @@ class VertexBackend:
                               "finishes the cancellation on its own")
                     return job
                 self.sleep(min(backoff(), remaining))
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Terminated):
+            # The cancel request is in: a SIGTERM now (KFP's grace period running out) only
+            # ends the wait; Vertex finishes the cancellation on its own.
             self._say("stopped waiting for the cancellation")
             return job
 

@@ -312,8 +312,8 @@ class LocalBackend:
         self._restart(r)
         return True
 
-    def _on_failure(self, r: _LocalRun, codes: dict[str, int | None],
-                    failed: dict[str, int | None]) -> None:
+    def _on_failure(self, r: _LocalRun, codes: Mapping[str, int | None],
+                    failed: Mapping[str, int | None]) -> None:
         name, code = next(iter(failed.items()))
         status = _status(code or 0)
         r.exit_codes = {n: _status(c) for n, c in codes.items() if c is not None}

@@ -159,10 +159,13 @@ class VertexBackend:
         return (spec.base_output_dir or self.output_dir).rstrip("/")
 
     def history_path(self, spec: JobSpec) -> str:
-        """Where the job writes its history: ``extra_env``'s ``TRAINGUARD_HISTORY``, else
-        ``<base>/history.jsonl`` ('' without a base)."""
+        """Where the chief writes its history: its pool's own ``TRAINGUARD_HISTORY``, else
+        ``extra_env``'s, else ``<base>/history.jsonl`` ('' without any)."""
         base = self.base_dir(spec)
-        return str(self.extra_env.get(HISTORY_ENV) or (f"{base}/{HISTORY_FILENAME}" if base else ""))
+        pools = spec.pools
+        own = pools[0].env.get(HISTORY_ENV, "") if pools else ""
+        return str(own or self.extra_env.get(HISTORY_ENV)
+                   or (f"{base}/{HISTORY_FILENAME}" if base else ""))
 
     def build_job(self, spec: JobSpec, launch_id: str = ""):
         """The ``aiplatform_v1.CustomJob`` to create: the spec plus env, labels and base dir."""

@@ -184,7 +184,7 @@ def _why(exc: BaseException, project: str, timeout_s: float) -> str:
     if isinstance(exc, _OutOfTime):
         return f"reading took longer than {timeout_s:g} s"
     if isinstance(exc, gexc.GoogleAPICallError):
-        code = getattr(exc, "code", None)
+        code = int(getattr(exc, "code", None) or 0)
         return {
             401: "HTTP 401, the credentials were not accepted",
             403: f"HTTP 403, the caller may not list log entries in project {project}",

@@ -145,3 +145,13 @@ def test_backoff_grows_to_the_cap_and_resets():
 def test_bad_options_are_config_errors(kw):
     with pytest.raises(ConfigError):
         VertexBackend(**kw)
+
+
+def test_the_history_path_is_what_the_chief_is_told():
+    assert VertexBackend().history_path(spec()) == "gs://b/run/history.jsonl"
+    assert VertexBackend(extra_env={"TRAINGUARD_HISTORY": "gs://b/x.jsonl"}).history_path(spec()) \
+        == "gs://b/x.jsonl"
+    own = spec(env={"TRAINGUARD_HISTORY": "gs://b/own.jsonl"})
+    assert VertexBackend(extra_env={"TRAINGUARD_HISTORY": "gs://b/x.jsonl"}).history_path(own) \
+        == "gs://b/own.jsonl"
+    assert VertexBackend().history_path(spec(base_output_dir=None)) == ""

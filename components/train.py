@@ -21,6 +21,7 @@ def train(
     backend: str = "vertex",
     output_dir: str = "",
     preempt_after: str = "",
+    max_queued: str = "",
 ):
     """Launches the training job, waits for it, cancels it with the pipeline, classifies failures.
 
@@ -36,10 +37,12 @@ def train(
         backend: ``vertex`` or ``local``.
         output_dir: base output directory when the spec has no baseOutputDirectory.
         preempt_after: local backend only: inject preemptions (``20s,45s``).
+        max_queued: Vertex only: cancel a job still QUEUED after this long (``45m``, seconds;
+            ``0`` waits forever); empty: 30 min, or a FLEX_START job's maxWaitDuration + 15 min.
     """
     from trainguard.stages import train_stage
 
     train_stage(job_spec, project=project, region=region, display_name=display_name,
                 backend=backend, output_dir=output_dir, preempt_after=preempt_after,
                 gcp_resources_path=gcp_resources, model=model, history=history,
-                diagnosis_path=diagnosis.path)
+                diagnosis_path=diagnosis.path, max_queued=max_queued)

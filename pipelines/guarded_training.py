@@ -21,6 +21,7 @@ def guarded_training(
     preflight_fail_on: str = "fail",
     preflight_skip: str = "",
     preempt_after: str = "",
+    max_queued: str = "",
     train_metric: str = "",
     val_metric: str = "",
     validate_fail_on: str = "",
@@ -38,6 +39,8 @@ def guarded_training(
         preflight_fail_on: ``fail``, ``unknown`` or ``warn``.
         preflight_skip: comma-separated preflight check families to skip.
         preempt_after: local backend only: inject preemptions (``20s,45s``).
+        max_queued: Vertex only: cancel a job still QUEUED after this long (``45m``; ``0`` waits
+            forever); empty: 30 min, or a FLEX_START job's maxWaitDuration + 15 min.
         train_metric: training-loss series name (detected when empty).
         val_metric: validation-loss series name (detected when empty).
         validate_fail_on: failure classes that fail validation (defaults when empty).
@@ -52,7 +55,8 @@ def guarded_training(
     checked.set_caching_options(False)
     checked.set_display_name("preflight")
     trained = train(job_spec=job_spec, project=project, region=region, display_name=display_name,
-                    backend=backend, output_dir=output_dir, preempt_after=preempt_after)
+                    backend=backend, output_dir=output_dir, preempt_after=preempt_after,
+                    max_queued=max_queued)
     trained.after(checked)
     trained.set_caching_options(False)
     trained.set_display_name("train")

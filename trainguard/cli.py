@@ -133,6 +133,9 @@ def train(
     preempt_after: Annotated[str, typer.Option(help="local: inject preemptions, e.g. 20s,45s")]
     = "",
     gcp_resources: Annotated[Path | None, typer.Option(help="vertex: gcp_resources file")] = None,
+    max_queued: Annotated[str, typer.Option(
+        "--max-queued", help="vertex: cancel a job still QUEUED after this long (90, 20s, 45m, 2h;"
+        " 0 waits forever). Default: 30m; FLEX_START: its maxWaitDuration + 15m")] = "",
     json_path: JsonOut = None,
 ):
     """Run the training job (locally with Vertex's environment, or on Vertex AI)."""
@@ -144,7 +147,7 @@ def train(
                              backend="local" if local else "vertex", output_dir=output_dir,
                              preempt_after=preempt_after,
                              gcp_resources_path=str(gcp_resources) if gcp_resources else None,
-                             stream=sys.stdout)
+                             stream=sys.stdout, max_queued=max_queued)
     except TrainingFailed as exc:
         data = exc.result.to_dict() if exc.result is not None else {}
         if exc.diagnosis is not None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from trainguard.errors import ConfigError, PreflightFailed, TrainingFailed, ValidationFailed
-from trainguard.launch.base import TrainResult, diagnose
+from trainguard.launch.base import TrainResult, Watcher, diagnose_result
 from trainguard.preflight import Report, run_preflight
 from trainguard.runtime.storage import store_for
 from trainguard.spec import JobSpec, load_spec, parse_spec
@@ -108,20 +108,15 @@ def preflight_stage(
 
 
 def _backend(name: str, *, output_dir: str, preempt_after: str, gcp_resources_path: str | None,
-             stream: TextIO | None, extra_env: Mapping[str, str]):
-    if name == "local":
-        from trainguard.launch.local import LocalBackend, parse_durations
+             stream: TextIO | None, extra_env: Mapping[str, str], max_queued: str | float = ""):
+    from trainguard.durations import parse_durations
+    from trainguard.launch.backends import LaunchOptions, make_backend
+    from trainguard.launch.queueing import parse_max_queued
 
-        return LocalBackend(output_dir=output_dir, preempt_after=parse_durations(preempt_after),
-                            stream=stream, extra_env=dict(extra_env))
-    if name == "vertex":
-        if preempt_after:
-            raise ConfigError("--preempt-after injects preemptions into local runs only")
-        from trainguard.launch.vertex import VertexBackend
-
-        return VertexBackend(gcp_resources_path=gcp_resources_path, stream=stream,
-                             extra_env=dict(extra_env))
-    raise ConfigError(f"unknown backend {name!r}; use local or vertex")
+    return make_backend(name, LaunchOptions(
+        output_dir=output_dir, preempt_after=tuple(parse_durations(preempt_after, "--preempt-after")),
+        gcp_resources_path=gcp_resources_path, max_queued_s=parse_max_queued(max_queued),
+        stream=stream, extra_env=dict(extra_env)))
 
 
 def train_stage(
@@ -139,12 +134,16 @@ def train_stage(
     diagnosis_path: str | None = None,
     result_path: str | None = None,
     stream: TextIO | None = sys.stdout,
+    max_queued: str | float = "",
+    watcher: Watcher | None = None,
 ) -> TrainResult:
     """Runs the training job to a terminal state and publishes its outputs.
 
     For the local backend with a ``model`` artifact and no output directory, the job's base
     directory is the artifact's parent, so ``AIP_MODEL_DIR`` *is* the artifact. For Vertex, the
     artifact's URI is set to the job's ``<base>/model/``. The history is copied into ``history``.
+    ``max_queued`` (Vertex: ``45m``, seconds, 0 = wait forever; '' follows the scheduling strategy)
+    is the queue limit; ``watcher`` is the in-flight guard the backend calls between polls.
 
     Raises:
         TrainingFailed: the job did not succeed; ``diagnosis`` names the failure class.
@@ -160,8 +159,9 @@ def train_stage(
         data["jobSpec"]["baseOutputDirectory"] = {"outputUriPrefix": output_dir}
         spec = parse_spec(data, project=project, region=region, display_name=spec.display_name)
     runner = _backend(backend, output_dir=output_dir, preempt_after=preempt_after,
-                      gcp_resources_path=gcp_resources_path, stream=stream, extra_env={})
-    result = runner.run(spec)
+                      gcp_resources_path=gcp_resources_path, stream=stream, extra_env={},
+                      max_queued=max_queued)
+    result = runner.run(spec, watcher=watcher)
     _write(result_path, json.dumps(result.to_dict(), indent=2))
     if model is not None:
         if backend == "local" and Path(result.model_dir) != Path(model.path):
@@ -173,7 +173,7 @@ def train_stage(
     if history is not None:
         _publish_history(result.history_path, history.path)
     if not result.succeeded:
-        diagnosis = diagnose("\n".join(filter(None, [result.error, result.log_tail])))
+        diagnosis = diagnose_result(result)
         if diagnosis is not None:
             _write(diagnosis_path, diagnosis.to_markdown())
             detail = f" [{diagnosis.failure_class}] {diagnosis.remedy}"

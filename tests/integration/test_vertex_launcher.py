@@ -16,10 +16,14 @@ from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 from google_cloud_pipeline_components.proto import gcp_resources_pb2
 
+from tests.fuzz.contract import assert_contract, run_cli
 from tests.servers import vertex_jobs
 from tests.servers.vertex_jobs import Scenario, VertexJobsServer
 from trainguard.errors import ConfigError, SpecError, TransientError, UserError
-from trainguard.launch.vertex import LAUNCH_ID_LABEL, VertexBackend, write_gcp_resources
+from trainguard.launch.base import RunningJob, Stop, diagnose_result
+from trainguard.launch.gcp_resources import write_gcp_resources
+from trainguard.launch.vertex import VertexBackend
+from trainguard.launch.vertex_api import LAUNCH_ID_LABEL
 from trainguard.spec import JobSpec, load_spec, parse_spec
 
 vertex_server = vertex_jobs.vertex_server  # the fixture: a server, with the endpoint override set
@@ -523,3 +527,279 @@ def test_429_on_create_is_retried_without_a_lookup(vertex_server, fake_time):
     assert backend(fake_time).run(a100_spec()).succeeded
     assert len(vertex_server.calls("create")) == 2
     assert vertex_server.calls("list") == []
+
+
+# --- the queue limit follows the strategy (Flex-start) -------------------------------------------
+
+
+def flex_spec(max_wait: str | None = None) -> JobSpec:
+    scheduling = {"strategy": "FLEX_START"}
+    if max_wait is not None:
+        scheduling["maxWaitDuration"] = max_wait
+    return parse_spec({
+        "workerPoolSpecs": [{"machineSpec": {"machineType": "a3-highgpu-8g",
+                                             "acceleratorType": "NVIDIA_H100_80GB",
+                                             "acceleratorCount": 8},
+                             "replicaCount": 1,
+                             "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/trainer:1"}}],
+        "scheduling": scheduling,
+        "baseOutputDirectory": {"outputUriPrefix": "gs://bucket/runs/flex"}},
+        project=PROJECT, region=REGION, display_name="flex")
+
+
+def test_a_flex_start_wait_longer_than_30_minutes_is_not_cancelled(vertex_server, fake_time):
+    vertex_server.clock = fake_time.clock  # the server's Flex-start wait runs on the same clock
+    vertex_server.script(Scenario.waits_for_capacity(capacity_after_s=3 * 3600))
+    result = backend(fake_time, poll_max_s=600).run(flex_spec())
+    assert result.succeeded
+    assert vertex_server.calls("cancel") == []
+    job_id = only_job_id(vertex_server)
+    assert vertex_server.states_seen(job_id) == ["QUEUED", "PENDING", "RUNNING", "SUCCEEDED"]
+    assert fake_time.now - 1000 >= 3 * 3600  # it waited its 3 h for capacity
+    sent = vertex_server.calls("create")[0].body["jobSpec"]["scheduling"]
+    assert sent == {"strategy": FLEX_START}  # Vertex's own default wait (24 h) applies
+
+
+def test_a_flex_start_wait_is_cancelled_after_max_wait_duration_and_margin_as_capacity(
+        vertex_server, fake_time):
+    vertex_server.clock = fake_time.clock
+    # A Vertex that does not end the wait itself: trainguard's margin is the backstop.
+    vertex_server.script(Scenario.waits_for_capacity(expired_state=None))
+    out = io.StringIO()
+    result = backend(fake_time, poll_max_s=600, stream=out).run(flex_spec("3600s"))
+    assert result.state == "CANCELLED"
+    assert result.failure_class == "capacity"
+    assert result.error.startswith("Flex-start (DWS) found no free accelerators in us-central1 "
+                                   "within maxWaitDuration 1h + 15m margin")
+    assert len(vertex_server.calls("cancel")) == 1
+    assert vertex_server.state_of(only_job_id(vertex_server)) == "CANCELLED"
+    assert 3600 + 900 <= fake_time.now - 1000 <= 3600 + 900 + 60
+    assert "cancelling the job if it is still QUEUED after maxWaitDuration 1h + 15m margin" in \
+        out.getvalue()
+    assert diagnose_result(result).failure_class == "capacity"
+
+
+@pytest.mark.parametrize("ended", ["FAILED", "EXPIRED"])
+def test_vertex_ending_a_flex_start_wait_is_named_capacity(vertex_server, fake_time, ended):
+    vertex_server.clock = fake_time.clock
+    vertex_server.script(Scenario.waits_for_capacity(expired_state=ended))
+    result = backend(fake_time, poll_max_s=300).run(flex_spec("1800s"))
+    assert result.state == ended
+    assert result.failure_class == "capacity"
+    assert "Vertex ended the wait" in result.error and "not quota" in result.error
+    assert vertex_server.calls("cancel") == []  # Vertex ended it: nothing to cancel
+    diagnosis = diagnose_result(result)
+    assert diagnosis.failure_class == "capacity"
+    assert "maxWaitDuration" in diagnosis.remedy
+
+
+def test_a_flex_start_job_that_fails_after_it_ran_is_not_a_capacity_problem(vertex_server,
+                                                                            fake_time):
+    vertex_server.clock = fake_time.clock
+    scenario = Scenario.waits_for_capacity(capacity_after_s=7200)
+    scenario.final, scenario.error_message = "FAILED", "The replica workerpool0-0 exited with a " \
+        "non-zero status of 1."
+    vertex_server.script(scenario)
+    result = backend(fake_time, poll_max_s=600, log_tail_lines=0).run(flex_spec())
+    assert result.state == "FAILED" and result.failure_class == ""
+
+
+def test_max_wait_duration_zero_waits_as_long_as_it_takes(vertex_server, fake_time):
+    vertex_server.clock = fake_time.clock
+    vertex_server.script(Scenario.waits_for_capacity(capacity_after_s=72 * 3600))
+    out = io.StringIO()
+    result = backend(fake_time, poll_max_s=3600, stream=out).run(flex_spec("0s"))
+    assert result.succeeded
+    assert vertex_server.calls("cancel") == []
+    assert "never cancelled for waiting" in out.getvalue()
+
+
+def test_max_queued_overrides_a_flex_start_wait_and_it_is_still_capacity(vertex_server, fake_time):
+    vertex_server.clock = fake_time.clock
+    vertex_server.script(Scenario.waits_for_capacity())
+    result = backend(fake_time, max_queued_s=45 * 60).run(flex_spec())
+    assert result.state == "CANCELLED" and result.failure_class == "capacity"
+    assert "within the --max-queued limit of 45m" in result.error
+    assert 2700 <= fake_time.now - 1000 <= 2700 + 25
+
+
+def test_a_standard_job_queued_too_long_stays_quota(vertex_server, fake_time):
+    vertex_server.script(Scenario.stuck_queued())
+    result = backend(fake_time).run(a100_spec(spot=False))
+    assert result.state == "CANCELLED" and result.failure_class == "quota"
+    assert result.error.startswith("stayed QUEUED for 1800 s")
+    assert 1800 <= fake_time.now - 1000 <= 1800 + 25  # the 30 min default
+    assert diagnose_result(result).failure_class == "quota"
+
+
+# --- the in-flight watcher ----------------------------------------------------------------------
+
+
+class ScriptedWatcher:
+    """Records what it is shown; answers a Stop at the ``stop_at``-th poll of a RUNNING job."""
+
+    def __init__(self, server: VertexJobsServer, stop_at: int | None = None,
+                 stop: Stop | None = None) -> None:
+        self.server = server
+        self.stop_at = stop_at
+        self.stop = stop or Stop("divergence", "val_loss 4.1e7 at step 300 (best 0.41 at step 120)",
+                                 "lower the learning rate", details={"step": 300})
+        self.seen: list[RunningJob] = []
+        self.gets_at_stop: int | None = None
+
+    def poll(self, job: RunningJob) -> Stop | None:
+        self.seen.append(job)
+        running = [j for j in self.seen if j.state == "RUNNING"]
+        if job.state == "RUNNING" and len(running) == self.stop_at:
+            self.gets_at_stop = len(self.server.calls("get"))
+            return self.stop
+        return None
+
+
+def test_a_stop_cancels_the_job_within_two_polls_and_says_why(vertex_server, fake_time):
+    vertex_server.script(Scenario.runs_forever())
+    watcher = ScriptedWatcher(vertex_server, stop_at=3)
+    out = io.StringIO()
+    result = backend(fake_time, stream=out).run(a100_spec(), watcher=watcher)
+
+    assert result.state == "CANCELLED"
+    assert result.stopped == watcher.stop.to_dict()
+    assert result.failure_class == "divergence"
+    assert result.error.startswith("stopped by the trainguard guard [divergence]: val_loss 4.1e7")
+    (cancel,) = vertex_server.calls("cancel")
+    requests = vertex_server.requests
+    gets_before_cancel = sum(1 for r in requests[:requests.index(cancel)] if r.verb == "get")
+    assert gets_before_cancel - watcher.gets_at_stop <= 2  # within two polls (here: none)
+    assert vertex_server.states_seen(only_job_id(vertex_server))[-2:] == ["CANCELLING", "CANCELLED"]
+    assert "in-flight guard asked to stop it [divergence]" in out.getvalue()
+    diagnosis = diagnose_result(result)
+    assert (diagnosis.failure_class, diagnosis.remedy) == ("divergence", "lower the learning rate")
+
+
+def test_the_watcher_sees_every_poll_of_the_job_until_it_ends(vertex_server, fake_time):
+    vertex_server.script(Scenario.succeeds(queued=2, pending=1, running=3))
+    watcher = ScriptedWatcher(vertex_server)
+    result = backend(fake_time).run(a100_spec(), watcher=watcher)
+    assert result.succeeded and result.stopped == {} and vertex_server.calls("cancel") == []
+    # Once per answer while the job had not ended: the create's, then each get's.
+    assert [j.state for j in watcher.seen] == ["QUEUED", "QUEUED", "PENDING", "RUNNING", "RUNNING",
+                                               "RUNNING"]
+    job = watcher.seen[-1]
+    assert job.job_name == result.job_name
+    assert job.base_output_dir == "gs://bucket/runs/r1"
+    assert job.history_path == "gs://bucket/runs/r1/history.jsonl"
+    assert job.tensorboard_dir == "gs://bucket/runs/r1/logs/"
+    assert all(j.elapsed_s == 0 for j in watcher.seen if j.state != "RUNNING")
+    running = [j.elapsed_s for j in watcher.seen if j.state == "RUNNING"]
+    assert running[0] < 1 and running == sorted(running) and running[-1] > running[0]
+
+
+def test_with_a_watcher_a_running_job_is_polled_at_least_every_watch_interval(vertex_server,
+                                                                             fake_time):
+    vertex_server.script(Scenario((("RUNNING", 40),), "SUCCEEDED"))
+    backend(fake_time, watch_interval_s=10).run(a100_spec(), watcher=ScriptedWatcher(vertex_server))
+    assert max(fake_time.sleeps) == 10
+    fake_time.sleeps.clear()
+    vertex_server.script(Scenario((("RUNNING", 40),), "SUCCEEDED"))
+    backend(fake_time, watch_interval_s=10).run(a100_spec())
+    assert max(fake_time.sleeps) == 60  # unguarded, the backoff grows to poll_max_s
+
+
+def test_a_watcher_that_raises_is_reported_once_and_the_job_runs_on(vertex_server, fake_time):
+    vertex_server.script(Scenario.succeeds(running=5))
+
+    class Broken:
+        calls = 0
+
+        def poll(self, job):
+            Broken.calls += 1
+            raise KeyError("val_loss")
+
+    out = io.StringIO()
+    result = backend(fake_time, stream=out).run(a100_spec(), watcher=Broken())
+    assert result.succeeded and result.stopped == {} and result.failure_class == ""
+    assert Broken.calls == 1
+    assert vertex_server.calls("cancel") == []
+    lines = [line for line in out.getvalue().splitlines() if "stopped guarding" in line]
+    assert lines == ["[trainguard] the in-flight guard stopped guarding (KeyError: 'val_loss'); "
+                     "the job runs on unguarded and validate still judges its history afterwards"]
+
+
+def test_an_overfit_early_stop_is_recorded_as_a_success_finding(vertex_server, fake_time):
+    vertex_server.script(Scenario.runs_forever())
+    stop = Stop("overfit", "val_loss rose for 5 evaluations after step 800", "keep the best model",
+                success=True)
+    result = backend(fake_time).run(a100_spec(), watcher=ScriptedWatcher(vertex_server, 1, stop))
+    assert result.state == "CANCELLED"
+    assert result.stopped["success"] is True
+    assert result.error.startswith("ended early by the trainguard guard [overfit]")
+
+
+def test_sigterm_while_waiting_for_a_guard_cancel_keeps_the_guards_reason(vertex_server,
+                                                                          fake_time):
+    scenario = Scenario.runs_forever()
+    scenario.cancelling_gets = 10
+    vertex_server.script(scenario)
+    fake_time.hook = lambda: (signal.raise_signal(signal.SIGTERM)
+                              if vertex_server.calls("cancel") else None)
+    result = backend(fake_time).run(a100_spec(), watcher=ScriptedWatcher(vertex_server, 1))
+    assert len(vertex_server.calls("cancel")) == 1  # asked once; the SIGTERM only ends the wait
+    assert result.state == "CANCELLING"
+    assert result.failure_class == "divergence" and result.stopped["failure_class"] == "divergence"
+    assert result.error.startswith("stopped by the trainguard guard [divergence]")
+
+
+# --- what is echoed of the job's text ----------------------------------------------------------
+
+
+def test_a_token_in_the_jobs_error_is_redacted_everywhere(vertex_server, fake_time):
+    secret = "ya29.a0AfH6SMBx-secret-token-value"
+    vertex_server.script(Scenario.fails(f"Failed to fetch https://storage.googleapis.com/b/o?"
+                                        f"X-Goog-Signature=abc123def&access_token={secret}: 403 "
+                                        + "x" * 50_000))
+    out = io.StringIO()
+    result = backend(fake_time, stream=out, log_tail_lines=0).run(a100_spec())
+    assert result.state == "FAILED"
+    assert secret not in result.error and "abc123def" not in result.error
+    assert "[REDACTED]" in result.error
+    assert len(result.error) <= 4_000
+    assert secret not in out.getvalue()
+
+
+# --- trainguard train --max-queued, end to end (real time: the limit is 1 s) ------------------
+
+
+def write_spec(tmp_path: Path, strategy: str) -> Path:
+    path = tmp_path / f"{strategy.lower()}.yaml"
+    path.write_text(
+        "workerPoolSpecs:\n"
+        "  - machineSpec: {machineType: a2-highgpu-1g, acceleratorType: NVIDIA_TESLA_A100, "
+        "acceleratorCount: 1}\n"
+        "    replicaCount: 1\n"
+        "    containerSpec: {imageUri: us-docker.pkg.dev/my-project/t/trainer:1}\n"
+        f"scheduling: {{strategy: {strategy}}}\n"
+        "baseOutputDirectory: {outputUriPrefix: gs://bucket/runs/cli}\n")
+    return path
+
+
+@pytest.mark.parametrize("strategy, cls", [("STANDARD", "quota"), ("FLEX_START", "capacity")])
+def test_train_max_queued_cancels_a_waiting_job_and_names_the_class(vertex_server, tmp_path,
+                                                                   strategy, cls):
+    vertex_server.script(Scenario.waits_for_capacity() if strategy == "FLEX_START"
+                         else Scenario.stuck_queued())
+    outcome = run_cli("train", write_spec(tmp_path, strategy), "--vertex", "--project", PROJECT,
+                      "--region", REGION, "--max-queued", "1s", "--json", tmp_path / "r.json")
+    assert_contract(outcome, max_seconds=60, allowed=(1,))
+    assert f"class:    {cls}" in outcome.output
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["state"] == "CANCELLED" and data["failure_class"] == cls
+    assert data["diagnosis"]["failure_class"] == cls
+    assert len(vertex_server.calls("cancel")) == 1
+
+
+def test_train_rejects_a_max_queued_that_is_not_a_duration(vertex_server, tmp_path):
+    outcome = run_cli("train", write_spec(tmp_path, "STANDARD"), "--vertex", "--project", PROJECT,
+                      "--region", REGION, "--max-queued", "soon")
+    assert_contract(outcome, allowed=(2,))
+    assert "--max-queued: 'soon' is not a duration" in outcome.output
+    assert vertex_server.requests == []

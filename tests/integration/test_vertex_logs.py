@@ -271,3 +271,18 @@ def test_log_tail_lines_zero_reads_no_logs(vertex_server, logging_server):
     result = backend(log_tail_lines=0).run(a100_spec())
     assert result.state == "FAILED" and result.log_tail == ""
     assert logging_server.list_calls() == []
+
+
+def test_a_token_in_the_jobs_logs_is_redacted_and_the_tail_is_bounded(vertex_server,
+                                                                      logging_server):
+    secret = "ya29.a0AfH6SMB-log-secret-value"
+    vertex_server.script(Scenario.fails(EXIT_1))
+    logs_once(logging_server, vertex_server, [
+        f"requests.exceptions.HTTPError: 401 for url: https://example.com/api?access_token={secret}",
+        f"Authorization: Bearer {secret}", "y" * 300_000, *CUDA_OOM])
+    out = io.StringIO()
+    result = backend(stream=out).run(a100_spec())
+    assert secret not in result.log_tail and secret not in out.getvalue()
+    assert "[REDACTED]" in result.log_tail
+    assert len(result.log_tail) <= 32_000
+    assert diagnose(result.error + "\n" + result.log_tail).failure_class == "device_oom"

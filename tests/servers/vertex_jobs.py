@@ -16,6 +16,10 @@ int64 as strings, RFC 3339 timestamps, and integer enums when the client asks fo
 
 Each created job follows a :class:`Scenario`: a list of (state, GETs) steps and a final state. A job
 advances one step per GET of that job, so tests that inject a fake sleep are deterministic and fast.
+A Flex-start (``FLEX_START``) job made with :meth:`Scenario.waits_for_capacity` instead waits in
+QUEUED by the server's :attr:`VertexJobsServer.clock` (share the test's fake clock): until capacity
+comes, or until its own ``scheduling.maxWaitDuration`` runs out (default 24 h; ``0s`` waits forever),
+as the Dynamic Workload Scheduler docs describe; then it moves on one step per GET.
 A cancelled job goes CANCELLING → CANCELLED (``error: {code: 1, message: "CANCELED"}``). Faults are
 injected with :meth:`VertexJobsServer.fail_next` (an error status for the next N matching requests)
 and :meth:`VertexJobsServer.drop_next` (close the connection without answering). Every request is
@@ -31,7 +35,8 @@ import os
 import re
 import socket
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
@@ -78,6 +83,7 @@ _PATH = re.compile(
     r"^/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/customJobs"
     r"(?:/(?P<id>[^/:]+))?(?::(?P<verb>[a-zA-Z]+))?$")
 _FOREVER = 10**9
+FLEX_DEFAULT_WAIT_S = 24 * 3600.0  # Scheduling.max_wait_duration's documented default
 
 
 @dataclass
@@ -89,6 +95,11 @@ class Scenario:
 
     ``final=None`` keeps the job in its last step forever (a quota-short job stuck in QUEUED).
     ``error_code``/``error_message`` are the job's ``error`` when it ends FAILED.
+
+    With ``flex=True`` the job first waits in QUEUED for capacity by the server's clock:
+    ``capacity_after_s`` after its creation (None: capacity never comes), then follows ``steps``.
+    If its ``maxWaitDuration`` runs out first, it ends in ``expired_state`` (the docs say the wait
+    ends, not in which state; None stands for a Vertex that never ends it).
     """
 
     steps: Sequence[tuple[str, int]] = (("QUEUED", 1), ("PENDING", 1), ("RUNNING", 2))
@@ -96,6 +107,9 @@ class Scenario:
     error_message: str = ""
     error_code: int = 3
     cancelling_gets: int = 1
+    flex: bool = False
+    capacity_after_s: float | None = None
+    expired_state: str | None = "FAILED"
 
     def __post_init__(self) -> None:
         for state, _ in self.steps:
@@ -119,6 +133,16 @@ class Scenario:
     def stuck_queued(cls) -> Scenario:
         """Stays QUEUED (what Vertex does with a job the project has no accelerator quota for)."""
         return cls((("QUEUED", _FOREVER),), None)
+
+    @classmethod
+    def waits_for_capacity(cls, capacity_after_s: float | None = None, running: int = 2,
+                           expired_state: str | None = "FAILED",
+                           error_message: str = "") -> Scenario:
+        """A Flex-start job: QUEUED until capacity comes (by the server's clock), then PENDING →
+        RUNNING → SUCCEEDED; ended in ``expired_state`` when its maxWaitDuration runs out first."""
+        return cls((("PENDING", 1), ("RUNNING", running)), "SUCCEEDED", flex=True,
+                   capacity_after_s=capacity_after_s, expired_state=expired_state,
+                   error_message=error_message)
 
     @classmethod
     def runs_forever(cls) -> Scenario:
@@ -167,6 +191,8 @@ class _Job:
     cancelling_seen: int = 0
     state: str = ""
     history: list[str] = field(default_factory=list)
+    created_at: float = 0.0  # on the server's clock
+    has_capacity: bool = False
 
 
 def _now() -> datetime:
@@ -189,11 +215,14 @@ class VertexJobsServer(LoopbackServer):
         project_number: used in the resource names the server returns.
         requests: every request received, in order.
         default_scenario: for jobs created when no scenario is queued with :meth:`script`.
+        clock: monotonic seconds, for Flex-start waits (tests set their fake clock here).
     """
 
     def __init__(self, project_number: str = "123456789012",
-                 default_scenario: Scenario | None = None) -> None:
+                 default_scenario: Scenario | None = None,
+                 clock: Callable[[], float] | None = None) -> None:
         self.project_number = project_number
+        self.clock = clock or time.monotonic
         self.default_scenario = default_scenario or Scenario.succeeds()
         self.requests: list[RecordedRequest] = []
         self._jobs: dict[str, _Job] = {}
@@ -283,9 +312,9 @@ class VertexJobsServer(LoopbackServer):
                 if pool.machine_spec.machine_type and not pool.disk_spec.boot_disk_type:
                     pool.disk_spec.boot_disk_type = "pd-ssd"
                     pool.disk_spec.boot_disk_size_gb = 100
-            entry = _Job(job, scenario)
+            entry = _Job(job, scenario, created_at=self.clock())
             self._jobs[job_id] = entry
-            self._set_state(entry, self._scheduled_state(entry))
+            self._set_state(entry, "QUEUED" if scenario.flex else self._scheduled_state(entry))
             return job.name
 
     @staticmethod
@@ -329,8 +358,25 @@ class VertexJobsServer(LoopbackServer):
             if entry.cancelling_seen > entry.scenario.cancelling_gets:
                 self._set_state(entry, "CANCELLED")
             return
+        if entry.scenario.flex and not entry.has_capacity:
+            self._wait_for_capacity(entry)
+            return
         entry.gets += 1
         self._set_state(entry, self._scheduled_state(entry))
+
+    def _wait_for_capacity(self, entry: _Job) -> None:
+        """A Flex-start job's wait: capacity comes, its maxWaitDuration runs out, or it waits on."""
+        waited = self.clock() - entry.created_at
+        scenario = entry.scenario
+        if scenario.capacity_after_s is not None and waited >= scenario.capacity_after_s:
+            entry.has_capacity = True  # this GET answers the first step after the wait
+            self._set_state(entry, self._scheduled_state(entry))
+            return
+        scheduling = entry.job.job_spec.scheduling
+        max_wait = (scheduling.max_wait_duration.total_seconds()
+                    if "max_wait_duration" in scheduling else FLEX_DEFAULT_WAIT_S)
+        if max_wait and waited >= max_wait and scenario.expired_state is not None:
+            self._set_state(entry, scenario.expired_state)
 
     def _job(self, project: str, location: str, job_id: str) -> _Job:
         entry = self._jobs.get(job_id)

@@ -5,7 +5,12 @@ A backend (``local``, ``vertex``; names in :class:`trainguard.choices.Backend`) 
 its :class:`Watcher` (the in-flight guard) between polls with a :class:`RunningJob`; when the
 watcher returns a :class:`Stop`, the backend stops the job (Vertex: cancel and wait for CANCELLED;
 local: stop the process groups) and records the stop in ``TrainResult.stopped``. A watcher that
-raises is reported once and never stops the job (the guard fails open).
+raises is reported once and never stops the job (the guard fails open). The exact calling contract
+is in :mod:`trainguard.launch.watching`.
+
+When a backend knows for certain why a job ended (the guard stopped it, it waited too long for
+quota or for Flex-start capacity), it says so in ``TrainResult.failure_class``;
+:func:`diagnose_result` prefers that to reading the error text.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from trainguard.spec import JobSpec
 
-__all__ = ["TrainResult", "Backend", "Watcher", "RunningJob", "Stop", "diagnose", "TERMINAL_OK"]
+__all__ = ["TrainResult", "Backend", "Watcher", "RunningJob", "Stop", "diagnose",
+           "diagnose_result", "TERMINAL_OK"]
 
 TERMINAL_OK = "SUCCEEDED"
 
@@ -88,6 +94,9 @@ class TrainResult:
         duration_s: wall time.
         exit_codes: each replica's exit status (local backend).
         stopped: the watcher's Stop as a dict, when the guard ended the job.
+        failure_class: the class the backend knows for certain ('' when only the error text can
+            tell): the Stop's class, ``quota`` (QUEUED too long), ``capacity`` (a Flex-start
+            wait that ran out).
     """
 
     state: str
@@ -103,6 +112,7 @@ class TrainResult:
     duration_s: float = 0.0
     exit_codes: dict = field(default_factory=dict)
     stopped: dict = field(default_factory=dict)
+    failure_class: str = ""
 
     @property
     def succeeded(self) -> bool:
@@ -128,3 +138,23 @@ def diagnose(text: str):
     from trainguard.triage import classify
 
     return classify(text)
+
+
+def diagnose_result(result: TrainResult):
+    """The diagnosis of a job that did not succeed: the backend's own class when it knows one,
+    else what triage reads in the error and the log tail."""
+    if not result.failure_class:
+        return diagnose("\n".join(filter(None, [result.error, result.log_tail])))
+    from trainguard.failure_classes import get
+    from trainguard.redaction import bound, redact
+    from trainguard.triage import MAX_EVIDENCE_CHARS, Diagnosis
+
+    playbook = get(result.failure_class)
+    stop = result.stopped or {}
+    evidence = stop.get("evidence") or (result.error.splitlines() or [""])[0]
+    reason = ("the in-flight guard stopped the job" if stop else
+              "named by the launcher, which saw why the job ended")
+    return Diagnosis(failure_class=playbook.name,
+                     evidence=bound(redact(str(evidence)), MAX_EVIDENCE_CHARS),
+                     remedy=str(stop.get("remedy") or playbook.remedy), trap=playbook.trap,
+                     confidence=0.95, reason=reason)

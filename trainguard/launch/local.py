@@ -9,6 +9,12 @@ interpreter, since the image is not used here.
 Preemption injection (``preempt_after``) sends SIGTERM to every worker, then SIGKILL after a grace
 period, as a Spot reclaim does, and restarts the job; failure messages follow Vertex's wording
 ("The replica workerpool0-0 exited with a non-zero status of 1") so triage reads both alike.
+
+While the workers run, the in-flight watcher (if any) is called about once a second
+(:mod:`trainguard.launch.watching`); on a :class:`~trainguard.launch.base.Stop` every replica's
+process group gets SIGTERM, then SIGKILL after ``grace_s``, and nothing of the job is left behind.
+SIGTERM to the launcher (a cancelled pipeline) stops them the same way. Worker output is echoed and
+kept in the log tail redacted and bounded (:mod:`trainguard.launch.echo`).
 """
 
 from __future__ import annotations
@@ -31,30 +37,17 @@ from pathlib import Path
 from typing import TextIO
 
 from trainguard.errors import ConfigError
-from trainguard.launch.base import TrainResult
+from trainguard.launch.base import RunningJob, TrainResult, Watcher
+from trainguard.launch.echo import safe_error, safe_line, safe_tail
+from trainguard.launch.sigterm import SigtermGuard, Terminated
+from trainguard.launch.watching import WatcherSeam, stop_error
 from trainguard.runtime.env import HISTORY_ENV, HISTORY_FILENAME
 from trainguard.spec import JobSpec, Pool
 
-__all__ = ["LocalBackend", "resolve_command", "contract_env", "parse_durations"]
+__all__ = ["LocalBackend", "resolve_command", "contract_env"]
 
 _TF_TASK = {0: "chief", 1: "worker", 2: "ps", 3: "evaluator"}
 _PYTHON = {"python", "python3", f"python{sys.version_info.major}.{sys.version_info.minor}"}
-
-
-def parse_durations(text: str) -> list[float]:
-    """Parses ``20s,1m,90`` into seconds (for ``--preempt-after``).
-
-    Raises:
-        ConfigError: a part is not a duration.
-    """
-    out = []
-    for part in filter(None, (p.strip() for p in (text or "").split(","))):
-        m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)?", part)
-        if not m:
-            raise ConfigError(f"--preempt-after: {part!r} is not a duration such as 20s or 1.5m")
-        scale = {"ms": 0.001, "s": 1, None: 1, "m": 60, "h": 3600}[m.group(2)]
-        out.append(float(m.group(1)) * scale)
-    return sorted(out)
 
 
 def resolve_command(pool: Pool) -> list[str]:
@@ -72,10 +65,6 @@ def resolve_command(pool: Pool) -> list[str]:
     if argv[0] in _PYTHON:
         argv[0] = sys.executable
     return argv
-
-
-class _Cancelled(BaseException):
-    """Raised in the launcher's main thread when it receives SIGTERM (the pipeline was cancelled)."""
 
 
 def _die_with_parent() -> None:
@@ -149,6 +138,40 @@ class _Worker:
         return self.proc.poll() if self.proc is not None else None
 
 
+
+def _status(code: int) -> int:
+    """A Popen return code as a container reports it (-9 → 137)."""
+    return 128 - code if code < 0 else code
+
+
+@dataclass
+class _LocalRun:
+    """One run's state, shared by the steps of :meth:`LocalBackend.run`."""
+
+    job_id: str
+    base: str
+    workers: list[_Worker]
+    seam: WatcherSeam
+    preemptions: list[float]
+    restart_on_crash: bool
+    started: float
+    tail: collections.deque[str]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    attempt_start: float = 0.0
+    last_watch: float = 0.0
+    restarts: int = 0
+    state: str = "RUNNING"
+    error: str = ""
+    exit_codes: dict[str, int] = field(default_factory=dict)
+    stopped: dict = field(default_factory=dict)
+    failure_class: str = ""
+
+    @property
+    def history_path(self) -> str:
+        """What the chief was told to write (its pool's own ``TRAINGUARD_HISTORY`` wins)."""
+        return self.workers[0].env.get(HISTORY_ENV) or f"{self.base}/{HISTORY_FILENAME}"
+
+
 @dataclass
 class LocalBackend:
     """Runs a JobSpec on this machine.
@@ -158,11 +181,14 @@ class LocalBackend:
         preempt_after: seconds after (re)start at which to preempt the job, one entry each.
         preempt_on: ``(regex, delay_s)`` pairs, used in order, one each: preempt ``delay_s``
             after a worker prints a line matching ``regex`` (deterministic resilience tests).
-        grace_s: SIGTERM → SIGKILL grace period of a preemption (Spot gives 30 s).
+        grace_s: SIGTERM → SIGKILL grace period when stopping workers (preemption, the guard's
+            stop, cancellation; Spot gives 30 s).
         hard_kill: preempt with SIGKILL at once (a VM that vanishes), not SIGTERM first.
         max_restarts: restarts allowed after crashes when ``restartJobOnWorkerRestart`` is set.
         stream: where worker output goes (prefixed with the replica name); None for silence.
         extra_env: added to every worker's environment.
+        tail_lines: how many lines of output the result's ``log_tail`` keeps.
+        watch_interval_s: how often the in-flight watcher is called while the workers run.
     """
 
     output_dir: str = ""
@@ -174,6 +200,7 @@ class LocalBackend:
     stream: TextIO | None = field(default=None)
     extra_env: Mapping[str, str] = field(default_factory=dict)
     tail_lines: int = 400
+    watch_interval_s: float = 1.0
 
     def base_dir(self, spec: JobSpec) -> str:
         """Where outputs go: the spec's ``baseOutputDirectory`` or ``output_dir``."""
@@ -197,8 +224,13 @@ class LocalBackend:
                 rank += 1
         return workers
 
-    def run(self, spec: JobSpec) -> TrainResult:
+    def run(self, spec: JobSpec, watcher: Watcher | None = None) -> TrainResult:
         """Runs the job to a terminal state and returns the result (never raises on job failure).
+
+        Args:
+            spec: the job.
+            watcher: the in-flight guard, called about every ``watch_interval_s`` while the
+                workers run (see :mod:`trainguard.launch.watching`); None runs unguarded.
 
         Raises:
             ConfigError: the spec cannot run locally (no command, no output directory).
@@ -212,100 +244,122 @@ class LocalBackend:
             except OSError as exc:
                 raise ConfigError(f"cannot create the output directory {base}: "
                                   f"{exc.strerror or exc}; choose a writable --output-dir") from None
-        tail: collections.deque[str] = collections.deque(maxlen=self.tail_lines)
-        lock = threading.Lock()
-        started = time.monotonic()
-        restarts, state, error = 0, "RUNNING", ""
-        exit_codes: dict[str, int] = {}
-        preemptions = list(self.preempt_after)
+        now = time.monotonic()
+        r = _LocalRun(job_id, base, self._workers(spec, base, job_id),
+                      WatcherSeam(watcher, self._say), list(self.preempt_after),
+                      bool(spec.job_spec.scheduling.restart_job_on_worker_restart), now,
+                      collections.deque(maxlen=self.tail_lines), attempt_start=now, last_watch=now)
         self._triggers = [(re.compile(rx), float(delay)) for rx, delay in self.preempt_on]
         self._triggered_at: float | None = None
-        restart_on_crash = spec.job_spec.scheduling.restart_job_on_worker_restart
-        workers = self._workers(spec, base, job_id)
-        self._say(f"[trainguard] local job {job_id}: {len(workers)} replica(s), outputs in {base}")
-        previous = None
-        if threading.current_thread() is threading.main_thread():
-            # A cancelled pipeline task gets SIGTERM: stop the workers instead of orphaning them.
-            previous = signal.signal(signal.SIGTERM, self._on_sigterm)
-        try:
-            attempt_start = time.monotonic()
-            self._start_all(workers, tail, lock)
-            while True:
-                time.sleep(0.05)
-                timed = preemptions and time.monotonic() - attempt_start >= preemptions[0]
-                with lock:
-                    matched = (self._triggered_at is not None
-                               and time.monotonic() >= self._triggered_at)
-                    if matched:
-                        self._triggered_at = None
-                if timed or matched:
-                    if timed:
-                        preemptions.pop(0)
-                    if self.hard_kill:
-                        self._say("[trainguard] killing the job (SIGKILL), as a lost VM would")
-                    else:
-                        self._say(f"[trainguard] preempting the job (SIGTERM, SIGKILL after "
-                                  f"{self.grace_s:g} s), as a Spot reclaim would")
-                    self._stop_all(workers, self.grace_s, preempt=True, hard=self.hard_kill)
-                    restarts += 1
-                    attempt_start = time.monotonic()
-                    self._start_all(workers, tail, lock)
-                    continue
-                codes = {w.name: w.poll() for w in workers}
-                failed = {n: c for n, c in codes.items() if c not in (None, 0)}
-                if failed:
-                    name, code = next(iter(failed.items()))
-                    status = 128 - code if code < 0 else code
-                    exit_codes = {n: (128 - c if c is not None and c < 0 else c)
-                                  for n, c in codes.items() if c is not None}
-                    if restart_on_crash and restarts < self.max_restarts:
-                        self._say(f"[trainguard] {name} exited with {status}; restarting the job "
-                                  "(restartJobOnWorkerRestart)")
-                        self._stop_all(workers, self.grace_s)
-                        restarts += 1
-                        attempt_start = time.monotonic()
-                        self._start_all(workers, tail, lock)
-                        continue
-                    self._stop_all(workers, self.grace_s)
-                    state = "FAILED"
-                    error = f"The replica {name} exited with a non-zero status of {status}."
-                    break
-                if all(c == 0 for c in codes.values()):
-                    exit_codes = dict.fromkeys(codes, 0)
-                    state = "SUCCEEDED"
-                    break
-        except (KeyboardInterrupt, _Cancelled):
-            self._say("[trainguard] cancelled: stopping the workers")
-            self._stop_all(workers, self.grace_s)
-            state, error = "CANCELLED", "The job was cancelled."
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
-            self._stop_all(workers, 0.5)
-            for w in workers:
-                if w.pump is not None:
-                    w.pump.join(timeout=5)
+        self._say(f"local job {job_id}: {len(r.workers)} replica(s), outputs in {base}")
+        # A cancelled pipeline task gets SIGTERM: stop the workers instead of orphaning them.
+        with SigtermGuard() as guard:
+            try:
+                self._start_all(r)
+                while r.state == "RUNNING":
+                    time.sleep(0.05)
+                    self._step(r)
+            except (KeyboardInterrupt, Terminated):
+                guard.fired = True
+                self._say("cancelled: stopping the workers")
+                self._stop_all(r.workers, self.grace_s)
+                r.state, r.error = "CANCELLED", "The job was cancelled."
+                r.stopped, r.failure_class = {}, ""
+            finally:
+                self._stop_all(r.workers, 0.5)
+                for w in r.workers:
+                    if w.pump is not None:
+                        w.pump.join(timeout=5)
         return TrainResult(
-            state=state, job_name=f"local/{job_id}", base_output_dir=base,
+            state=r.state, job_name=f"local/{job_id}", base_output_dir=base,
             model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
-            history_path=f"{base}/{HISTORY_FILENAME}", error=error, log_tail="\n".join(tail),
-            restarts=restarts, duration_s=round(time.monotonic() - started, 3),
-            exit_codes=exit_codes)
+            history_path=r.history_path, error=safe_error(r.error), log_tail=safe_tail(r.tail),
+            restarts=r.restarts, duration_s=round(time.monotonic() - r.started, 3),
+            exit_codes=r.exit_codes, stopped=r.stopped, failure_class=r.failure_class)
+
+    # -- one turn of the loop --
+
+    def _step(self, r: _LocalRun) -> None:
+        """Preempts, restarts, finishes or asks the watcher, as the workers' state says."""
+        if self._preemption_due(r):
+            return
+        codes = {w.name: w.poll() for w in r.workers}
+        failed = {n: c for n, c in codes.items() if c not in (None, 0)}
+        if failed:
+            self._on_failure(r, codes, failed)
+        elif all(c == 0 for c in codes.values()):
+            r.exit_codes = dict.fromkeys(codes, 0)
+            r.state = "SUCCEEDED"
+        else:
+            self._watch(r)
+
+    def _preemption_due(self, r: _LocalRun) -> bool:
+        timed = bool(r.preemptions) and time.monotonic() - r.attempt_start >= r.preemptions[0]
+        with r.lock:
+            matched = self._triggered_at is not None and time.monotonic() >= self._triggered_at
+            if matched:
+                self._triggered_at = None
+        if not (timed or matched):
+            return False
+        if timed:
+            r.preemptions.pop(0)
+        if self.hard_kill:
+            self._say("killing the job (SIGKILL), as a lost VM would")
+        else:
+            self._say(f"preempting the job (SIGTERM, SIGKILL after {self.grace_s:g} s), as a Spot "
+                      "reclaim would")
+        self._stop_all(r.workers, self.grace_s, preempt=True, hard=self.hard_kill)
+        self._restart(r)
+        return True
+
+    def _on_failure(self, r: _LocalRun, codes: Mapping[str, int | None],
+                    failed: Mapping[str, int | None]) -> None:
+        name, code = next(iter(failed.items()))
+        status = _status(code or 0)
+        r.exit_codes = {n: _status(c) for n, c in codes.items() if c is not None}
+        if r.restart_on_crash and r.restarts < self.max_restarts:
+            self._say(f"{name} exited with {status}; restarting the job (restartJobOnWorkerRestart)")
+            self._stop_all(r.workers, self.grace_s)
+            self._restart(r)
+            return
+        self._stop_all(r.workers, self.grace_s)
+        r.state = "FAILED"
+        r.error = f"The replica {name} exited with a non-zero status of {status}."
+
+    def _restart(self, r: _LocalRun) -> None:
+        r.restarts += 1
+        r.attempt_start = time.monotonic()
+        self._start_all(r)
+
+    def _watch(self, r: _LocalRun) -> None:
+        """Asks the watcher about the running job (every ``watch_interval_s``); stops it on a Stop."""
+        now = time.monotonic()
+        if not r.seam.active or now - r.last_watch < self.watch_interval_s:
+            return
+        r.last_watch = now
+        stop = r.seam.poll(RunningJob(
+            job_name=f"local/{r.job_id}", state="RUNNING", base_output_dir=r.base,
+            history_path=r.history_path, tensorboard_dir=f"{r.base}/logs/",
+            elapsed_s=round(now - r.started, 3)))
+        if stop is None:
+            return
+        self._say(f"the in-flight guard asked to stop the job [{stop.failure_class}]: stopping every "
+                  f"replica (SIGTERM, SIGKILL after {self.grace_s:g} s)")
+        self._stop_all(r.workers, self.grace_s)
+        r.exit_codes = {w.name: _status(c) for w in r.workers if (c := w.poll()) is not None}
+        r.state = "CANCELLED"
+        r.error = stop_error(stop)
+        r.stopped = stop.to_dict()
+        r.failure_class = stop.failure_class
 
     # -- process handling --
 
-    @staticmethod
-    def _on_sigterm(signum, frame) -> None:
-        # Once is enough: a second SIGTERM must not interrupt the orderly stop it started.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise _Cancelled()
-
     def _say(self, line: str) -> None:
         if self.stream is not None:
-            print(line, file=self.stream, flush=True)
+            print(f"[trainguard] {safe_line(line)}", file=self.stream, flush=True)
 
-    def _start_all(self, workers: list[_Worker], tail, lock) -> None:
-        for w in workers:
+    def _start_all(self, r: _LocalRun) -> None:
+        for w in r.workers:
             w.preempted, w.launch_error, w.proc = False, "", None
             try:
                 w.proc = subprocess.Popen(
@@ -316,23 +370,26 @@ class LocalBackend:
                 # What a container runtime reports for a missing entrypoint; exit status 127.
                 w.launch_error = (f'exec: "{w.argv[0]}": {exc.strerror or exc}: executable file '
                                   "not found in $PATH")
-                with lock:
-                    tail.append(f"[{w.name}] {w.launch_error}")
-                self._say(f"[{w.name}] {w.launch_error}")
+                line = safe_line(f"[{w.name}] {w.launch_error}")
+                with r.lock:
+                    r.tail.append(line)
+                if self.stream is not None:
+                    print(line, file=self.stream, flush=True)
                 continue
-            w.pump = threading.Thread(target=self._pump, args=(w, tail, lock), daemon=True)
+            w.pump = threading.Thread(target=self._pump, args=(w, r), daemon=True)
             w.pump.start()
 
-    def _pump(self, w: _Worker, tail, lock) -> None:
+    def _pump(self, w: _Worker, r: _LocalRun) -> None:
         assert w.proc is not None and w.proc.stdout is not None
-        for line in w.proc.stdout:
-            line = line.rstrip("\n")
-            with lock:
-                tail.append(f"[{w.name}] {line}")
+        for raw in w.proc.stdout:
+            raw = raw.rstrip("\n")
+            line = safe_line(f"[{w.name}] {raw}")  # what is shown and kept: redacted, bounded
+            with r.lock:
+                r.tail.append(line)
                 if self.stream is not None:
-                    print(f"[{w.name}] {line}", file=self.stream, flush=True)
+                    print(line, file=self.stream, flush=True)
                 if (self._triggers and self._triggered_at is None
-                        and self._triggers[0][0].search(line)):
+                        and self._triggers[0][0].search(raw)):
                     _, delay = self._triggers.pop(0)
                     self._triggered_at = time.monotonic() + delay
 
@@ -345,8 +402,22 @@ class LocalBackend:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(w.proc.pid, sig)
 
+    @staticmethod
+    def _group_alive(w: _Worker) -> bool:
+        if w.proc is None:
+            return False
+        try:
+            os.killpg(w.proc.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
     def _stop_all(self, workers: list[_Worker], grace_s: float, preempt: bool = False,
                   hard: bool = False) -> None:
+        """SIGTERM (or SIGKILL) to every replica's process group; SIGKILL to what is left of each
+        group after ``grace_s``, leaders that ignored SIGTERM and stray children alike."""
         for w in workers:
             w.preempted = preempt
             self._signal(w, signal.SIGKILL if hard else signal.SIGTERM)
@@ -359,6 +430,12 @@ class LocalBackend:
             except subprocess.TimeoutExpired:
                 self._signal(w, signal.SIGKILL)
                 w.proc.wait()
+        # The leaders are gone; a child they left in the group (a data loader, "cmd &") gets
+        # the rest of the grace period, then SIGKILL: nothing of the job outlives it.
+        while any(self._group_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for w in workers:
+            self._signal(w, signal.SIGKILL)
         for w in workers:
             if w.pump is not None:
                 w.pump.join(timeout=5)

@@ -17,8 +17,8 @@ line of text, as ``[workerpool0-0] line`` (the local backend's style), at most
 Reading logs never turns a classified failure into a crash: whatever goes wrong (no
 ``roles/logging.viewer``, no credentials, no answer within ``timeout_s``) becomes one note line
 instead, worded so that the failure classifier does not mistake it for the job's own failure.
-Lines are redacted (:func:`trainguard.triage.redact`) and notes never carry the server's message or
-anything of the credentials.
+Lines are redacted and bounded (:mod:`trainguard.launch.echo`), the tail as a whole too, and
+notes never carry the server's message or anything of the credentials.
 """
 
 from __future__ import annotations
@@ -72,8 +72,11 @@ class LogTail:
 
     @property
     def text(self) -> str:
-        """The lines and the note, one per line (what goes into ``TrainResult.log_tail``)."""
-        return "\n".join([*self.lines, *([self.note] if self.note else [])])
+        """The lines and the note, one per line (what goes into ``TrainResult.log_tail``),
+        redacted and bounded."""
+        from trainguard.launch.echo import safe_tail
+
+        return safe_tail([*self.lines, *([self.note] if self.note else [])])
 
 
 class _OutOfTime(Exception):
@@ -136,13 +139,13 @@ def entry_text(entry: Mapping[str, Any]) -> str:
 
 def entry_lines(entry: Mapping[str, Any]) -> list[str]:
     """One ``[task] text`` line per line of the entry's text (none for an empty entry)."""
-    from trainguard.triage import redact
+    from trainguard.launch.echo import safe_line
 
     text = entry_text(entry).rstrip("\n")
     if not text.strip():
         return []
     task = task_name(entry)
-    return [redact(f"[{task}] {line}".rstrip()) for line in text.splitlines()]
+    return [safe_line(f"[{task}] {line}".rstrip()) for line in text.splitlines()]
 
 
 def tail_lines(entries_newest_first: Iterable[Mapping[str, Any]],
@@ -181,7 +184,7 @@ def _why(exc: BaseException, project: str, timeout_s: float) -> str:
     if isinstance(exc, _OutOfTime):
         return f"reading took longer than {timeout_s:g} s"
     if isinstance(exc, gexc.GoogleAPICallError):
-        code = getattr(exc, "code", None)
+        code = int(getattr(exc, "code", None) or 0)
         return {
             401: "HTTP 401, the credentials were not accepted",
             403: f"HTTP 403, the caller may not list log entries in project {project}",

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import sys
 import textwrap
+import time
 
 import pytest
 
+from trainguard.durations import parse_durations
 from trainguard.errors import ConfigError
-from trainguard.launch.local import LocalBackend, parse_durations
+from trainguard.launch.base import RunningJob, Stop
+from trainguard.launch.local import LocalBackend
 from trainguard.spec import JobSpec, parse_spec
 
 
@@ -85,7 +90,7 @@ def test_preemption_sends_sigterm_then_restarts(tmp_path):
         print("working", flush=True)
         time.sleep(30)
     """)
-    backend = LocalBackend(preempt_after=parse_durations("1s"), grace_s=5)
+    backend = LocalBackend(preempt_after=parse_durations("1s", "--preempt-after"), grace_s=5)
     result = backend.run(spec(["python", worker], str(tmp_path / "b")))
     assert result.succeeded and result.restarts == 1
     assert "got SIGTERM" in result.log_tail and "restarted after preemption" in result.log_tail
@@ -139,17 +144,6 @@ def test_pool_env_reaches_the_worker(tmp_path):
     assert "LR=0.1" in result.log_tail
 
 
-@pytest.mark.parametrize("text,expected", [("20s,1m", [20.0, 60.0]), ("90", [90.0]),
-                                           ("1.5m", [90.0]), ("", [])])
-def test_parse_durations(text, expected):
-    assert parse_durations(text) == expected
-
-
-def test_parse_durations_rejects_garbage():
-    with pytest.raises(ConfigError, match="not a duration"):
-        parse_durations("soon")
-
-
 def test_preemption_can_be_triggered_by_a_log_line(tmp_path):
     worker = script(tmp_path, """
         import os, signal, sys, time
@@ -199,3 +193,129 @@ def test_sigterm_to_the_launcher_cancels_the_job_and_leaves_no_orphans(tmp_path)
     time.sleep(0.2)
     with pytest.raises(ProcessLookupError):
         os.kill(worker_pid, 0)
+
+
+# --- the in-flight watcher ----------------------------------------------------------------------
+
+
+class StopWhen:
+    """Answers a Stop once ``ready()`` is true; records every RunningJob it is shown."""
+
+    def __init__(self, ready, stop=None) -> None:
+        self.ready = ready
+        self.stop = stop or Stop("non_finite", "loss nan at step 42", "clip gradients",
+                                 details={"step": 42})
+        self.seen: list[RunningJob] = []
+
+    def poll(self, job: RunningJob):
+        self.seen.append(job)
+        return self.stop if self.ready() else None
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_stop_ends_every_replica_and_their_children_with_no_orphan(tmp_path):
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    worker = script(tmp_path, f"""
+        import os, signal, subprocess, sys, time
+        rank = os.environ["RANK"]
+        # A child in the same process group that ignores SIGTERM, as a data loader may; it
+        # writes its pid once it does.
+        child_pidfile = os.path.join({str(pids)!r}, f"child-{{rank}}")
+        subprocess.Popen([sys.executable, "-c",
+            "import os, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(120)", child_pidfile])
+        open(os.path.join({str(pids)!r}, f"worker-{{rank}}"), "w").write(str(os.getpid()))
+        if rank == "0":  # this worker ignores SIGTERM too; the other exits and leaves its child
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("step 1 loss 0.9", flush=True)
+        time.sleep(120)
+    """)
+    watcher = StopWhen(lambda: len(list(pids.iterdir())) == 4)
+    result = LocalBackend(grace_s=0.5, watch_interval_s=0.1).run(
+        spec(["python", worker], str(tmp_path / "b"), replicas=2), watcher=watcher)
+
+    assert result.state == "CANCELLED"
+    assert result.stopped == watcher.stop.to_dict()
+    assert result.failure_class == "non_finite"
+    assert result.error == "stopped by the trainguard guard [non_finite]: loss nan at step 42"
+    assert set(result.exit_codes) == {"workerpool0-0", "workerpool1-0"}
+    assert result.duration_s < 60
+    for name in ("worker-0", "worker-1", "child-0", "child-1"):
+        pid = int((pids / name).read_text())
+        deadline = time.monotonic() + 10  # an orphaned child is reaped by init, not by us
+        while not gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert gone(pid), f"{name} (pid {pid}) outlived the job"
+    for name in ("worker-0", "worker-1"):  # each replica's process group is gone too
+        with pytest.raises(ProcessLookupError):
+            os.killpg(int((pids / name).read_text()), 0)
+
+
+def test_the_watcher_is_shown_the_running_job_about_every_interval(tmp_path):
+    worker = script(tmp_path, "import time; time.sleep(1.5)\n")
+    watcher = StopWhen(lambda: False)
+    result = LocalBackend(watch_interval_s=0.25).run(spec(["python", worker], str(tmp_path / "b")),
+                                                     watcher=watcher)
+    assert result.succeeded and result.stopped == {} and result.failure_class == ""
+    assert watcher.seen, "the watcher was never called"
+    # Once per interval at most (not once per 50 ms turn of the loop).
+    assert len(watcher.seen) <= result.duration_s / 0.25 + 1
+    job = watcher.seen[0]
+    base = str(tmp_path / "b")
+    assert job.job_name == result.job_name and job.job_name.startswith("local/local-")
+    assert (job.state, job.base_output_dir) == ("RUNNING", base)
+    assert job.history_path == f"{base}/history.jsonl" == result.history_path
+    assert job.tensorboard_dir == f"{base}/logs/"
+    elapsed = [j.elapsed_s for j in watcher.seen]
+    assert elapsed == sorted(elapsed) and elapsed[0] >= 0.25
+
+
+def test_a_watcher_that_raises_is_reported_once_and_never_stops_the_job(tmp_path):
+    worker = script(tmp_path, "import time; time.sleep(1); print('done')\n")
+
+    class Broken:
+        calls = 0
+
+        def poll(self, job):
+            Broken.calls += 1
+            raise RuntimeError("history line 3 is not JSON")
+
+    out = io.StringIO()
+    result = LocalBackend(stream=out, watch_interval_s=0.1).run(
+        spec(["python", worker], str(tmp_path / "b")), watcher=Broken())
+    assert result.succeeded and "done" in result.log_tail
+    assert Broken.calls == 1
+    lines = [line for line in out.getvalue().splitlines() if "stopped guarding" in line]
+    assert len(lines) == 1 and "RuntimeError: history line 3 is not JSON" in lines[0]
+
+
+# --- what is echoed of the job's output -----------------------------------------------------------
+
+
+def test_a_token_in_a_workers_output_is_redacted_and_the_tail_is_bounded(tmp_path):
+    secret = "ya29.a0AfH6SMB-very-secret-token"
+    worker = script(tmp_path, f"""
+        import sys
+        print("Authorization: Bearer {secret}")
+        print("fetching https://storage.googleapis.com/b/o?X-Goog-Signature=deadbeef01&x=1")
+        print("token={secret}")
+        print("x" * 200_000)
+        sys.exit("RuntimeError: upload failed with access_token={secret}")
+    """)
+    out = io.StringIO()
+    result = LocalBackend(stream=out).run(spec(["python", worker], str(tmp_path / "b")))
+    assert result.state == "FAILED"
+    for text in (result.log_tail, out.getvalue()):
+        assert secret not in text and "deadbeef01" not in text
+        assert "[REDACTED]" in text
+    assert "upload failed" in result.log_tail
+    assert len(result.log_tail) <= 32_000
+    assert max(len(line) for line in out.getvalue().splitlines()) <= 2_100

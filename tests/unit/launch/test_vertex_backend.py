@@ -8,16 +8,10 @@ import pytest
 from google.cloud import aiplatform_v1
 
 from trainguard.errors import ConfigError
-from trainguard.launch.vertex import (
-    LAUNCH_ID_LABEL,
-    VertexBackend,
-    _Backoff,
-    console_url,
-    read_gcp_resources,
-    resource_uri,
-    state_name,
-    write_gcp_resources,
-)
+from trainguard.launch.gcp_resources import read_gcp_resources, resource_uri, write_gcp_resources
+from trainguard.launch.vertex import VertexBackend
+from trainguard.launch.vertex_api import LAUNCH_ID_LABEL, console_url, state_name
+from trainguard.retry import Backoff
 from trainguard.spec import JobSpec, parse_spec
 
 NAME = "projects/123456789012/locations/europe-west4/customJobs/8412345678901234567"
@@ -138,7 +132,7 @@ def test_max_wait_duration_stays_with_flex_start():
 
 
 def test_backoff_grows_to_the_cap_and_resets():
-    b = _Backoff(2.0, 1.5, 10.0)
+    b = Backoff(2.0, 1.5, 10.0)
     assert [b() for _ in range(6)] == [2.0, 3.0, 4.5, 6.75, 10.0, 10.0]
     b.reset()
     assert b() == 2.0
@@ -146,8 +140,18 @@ def test_backoff_grows_to_the_cap_and_resets():
 
 @pytest.mark.parametrize("kw", [
     {"poll_initial_s": 0}, {"poll_initial_s": 5, "poll_max_s": 1}, {"poll_factor": 0.5},
-    {"max_queued_s": 0}, {"output_dir": "/tmp/out"},
+    {"max_queued_s": -1}, {"watch_interval_s": 0}, {"output_dir": "/tmp/out"},
 ])
 def test_bad_options_are_config_errors(kw):
     with pytest.raises(ConfigError):
         VertexBackend(**kw)
+
+
+def test_the_history_path_is_what_the_chief_is_told():
+    assert VertexBackend().history_path(spec()) == "gs://b/run/history.jsonl"
+    assert VertexBackend(extra_env={"TRAINGUARD_HISTORY": "gs://b/x.jsonl"}).history_path(spec()) \
+        == "gs://b/x.jsonl"
+    own = spec(env={"TRAINGUARD_HISTORY": "gs://b/own.jsonl"})
+    assert VertexBackend(extra_env={"TRAINGUARD_HISTORY": "gs://b/x.jsonl"}).history_path(own) \
+        == "gs://b/own.jsonl"
+    assert VertexBackend().history_path(spec(base_output_dir=None)) == ""

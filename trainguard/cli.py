@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trainguard import __version__
+from trainguard.choices import Backend, parse
 from trainguard.errors import EXIT_BAD_INPUT, ConfigError, TrainguardError
 
 __all__ = ["app", "main"]
@@ -30,10 +31,15 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 _STYLE = {"PASS": "green", "WARN": "yellow", "UNKNOWN": "magenta", "FAIL": "bold red"}
 
-Project = Annotated[str, typer.Option("--project", "-p", envvar="GOOGLE_CLOUD_PROJECT",
-                                      help="Google Cloud project ID")]
-Region = Annotated[str, typer.Option("--region", "-r", envvar="GOOGLE_CLOUD_REGION",
-                                     help="region, e.g. us-central1")]
+# A job that runs on this machine uses no cloud names: these harmless placeholders stand in.
+LOCAL_PROJECT = "local-project"
+LOCAL_REGION = "us-central1"
+Project = Annotated[str, typer.Option(
+    "--project", "-p", envvar="GOOGLE_CLOUD_PROJECT",
+    help=f"Google Cloud project ID (required for Vertex; local runs default to {LOCAL_PROJECT})")]
+Region = Annotated[str, typer.Option(
+    "--region", "-r", envvar="GOOGLE_CLOUD_REGION",
+    help=f"region, e.g. us-central1 (required for Vertex; local runs default to {LOCAL_REGION})")]
 JsonOut = Annotated[Path | None, typer.Option("--json", help="write the machine-readable result")]
 
 
@@ -58,6 +64,21 @@ def _write_json(path: Path | None, data: dict) -> None:
             err.print(f"[bold red]trainguard: bad input:[/] cannot write --json "
                       f"{escape(str(path))}: {exc.strerror or exc}")
             raise typer.Exit(EXIT_BAD_INPUT) from None
+
+
+def _cloud_names(project: str, region: str, *, local: bool) -> tuple[str, str]:
+    """(project, region): placeholders for a job that runs here, required for Vertex.
+
+    Raises:
+        ConfigError: a Vertex command without --project or --region.
+    """
+    if local:
+        return project or LOCAL_PROJECT, region or LOCAL_REGION
+    missing = [flag for flag, value in (("--project", project), ("--region", region)) if not value]
+    if missing:
+        raise ConfigError(f"{' and '.join(missing)} required for Vertex AI (or set "
+                          "GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_REGION); a --local run needs none")
+    return project, region
 
 
 def _fail(exc: TrainguardError) -> None:
@@ -90,10 +111,10 @@ def _print_report(report, fail_on: str) -> None:
 @app.command()
 def preflight(
     spec: Annotated[Path, typer.Argument(help="CustomJobSpec file (YAML/JSON, gcloud --config)")],
-    project: Project,
-    region: Region,
+    project: Project = "",
+    region: Region = "",
     display_name: Annotated[str, typer.Option(help="the job's display name")] = "trainguard-job",
-    backend: Annotated[str, typer.Option(help="vertex or local")] = "vertex",
+    backend: Annotated[Backend, typer.Option(help="where the job will run")] = Backend.VERTEX,
     json_path: JsonOut = None,
     markdown: Annotated[Path | None, typer.Option(help="write the Markdown report")] = None,
     fail_on: Annotated[str, typer.Option(help="lowest status that fails: fail, unknown, warn")]
@@ -108,6 +129,7 @@ def preflight(
     from trainguard.stages import preflight_stage
 
     try:
+        project, region = _cloud_names(project, region, local=backend == Backend.LOCAL)
         report = preflight_stage(spec, project=project, region=region, display_name=display_name,
                                  backend=backend, fail_on=fail_on, only=only, skip=skip,
                                  output_dir=output_dir, timeout_s=timeout,
@@ -124,8 +146,8 @@ def preflight(
 @app.command()
 def train(
     spec: Annotated[Path, typer.Argument(help="CustomJobSpec file")],
-    project: Project,
-    region: Region,
+    project: Project = "",
+    region: Region = "",
     local: Annotated[bool, typer.Option("--local/--vertex",
                                         help="run here (default) or on Vertex AI")] = True,
     display_name: Annotated[str, typer.Option(help="the job's display name")] = "trainguard-job",
@@ -143,6 +165,7 @@ def train(
     from trainguard.stages import train_stage
 
     try:
+        project, region = _cloud_names(project, region, local=local)
         result = train_stage(spec, project=project, region=region, display_name=display_name,
                              backend="local" if local else "vertex", output_dir=output_dir,
                              preempt_after=preempt_after,
@@ -246,8 +269,8 @@ def compile_(
 @app.command()
 def run(
     spec: Annotated[Path, typer.Argument(help="CustomJobSpec file")],
-    project: Project,
-    region: Region,
+    project: Project = "",
+    region: Region = "",
     local: Annotated[bool, typer.Option("--local/--vertex", help="KFP local runner (default) or "
                                         "Vertex AI Pipelines")] = True,
     pipeline: Annotated[str, typer.Option(help="guarded_training or preflight_only")]
@@ -268,8 +291,9 @@ def run(
     if image:
         os.environ["TRAINGUARD_COMPONENT_IMAGE"] = image
     try:
-        if backend not in ("", "local", "vertex"):
-            raise ConfigError(f"--backend {backend!r}: use local or vertex")
+        backend = parse(Backend, backend, "--backend").value if backend else ""
+        project, region = _cloud_names(project, region,
+                                       local=local and (backend or "local") == "local")
         if preempt_after and (not local or pipeline != "guarded_training"
                               or (backend or "local") != "local"):
             raise ConfigError("--preempt-after injects preemptions into a local training job: it "

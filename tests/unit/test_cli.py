@@ -186,3 +186,26 @@ def test_markup_like_text_in_errors_is_printed_verbatim(tmp_path):
     assert proc.returncode == 1 and "[workerpool0-0]" in proc.stderr + proc.stdout
     assert json.loads((tmp_path / "t.json").read_text())["state"] == "FAILED"
     no_traceback(proc)
+
+
+def test_local_runs_need_no_cloud_names_and_vertex_runs_say_which_are_missing(tmp_path):
+    env_free = {k: v for k, v in __import__("os").environ.items()
+                if k not in ("GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_REGION")}
+    proc = subprocess.run([sys.executable, "-m", "trainguard.cli", "preflight",
+                           str(EXAMPLES / "local-healthy.yaml"), "--backend", "local",
+                           "--output-dir", str(tmp_path / "out")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120, env=env_free)
+    assert proc.returncode == 0, proc.stderr
+    assert "local-project" in proc.stdout  # the placeholder, said where it shows
+    for args in (["train", EXAMPLES / "l4.yaml", "--vertex"],
+                 ["preflight", EXAMPLES / "l4.yaml"],
+                 ["run", EXAMPLES / "l4.yaml", "--vertex"]):
+        proc = subprocess.run([sys.executable, "-m", "trainguard.cli", *map(str, args), "-p",
+                               "my-project"], capture_output=True, text=True, cwd=ROOT,
+                              timeout=120, env=env_free)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "--region required for Vertex AI" in proc.stderr
+        no_traceback(proc)
+    proc = subprocess.run([sys.executable, "-m", "trainguard.cli", "train", "--help"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120, env=env_free)
+    assert "local runs default to" in " ".join(proc.stdout.split())

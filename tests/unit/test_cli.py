@@ -154,7 +154,7 @@ def test_validate_bad_history_exits_2(tmp_path, content, needle):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["run", "examples/local-healthy.yaml", *PR, "--backend", "bogus"], "use local or vertex"),
+    (["run", "examples/local-healthy.yaml", *PR, "--backend", "bogus"], "is not one of: local, vertex"),
     (["run", "examples/local-healthy.yaml", *PR, "--pipeline", "preflight_only",
       "--preempt-after", "5s"], "--preempt-after"),
     (["train", "examples/local-healthy.yaml", *PR, "--output-dir", "/proc/nope"],

@@ -21,6 +21,8 @@ def train(
     backend: str = "vertex",
     output_dir: str = "",
     preempt_after: str = "",
+    guard: str = "fail",
+    model_choice: str = "best",
 ):
     """Launches the training job, waits for it, cancels it with the pipeline, classifies failures.
 
@@ -29,17 +31,21 @@ def train(
         project: the Google Cloud project.
         region: the job's region.
         model: the trained model (``AIP_MODEL_DIR``).
-        history: the JSONL training history.
+        history: the history the job wrote (trainguard JSONL, or its TensorBoard event files or
+            Keras/Lightning CSV log).
         diagnosis: on failure, the failure class, evidence and first remedy.
         gcp_resources: the Vertex job, for the console link and cancellation.
         display_name: the job's display name.
         backend: ``vertex`` or ``local``.
         output_dir: base output directory when the spec has no baseOutputDirectory.
         preempt_after: local backend only: inject preemptions (``20s,45s``).
+        guard: the in-flight guard: ``off``, ``nonfinite`` (stop the job on NaN/Inf) or ``fail``
+            (also divergence and instability; a confirmed overfit ends it early as a success).
+        model_choice: ``best`` (the kept checkpoint nearest the best validation step) or ``last``.
     """
     from trainguard.stages import train_stage
 
     train_stage(job_spec, project=project, region=region, display_name=display_name,
                 backend=backend, output_dir=output_dir, preempt_after=preempt_after,
                 gcp_resources_path=gcp_resources, model=model, history=history,
-                diagnosis_path=diagnosis.path)
+                diagnosis_path=diagnosis.path, guard=guard, model_choice=model_choice)

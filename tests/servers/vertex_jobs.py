@@ -19,7 +19,9 @@ advances one step per GET of that job, so tests that inject a fake sleep are det
 A cancelled job goes CANCELLING → CANCELLED (``error: {code: 1, message: "CANCELED"}``). Faults are
 injected with :meth:`VertexJobsServer.fail_next` (an error status for the next N matching requests)
 and :meth:`VertexJobsServer.drop_next` (close the connection without answering). Every request is
-recorded in :attr:`VertexJobsServer.requests`.
+recorded in :attr:`VertexJobsServer.requests`. :attr:`VertexJobsServer.on_running` is called on
+each GET answered RUNNING, before the answer, so a test can write what the job "writes" meanwhile
+(a history growing in the storage emulator).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import os
 import re
 import socket
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
@@ -189,6 +191,7 @@ class VertexJobsServer(LoopbackServer):
         project_number: used in the resource names the server returns.
         requests: every request received, in order.
         default_scenario: for jobs created when no scenario is queued with :meth:`script`.
+        on_running: ``f(job_name, n)`` for the n-th GET (1, 2, …) answered RUNNING, or None.
     """
 
     def __init__(self, project_number: str = "123456789012",
@@ -201,6 +204,8 @@ class VertexJobsServer(LoopbackServer):
         self._faults: list[Fault] = []
         self._ids = itertools.count(8_412_345_678_901_234_567)
         self._lock = threading.RLock()
+        self.on_running: Callable[[str, int], None] | None = None
+        self._running_gets: dict[str, int] = {}
 
     # -- scripting --
 
@@ -361,6 +366,9 @@ class VertexJobsServer(LoopbackServer):
             if job_id is not None and method == "GET" and verb is None:
                 entry = self._job(project, location, job_id)
                 self._advance(entry)
+                if entry.state == "RUNNING" and self.on_running is not None:
+                    n = self._running_gets[job_id] = self._running_gets.get(job_id, 0) + 1
+                    self.on_running(entry.job.name, n)
                 return 200, self._render(entry.job, int_enums)
             if job_id is not None and method == "POST" and verb == "cancel":
                 entry = self._job(project, location, job_id)

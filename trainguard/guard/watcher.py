@@ -8,9 +8,10 @@ Each ``poll`` (the backend calls it between its own polls of the job):
    (:mod:`trainguard.guard.follow`);
 2. judges the history so far with :func:`trainguard.validation.validate`, the rules that judge a
    finished run (:mod:`trainguard.guard.judge`): at once when a new point is NaN/Inf, otherwise
-   as often as a CPU budget allows (``cpu_share`` of the wall time: a judgement that took 50 ms
-   waits 450 ms before the next, so a 10-million-point history is judged every few seconds while
-   a small one is judged at every poll);
+   as often as a CPU budget allows: a judgement that took longer than ``free_judge_s`` waits
+   until it is ``cpu_share`` of the time since it started (10 %: one that took 2 s waits 18 s),
+   so a 10-million-point history is judged every few polls while a small one is judged at every
+   poll;
 3. returns a :class:`~trainguard.launch.base.Stop` with the class, the evidence, the remedy and
    the accelerator-hours saved (:mod:`trainguard.guard.savings`) when the mode's table says so.
 
@@ -61,6 +62,7 @@ class HistoryGuard:
         stream: where its lines go (None: silent).
         storage_client: a ``google.cloud.storage.Client`` for ``gs://`` (made when needed).
         cpu_share: the share of wall time judging may take (see the module docstring).
+        free_judge_s: a judgement faster than this does not delay the next one.
         max_failed_reads: consecutive unreadable polls before it stops guarding.
         clock: monotonic seconds (tests).
 
@@ -72,7 +74,7 @@ class HistoryGuard:
                  thresholds: dict | None = None, train_metric: str | None = None,
                  val_metric: str | None = None, metric_mode: str = "min",
                  stream: TextIO | None = None, storage_client: Any = None,
-                 cpu_share: float = 0.1, max_failed_reads: int = 30,
+                 cpu_share: float = 0.1, free_judge_s: float = 0.1, max_failed_reads: int = 30,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.mode = parse(GuardMode, mode, "--guard")
         self.metric_mode = parse(Mode, metric_mode, "--mode").value
@@ -82,6 +84,7 @@ class HistoryGuard:
         self.train_metric, self.val_metric = train_metric or None, val_metric or None
         self.stream = stream
         self.cpu_share = min(1.0, max(0.001, cpu_share))
+        self.free_judge_s = max(0.0, free_judge_s)
         self.max_failed_reads = max_failed_reads
         self.clock = clock
         self._client = storage_client
@@ -236,7 +239,8 @@ class HistoryGuard:
             spent = self.clock() - started
             self.judge_seconds += spent
             self.judgements += 1
-            self._next_judge = started + spent / self.cpu_share
+            self._next_judge = (started + spent / self.cpu_share if spent > self.free_judge_s
+                                else 0.0)
             self._dirty = False
         self.not_judged = judgement.not_judged
         self.last_verdict = judgement.verdict

@@ -11,11 +11,13 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from tests.servers import vertex_jobs
+from tests.servers.loopback import LoopbackServer
 from tests.servers.vertex_jobs import Scenario
 from trainguard import stages
 from trainguard.errors import TrainingFailed
@@ -173,3 +175,44 @@ def test_guard_off_never_reads_or_cancels(job, vertex_server, tmp_path):
     result, said, _ = run(tmp_path, guard="off")
     assert result.state == "SUCCEEDED" and vertex_server.calls("cancel") == []
     assert "guard:" not in said
+
+
+class _Forbidden(BaseHTTPRequestHandler):
+    """Cloud Storage answering 403 to everything, with the JSON API's error body."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *_: object) -> None:
+        return
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        body = json.dumps({"error": {"code": 403, "message": "trainer@p.iam.gserviceaccount.com "
+                                     "does not have storage.objects.get access to the Google "
+                                     "Cloud Storage object.", "errors": [{
+                                         "message": "denied", "domain": "global",
+                                         "reason": "forbidden"}]}}).encode()
+        self.send_response(403)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class ForbiddenStorage(LoopbackServer):
+    handler_class = _Forbidden
+
+
+def test_a_history_the_guard_may_not_read_is_said_at_once_and_the_job_runs_on(
+        vertex_server, monkeypatch, tmp_path):
+    fake = FakeTime()
+    real = stages._backend
+    monkeypatch.setattr(stages, "_backend", lambda *a, **kw: dataclasses.replace(
+        real(*a, **kw), clock=fake.clock, sleep=fake.sleep))
+    vertex_server.script(Scenario.succeeds(running=5))
+    with ForbiddenStorage() as storage:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", storage.url)
+        result, said, _ = run(tmp_path)
+    assert result.state == "SUCCEEDED" and vertex_server.calls("cancel") == []
+    assert said.count("STOPPED GUARDING") == 1
+    assert "permission denied" in said and "roles/storage.objectViewer" in said
+    assert result.guard["polls"] == 1  # given up at once: a 403 does not go away by polling

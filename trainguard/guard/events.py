@@ -137,6 +137,11 @@ class EventDirTail:
                 blobs = list(self._client.list_blobs(bucket, prefix=prefix + "/", timeout=30))
             except gexc.NotFound:
                 return []
+            except (gexc.Forbidden, gexc.Unauthorized) as exc:
+                raise FollowError(f"permission denied listing {self.root} ({type(exc).__name__})"
+                                  "; whoever runs the train task needs storage.objects.list on "
+                                  "the bucket (roles/storage.objectViewer)", transient=False) \
+                    from None
             except gexc.GoogleAPICallError as exc:
                 raise FollowError(f"cannot list {self.root}: {type(exc).__name__}") from None
             return sorted((f"gs://{bucket}/{b.name}", int(b.size or 0), b.generation)

@@ -30,7 +30,16 @@ MAX_READ_BYTES = 128 << 20
 
 
 class FollowError(Exception):
-    """Reading failed in a way the next poll may not repeat (a 503, a timeout, a lost race)."""
+    """Reading failed.
+
+    Attributes:
+        transient: the next poll may not repeat it (a 503, a timeout, a lost race); False for a
+            refusal that will not change by itself (403, 401).
+    """
+
+    def __init__(self, message: str, transient: bool = True) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 @dataclass(frozen=True)
@@ -177,6 +186,11 @@ class GcsFollower(_Tail):
             # Rewritten between the size and the read (that generation is gone): next poll.
             raise FollowError(f"{self.uri} changed while being read; reading it again next poll") \
                 from None
+        except (gexc.Forbidden, gexc.Unauthorized) as exc:
+            raise FollowError(f"permission denied reading {self.uri} ({type(exc).__name__}: "
+                              f"{getattr(exc, 'message', None) or exc}); whoever runs the train "
+                              "task needs storage.objects.get and storage.objects.list on the "
+                              "bucket (roles/storage.objectViewer)", transient=False) from None
         except gexc.GoogleAPICallError as exc:
             raise FollowError(f"cannot read {self.uri}: {type(exc).__name__}: "
                               f"{getattr(exc, 'message', None) or exc}") from None

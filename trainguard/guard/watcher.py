@@ -131,6 +131,9 @@ class HistoryGuard:
             added = self._read(job)
         except FollowError as exc:
             self._failed_reads += 1
+            if not exc.transient:
+                self._give_up(str(exc))
+                return None
             if self._failed_reads == 1:
                 self._say(f"could not read the history this time ({exc}); trying again next poll")
             if self._failed_reads >= self.max_failed_reads:
@@ -140,8 +143,8 @@ class HistoryGuard:
         except HistoryError as exc:
             self._give_up(f"the history cannot be parsed: {exc}")
             return None
-        except Exception as exc:  # the guard's own bug must never stop or crash a paid job
-            self._give_up(f"an internal error while reading: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # no credentials, a bug: never stop or crash a paid job for it
+            self._give_up(f"reading the history failed: {type(exc).__name__}: {exc}")
             return None
         self._failed_reads = 0
         return self._maybe_judge(added, job)

@@ -174,7 +174,7 @@ class EventDirTail:
             chunk = entry.follower.read_new(size, generation)
             if chunk is None or not chunk.data:
                 continue
-            if chunk.restarted and chunk.start == 0 and entry.records.records:
+            if chunk.restarted:
                 # Event files are only appended to; one rewritten means start over, all of them.
                 self.reset()
                 return Added(), True

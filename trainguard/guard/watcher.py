@@ -39,6 +39,7 @@ from trainguard.launch.base import RunningJob, Stop
 from trainguard.redaction import bound, redact
 from trainguard.validation.history import History
 from trainguard.validation.rules import RuleConfig
+from trainguard.validation.verdict import Verdict
 
 if TYPE_CHECKING:
     from trainguard.spec import JobSpec
@@ -98,7 +99,7 @@ class HistoryGuard:
         self.judge_seconds = 0.0
         self.read_seconds = 0.0
         self.not_judged = ""
-        self.last_verdict = None
+        self.last_verdict: Verdict | None = None
         self._job: RunningJob | None = None
         self._jsonl: JsonlTail | None = None
         self._follower: Follower | None = None
@@ -176,9 +177,10 @@ class HistoryGuard:
                 if self.kind != "jsonl":
                     self._found("jsonl", job.history_path)
                 assert self._jsonl is not None
-                if chunk.restarted and chunk.start == 0 and self._jsonl.lines:
-                    self._say(f"{job.history_path} was rewritten (a restarted run resuming from a "
-                              "checkpoint); reading it again from its start")
+                if chunk.restarted:  # only ever after an earlier read
+                    if self._jsonl.lines:
+                        self._say(f"{job.history_path} was rewritten (a restarted run resuming "
+                                  "from a checkpoint); reading it again from its start")
                     self._jsonl.reset()
                 return self._jsonl.feed(chunk.data)
         if job.tensorboard_dir:

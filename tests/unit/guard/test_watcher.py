@@ -265,3 +265,12 @@ def test_a_history_copied_from_a_finished_run_is_judged_like_validate_judges_it(
     g = guard()
     stop = Job(tmp_path, g).poll()
     assert stop is not None and stop.failure_class == "instability"
+
+
+def test_a_history_rewritten_while_its_first_line_was_half_written_is_not_garbage(tmp_path):
+    g = guard()
+    job = Job(tmp_path, g)
+    job.poll(b'{"step": 1, "split": "train", "metr')  # half a line, then the run restarts
+    job.history.write_bytes(b"")
+    assert job.poll(line(1, loss=2.0) + line(2, loss=1.9)) is None
+    assert not g.disabled and g.history().series["train/loss"].steps.tolist() == [1, 2]

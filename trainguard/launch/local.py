@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TextIO
 
 from trainguard.errors import ConfigError
-from trainguard.launch.base import RunningJob, TrainResult, Watcher
+from trainguard.launch.base import TrainResult
 from trainguard.runtime.env import HISTORY_ENV, HISTORY_FILENAME
 from trainguard.spec import JobSpec, Pool
 
@@ -174,7 +174,6 @@ class LocalBackend:
     stream: TextIO | None = field(default=None)
     extra_env: Mapping[str, str] = field(default_factory=dict)
     tail_lines: int = 400
-    watch_interval_s: float = 1.0
 
     def base_dir(self, spec: JobSpec) -> str:
         """Where outputs go: the spec's ``baseOutputDirectory`` or ``output_dir``."""
@@ -198,7 +197,7 @@ class LocalBackend:
                 rank += 1
         return workers
 
-    def run(self, spec: JobSpec, watcher: Watcher | None = None) -> TrainResult:
+    def run(self, spec: JobSpec) -> TrainResult:
         """Runs the job to a terminal state and returns the result (never raises on job failure).
 
         Raises:
@@ -217,8 +216,6 @@ class LocalBackend:
         lock = threading.Lock()
         started = time.monotonic()
         restarts, state, error = 0, "RUNNING", ""
-        stopped: dict = {}
-        next_watch = time.monotonic() + self.watch_interval_s
         exit_codes: dict[str, int] = {}
         preemptions = list(self.preempt_after)
         self._triggers = [(re.compile(rx), float(delay)) for rx, delay in self.preempt_on]
@@ -254,21 +251,6 @@ class LocalBackend:
                     attempt_start = time.monotonic()
                     self._start_all(workers, tail, lock)
                     continue
-                if watcher is not None and time.monotonic() >= next_watch:
-                    next_watch = time.monotonic() + self.watch_interval_s
-                    try:
-                        stop = watcher.poll(RunningJob(
-                            f"local/{job_id}", "RUNNING", base, f"{base}/{HISTORY_FILENAME}",
-                            f"{base}/logs/", time.monotonic() - started))
-                    except Exception as exc:  # the guard fails open
-                        self._say(f"[trainguard] the watcher failed ({exc!r}); not calling it again")
-                        watcher, stop = None, None
-                    if stop is not None:
-                        self._say(f"[trainguard] stopping the job: {stop.failure_class}")
-                        self._stop_all(workers, self.grace_s)
-                        state, stopped = "CANCELLED", stop.to_dict()
-                        error = f"stopped by the guard: {stop.failure_class}: {stop.evidence}"
-                        break
                 codes = {w.name: w.poll() for w in workers}
                 failed = {n: c for n, c in codes.items() if c not in (None, 0)}
                 if failed:
@@ -308,7 +290,7 @@ class LocalBackend:
             model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
             history_path=f"{base}/{HISTORY_FILENAME}", error=error, log_tail="\n".join(tail),
             restarts=restarts, duration_s=round(time.monotonic() - started, 3),
-            exit_codes=exit_codes, stopped=stopped)
+            exit_codes=exit_codes)
 
     # -- process handling --
 

@@ -47,7 +47,7 @@ from typing import Any, TextIO, TypeVar
 
 from trainguard.errors import ConfigError, SpecError, TrainguardError, TransientError, UserError
 from trainguard.gcp import job_client
-from trainguard.launch.base import RunningJob, TrainResult, Watcher
+from trainguard.launch.base import TrainResult
 from trainguard.launch.vertex_logs import DEFAULT_TIMEOUT_S, MAX_TAIL_LINES, read_log_tail
 from trainguard.runtime.env import HISTORY_ENV, HISTORY_FILENAME
 from trainguard.spec import JobSpec
@@ -350,7 +350,7 @@ class VertexBackend:
 
     # -- running --
 
-    def run(self, spec: JobSpec, watcher: Watcher | None = None) -> TrainResult:
+    def run(self, spec: JobSpec) -> TrainResult:
         """Runs the job to a terminal state (or resumes it) and returns the result.
 
         Never raises because the job failed, was cancelled or stayed queued: that is in
@@ -385,7 +385,6 @@ class VertexBackend:
                     if self.gcp_resources_path:
                         write_gcp_resources(self.gcp_resources_path, name)
                 name = job.name
-                self._watcher, self._stop = watcher, None
                 job, error = self._watch(client, spec, job)
                 if error:  # queued too long: free the slot in the queue
                     job = self._cancel(spec, name, "it " + error.split(":", 1)[0], job)
@@ -419,10 +418,7 @@ class VertexBackend:
         log_tail = ""
         if state in _FAILED_STATES and ended_on_its_own and self.log_tail_lines > 0:
             log_tail = self._log_tail(spec, job)
-        result = self._result(spec, base, name or "", state, error, started, log_tail)
-        if getattr(self, "_stop", None) is not None:
-            result.stopped = self._stop.to_dict()
-        return result
+        return self._result(spec, base, name or "", state, error, started, log_tail)
 
     def _result(self, spec: JobSpec, base: str, name: str, state: str, error: str,
                 started: float, log_tail: str = "") -> TrainResult:
@@ -588,7 +584,6 @@ class VertexBackend:
         backoff = _Backoff(self.poll_initial_s, self.poll_factor, self.poll_max_s)
         last = ""
         queued_since: float | None = None
-        running_since: float | None = None
         while True:
             state = state_name(job.state)
             if state != last:
@@ -597,19 +592,6 @@ class VertexBackend:
                 backoff.reset()
             if state in TERMINAL_STATES:
                 return job, ""
-            if state == "RUNNING" and getattr(self, "_watcher", None) is not None:
-                running_since = running_since if running_since is not None else self.clock()
-                base = self.base_dir(spec)
-                try:
-                    stop = self._watcher.poll(RunningJob(
-                        name, state, base, f"{base}/{HISTORY_FILENAME}" if base else "",
-                        f"{base}/logs/" if base else "", self.clock() - running_since))
-                except Exception as exc:  # the guard fails open
-                    self._say(f"the watcher failed ({exc!r}); not calling it again")
-                    self._watcher, stop = None, None
-                if stop is not None:
-                    self._stop = stop
-                    return job, f"stopped by the guard: {stop.failure_class}: {stop.evidence}"
             delay = backoff()
             now = self.clock()
             if state == "QUEUED" and self.max_queued_s is not None:

@@ -22,6 +22,8 @@ def train(
     output_dir: str = "",
     preempt_after: str = "",
     max_queued: str = "",
+    guard: str = "fail",
+    model_choice: str = "best",
 ):
     """Launches the training job, waits for it, cancels it with the pipeline, classifies failures.
 
@@ -30,7 +32,8 @@ def train(
         project: the Google Cloud project.
         region: the job's region.
         model: the trained model (``AIP_MODEL_DIR``).
-        history: the JSONL training history.
+        history: the history the job wrote (trainguard JSONL, or its TensorBoard event files or
+            Keras/Lightning CSV log).
         diagnosis: on failure, the failure class, evidence and first remedy.
         gcp_resources: the Vertex job, for the console link and cancellation.
         display_name: the job's display name.
@@ -39,10 +42,14 @@ def train(
         preempt_after: local backend only: inject preemptions (``20s,45s``).
         max_queued: Vertex only: cancel a job still QUEUED after this long (``45m``, seconds;
             ``0`` waits forever); empty: 30 min, or a FLEX_START job's maxWaitDuration + 15 min.
+        guard: the in-flight guard: ``off``, ``nonfinite`` (stop the job on NaN/Inf) or ``fail``
+            (also divergence and instability; a confirmed overfit ends it early as a success).
+        model_choice: ``best`` (the kept checkpoint nearest the best validation step) or ``last``.
     """
     from trainguard.stages import train_stage
 
     train_stage(job_spec, project=project, region=region, display_name=display_name,
                 backend=backend, output_dir=output_dir, preempt_after=preempt_after,
                 gcp_resources_path=gcp_resources, model=model, history=history,
-                diagnosis_path=diagnosis.path, max_queued=max_queued)
+                diagnosis_path=diagnosis.path, max_queued=max_queued, guard=guard,
+                model_choice=model_choice)

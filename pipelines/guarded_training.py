@@ -26,6 +26,8 @@ def guarded_training(
     val_metric: str = "",
     validate_fail_on: str = "",
     validate_warn_on: str = "",
+    guard: str = "fail",
+    model_choice: str = "best",
 ) -> bool:
     """Guards one training job.
 
@@ -45,6 +47,9 @@ def guarded_training(
         val_metric: validation-loss series name (detected when empty).
         validate_fail_on: failure classes that fail validation (defaults when empty).
         validate_warn_on: failure classes that only warn.
+        guard: the in-flight guard during training: ``off``, ``nonfinite`` or ``fail``.
+        model_choice: the model shipped: ``best`` (checkpoint nearest the best validation step)
+            or ``last``.
 
     Returns:
         Whether validation passed.
@@ -56,7 +61,7 @@ def guarded_training(
     checked.set_display_name("preflight")
     trained = train(job_spec=job_spec, project=project, region=region, display_name=display_name,
                     backend=backend, output_dir=output_dir, preempt_after=preempt_after,
-                    max_queued=max_queued)
+                    max_queued=max_queued, guard=guard, model_choice=model_choice)
     trained.after(checked)
     trained.set_caching_options(False)
     trained.set_display_name("train")

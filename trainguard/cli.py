@@ -159,6 +159,12 @@ def train(
         "--max-queued", help="vertex: cancel a job still QUEUED after this long (90, 20s, 45m, 2h;"
         " 0 waits forever). Default: 30m; FLEX_START: its maxWaitDuration + 15m")] = "",
     json_path: JsonOut = None,
+    guard: Annotated[str, typer.Option(help="in-flight guard: off, nonfinite (stop on NaN/Inf), "
+                                            "fail (also divergence, instability; early-stop a "
+                                            "confirmed overfit)")] = "fail",
+    model: Annotated[str, typer.Option("--model", help="which weights are the model: best (the "
+                                                       "checkpoint nearest the best validation "
+                                                       "step) or last")] = "best",
 ):
     """Run the training job (locally with Vertex's environment, or on Vertex AI)."""
     from trainguard.errors import TrainingFailed
@@ -170,16 +176,19 @@ def train(
                              backend="local" if local else "vertex", output_dir=output_dir,
                              preempt_after=preempt_after,
                              gcp_resources_path=str(gcp_resources) if gcp_resources else None,
-                             stream=sys.stdout, max_queued=max_queued)
+                             stream=sys.stdout, max_queued=max_queued, guard=guard,
+                             model_choice=model)
     except TrainingFailed as exc:
         data = exc.result.to_dict() if exc.result is not None else {}
         if exc.diagnosis is not None:
             data["diagnosis"] = exc.diagnosis.to_dict()
             d = exc.diagnosis
+            saved = (exc.result.stopped or {}).get("details", {}).get("saved", "")
             err.print(f"[bold red]training failed[/]: {escape(exc.result.error)}\n"
                       f"  class:    [bold]{d.failure_class}[/]\n"
                       f"  evidence: {escape(d.evidence)}\n  remedy:   {escape(d.remedy)}"
-                      + (f"\n  not this: {escape(d.trap)}" if d.trap else ""))
+                      + (f"\n  not this: {escape(d.trap)}" if d.trap else "")
+                      + (f"\n  saved:    {escape(saved)}" if saved else ""))
         else:
             err.print(f"[bold red]training failed[/]: {escape(str(exc))}")
         _write_json(json_path, data)
@@ -187,8 +196,13 @@ def train(
     except TrainguardError as exc:
         _fail(exc)
     _write_json(json_path, result.to_dict())
+    if result.stopped:  # an early stop that is a success: a confirmed overfit
+        stop = result.stopped
+        out.print(f"[yellow]training stopped early[/] ([bold]{stop['failure_class']}[/]): "
+                  f"{escape(stop['evidence'])}\n  {escape(stop['details'].get('saved', ''))}")
     out.print(f"[green]training {result.state}[/] in {result.duration_s:.1f} s "
-              f"({result.restarts} restart(s)); model: {escape(result.model_dir)}; "
+              f"({result.restarts} restart(s)); model: "
+              f"{escape(getattr(result, 'model', {}).get('model_uri') or result.model_dir)}; "
               f"history: {escape(result.history_path)}")
 
 

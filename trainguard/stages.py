@@ -17,7 +17,6 @@ from typing import Any, TextIO
 from trainguard.errors import ConfigError, PreflightFailed, TrainingFailed, ValidationFailed
 from trainguard.launch.base import TrainResult, Watcher, diagnose_result
 from trainguard.preflight import Report, run_preflight
-from trainguard.runtime.storage import store_for
 from trainguard.spec import JobSpec, load_spec, parse_spec
 
 __all__ = ["make_spec", "preflight_stage", "train_stage", "validate_stage", "split_names"]
@@ -135,19 +134,35 @@ def train_stage(
     result_path: str | None = None,
     stream: TextIO | None = sys.stdout,
     max_queued: str | float = "",
+    guard: str = "fail",
+    model_choice: str = "best",
+    thresholds: Mapping[str, float] | None = None,
     watcher: Watcher | None = None,
 ) -> TrainResult:
     """Runs the training job to a terminal state and publishes its outputs.
 
     For the local backend with a ``model`` artifact and no output directory, the job's base
     directory is the artifact's parent, so ``AIP_MODEL_DIR`` *is* the artifact. For Vertex, the
-    artifact's URI is set to the job's ``<base>/model/``. The history is copied into ``history``.
-    ``max_queued`` (Vertex: ``45m``, seconds, 0 = wait forever; '' follows the scheduling strategy)
-    is the queue limit; ``watcher`` is the in-flight guard the backend calls between polls.
+    artifact's URI is set to the job's ``<base>/model/``. ``max_queued`` (Vertex: ``45m``,
+    seconds, 0 = wait forever; '' follows the scheduling strategy) is the queue limit.
+
+    With ``guard`` (``off``, ``nonfinite``, ``fail``; :mod:`trainguard.guard`) the job's history
+    is followed while it runs and the job is stopped on a failing finding (``fail`` also stops a
+    confirmed overfit, as a success). ``history`` receives whatever history the job wrote (JSONL,
+    TensorBoard, Keras/Lightning CSV); ``model`` the weights ``model_choice`` picks (``best``: the
+    kept checkpoint nearest the best validation step), step and metric in its metadata. A
+    ``watcher`` given explicitly replaces the guard (the backend calls it between polls).
 
     Raises:
-        TrainingFailed: the job did not succeed; ``diagnosis`` names the failure class.
+        TrainingFailed: the job did not succeed, or the guard stopped it; ``diagnosis`` names the
+            failure class (and, for a stop, the accelerator-hours saved).
     """
+    from trainguard.choices import GuardMode, ModelChoice, parse
+    from trainguard.guard import HistoryGuard
+    from trainguard.guard.outcome import conclude, early_stopped, stop_diagnosis, stop_message
+
+    guard_mode = parse(GuardMode, guard, "--guard")
+    choice = parse(ModelChoice, model_choice, "--model")
     spec = make_spec(job_spec, project=project, region=region, display_name=display_name)
     if backend == "local" and not (spec.base_output_dir or output_dir) and model is not None:
         output_dir = str(Path(model.path).parent)
@@ -161,18 +176,17 @@ def train_stage(
     runner = _backend(backend, output_dir=output_dir, preempt_after=preempt_after,
                       gcp_resources_path=gcp_resources_path, stream=stream, extra_env={},
                       max_queued=max_queued)
-    result = runner.run(spec, watcher=watcher)
+    if watcher is None and guard_mode != GuardMode.OFF:
+        watcher = HistoryGuard.for_spec(spec, guard_mode, thresholds=thresholds, stream=stream)
+    result = conclude(runner.run(spec, watcher=watcher), watcher, model=model, history=history,
+                      model_choice=choice, stream=stream)
     _write(result_path, json.dumps(result.to_dict(), indent=2))
-    if model is not None:
-        if backend == "local" and Path(result.model_dir) != Path(model.path):
-            _copy_tree(result.model_dir, model.path)
-        elif backend == "vertex":
-            model.uri = result.model_dir
-        model.metadata.update({"job": result.job_name, "state": result.state,
-                               "restarts": result.restarts})
-    if history is not None:
-        _publish_history(result.history_path, history.path)
-    if not result.succeeded:
+    if result.stopped and not early_stopped(result):
+        diagnosis = stop_diagnosis(result.stopped)
+        _write(diagnosis_path, diagnosis.to_markdown())
+        raise TrainingFailed(f"training job {result.job_name} was stopped by the guard: "
+                             f"{stop_message(result.stopped)}", result, diagnosis)
+    if not result.succeeded and not early_stopped(result):
         diagnosis = diagnose_result(result)
         if diagnosis is not None:
             _write(diagnosis_path, diagnosis.to_markdown())
@@ -183,22 +197,6 @@ def train_stage(
         raise TrainingFailed(f"training job {result.job_name} ended {result.state}: "
                              f"{result.error}{detail}", result, diagnosis)
     return result
-
-
-def _copy_tree(src: str, dst: str) -> None:
-    store = store_for(src)
-    prefix = src.rstrip("/") + "/"
-    for uri in store.list(src):
-        target = Path(dst) / uri[len(prefix):]
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(store.read_bytes(uri))
-
-
-def _publish_history(src: str, dst: str) -> None:
-    store = store_for(src)
-    data = store.read_bytes(src) if store.exists(src) else b""
-    Path(dst).parent.mkdir(parents=True, exist_ok=True)
-    Path(dst).write_bytes(data)
 
 
 def validate_stage(

@@ -45,7 +45,9 @@ def test_a_healthy_run_passes_every_stage(tmp_path, capsys):
 
 def test_a_diverging_run_fails_at_validate_with_class_and_remedy(tmp_path):
     args = ["--epochs=6", "--optimizer=sgd", "--activation=tanh", "--lr=3.0"]
-    outcome = run_local("guarded_training", spec(args, "diverging"), pipeline_root=str(tmp_path))
+    # guard off: this is validate's test (the in-flight guard's is tests/integration/test_guard_local.py)
+    outcome = run_local("guarded_training", spec(args, "diverging"), pipeline_root=str(tmp_path),
+                        guard="off")
     assert not outcome.succeeded and outcome.failed_task == "validate"
     verdict = outcome.read_json("validate", "verdict")
     assert verdict["passed"] is False

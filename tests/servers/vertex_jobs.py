@@ -23,7 +23,9 @@ as the Dynamic Workload Scheduler docs describe; then it moves on one step per G
 A cancelled job goes CANCELLING → CANCELLED (``error: {code: 1, message: "CANCELED"}``). Faults are
 injected with :meth:`VertexJobsServer.fail_next` (an error status for the next N matching requests)
 and :meth:`VertexJobsServer.drop_next` (close the connection without answering). Every request is
-recorded in :attr:`VertexJobsServer.requests`.
+recorded in :attr:`VertexJobsServer.requests`. :attr:`VertexJobsServer.on_running` is called on
+each GET answered RUNNING, before the answer, so a test can write what the job "writes" meanwhile
+(a history growing in the storage emulator).
 """
 
 from __future__ import annotations
@@ -216,6 +218,7 @@ class VertexJobsServer(LoopbackServer):
         requests: every request received, in order.
         default_scenario: for jobs created when no scenario is queued with :meth:`script`.
         clock: monotonic seconds, for Flex-start waits (tests set their fake clock here).
+        on_running: ``f(job_name, n)`` for the n-th GET (1, 2, …) answered RUNNING, or None.
     """
 
     def __init__(self, project_number: str = "123456789012",
@@ -230,6 +233,8 @@ class VertexJobsServer(LoopbackServer):
         self._faults: list[Fault] = []
         self._ids = itertools.count(8_412_345_678_901_234_567)
         self._lock = threading.RLock()
+        self.on_running: Callable[[str, int], None] | None = None
+        self._running_gets: dict[str, int] = {}
 
     # -- scripting --
 
@@ -407,6 +412,9 @@ class VertexJobsServer(LoopbackServer):
             if job_id is not None and method == "GET" and verb is None:
                 entry = self._job(project, location, job_id)
                 self._advance(entry)
+                if entry.state == "RUNNING" and self.on_running is not None:
+                    n = self._running_gets[job_id] = self._running_gets.get(job_id, 0) + 1
+                    self.on_running(entry.job.name, n)
                 return 200, self._render(entry.job, int_enums)
             if job_id is not None and method == "POST" and verb == "cancel":
                 entry = self._job(project, location, job_id)

@@ -1,0 +1,47 @@
+"""The guard's parameters reach the train component, and a pipeline run fails at train."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("kfp")
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    from trainguard.pipelines.compile import compile_all
+
+    out = tmp_path_factory.mktemp("compiled")
+    return {p.name: yaml.safe_load(p.read_text()) for p in compile_all(out)}
+
+
+def test_guard_and_model_choice_are_parameters_of_train_and_of_the_pipeline(compiled):
+    train = compiled["train.yaml"]["root"]["inputDefinitions"]["parameters"]
+    assert train["guard"]["defaultValue"] == "fail"
+    assert train["model_choice"]["defaultValue"] == "best"
+    pipeline = compiled["guarded_training.yaml"]["root"]
+    params = pipeline["inputDefinitions"]["parameters"]
+    assert params["guard"]["defaultValue"] == "fail"
+    assert params["model_choice"]["defaultValue"] == "best"
+    inputs = pipeline["dag"]["tasks"]["train"]["inputs"]["parameters"]
+    assert inputs["guard"] == {"componentInputParameter": "guard"}
+    assert inputs["model_choice"] == {"componentInputParameter": "model_choice"}
+
+
+def test_the_diverging_example_fails_the_pipeline_at_train_with_the_class_and_hours_saved(
+        tmp_path):
+    pytest.importorskip("torch")
+    from tests.integration.test_guard_local import example
+    from trainguard.pipelines.local import run_local
+
+    outcome = run_local("guarded_training", example("local-diverging.yaml"),
+                        pipeline_root=str(tmp_path))
+    assert not outcome.succeeded and outcome.failed_task == "train"
+    detail = outcome.failure_detail()
+    assert "`divergence`" in detail and "machine-hours saved" in detail
+    assert "learning rate" in detail
+    history = Path(outcome.artifact("train", "history"))
+    assert history.read_text().count("\n") < 60  # stopped long before the 12 epochs' ~70 lines

@@ -1,0 +1,116 @@
+"""The model shipped: the kept checkpoint nearest the best validation step, or the last weights."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trainguard.guard.model import LAST_MODEL_DIRNAME, best_validation, pick_model, publish_model
+from trainguard.runtime.checkpoint import CheckpointManager, RetentionPolicy
+from trainguard.validation import validate
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "histories"
+
+
+class Artifact:
+    """What KFP hands a component: a path, a URI, metadata."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+        self.uri = str(path)
+        self.metadata: dict = {}
+
+
+def run_dir(tmp_path: Path, steps, metrics=None, final: bool = True) -> Path:
+    base = tmp_path / "run"
+    manager = CheckpointManager(str(base / "checkpoints"), async_save=False,
+                                retention=RetentionPolicy(keep_last=100))
+    for step in steps:
+        manager.save(step, {"state.pt": f"weights at {step}".encode()},
+                     (metrics or {}).get(step))
+    if final:
+        (base / "model").mkdir(parents=True)
+        (base / "model" / "model.pt").write_bytes(b"final weights")
+    return base
+
+
+@pytest.fixture(scope="module")
+def overfit_best():
+    # val/loss is best at step 81 of 180 in this real run.
+    return best_validation(validate(FIXTURES / "overfit" / "history.jsonl"))
+
+
+def test_the_best_validation_step_is_where_the_judged_validation_series_is_best(overfit_best):
+    assert overfit_best.step == 81 and overfit_best.series == "val/loss"
+    assert overfit_best.last_step == 180 and overfit_best.value == pytest.approx(0.6906, abs=1e-4)
+
+
+def test_best_ships_the_kept_checkpoint_nearest_the_best_step(tmp_path, overfit_best):
+    base = run_dir(tmp_path, [50, 100, 150])
+    pick = pick_model("best", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
+                      best=overfit_best, last_step=180)
+    assert pick.source == "checkpoint" and pick.step == 100
+    assert pick.uri.endswith("step-000000100") and pick.files == ("state.pt",)
+    meta = pick.metadata()
+    assert meta["model_step"] == 100 and meta["best_step"] == 81
+    assert meta["model_metric"] == "val/loss" and meta["model_metric_step"] == 99  # last eval <= 100
+    assert "nearest the best validation step 81" in pick.describe()
+
+
+def test_the_checkpoints_own_metric_is_preferred(tmp_path, overfit_best):
+    base = run_dir(tmp_path, [80, 160], metrics={80: {"val_loss": 0.69}, 160: {"val_loss": 0.8}})
+    pick = pick_model("best", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
+                      best=overfit_best, last_step=180)
+    assert pick.step == 80 and pick.value == pytest.approx(0.69) and pick.value_step == 80
+
+
+def test_the_final_weights_ship_when_they_are_nearest(tmp_path, overfit_best):
+    base = run_dir(tmp_path, [10])
+    pick = pick_model("best", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
+                      best=overfit_best, last_step=120)
+    assert pick.source == "model_dir" and pick.step == 120
+
+
+def test_last_ships_the_final_weights_or_the_newest_checkpoint_of_a_stopped_job(tmp_path,
+                                                                             overfit_best):
+    base = run_dir(tmp_path, [50, 100])
+    pick = pick_model("last", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
+                      best=overfit_best, last_step=180)
+    assert pick.source == "model_dir"
+    stopped = run_dir(tmp_path / "stopped", [50, 100], final=False)
+    pick = pick_model("last", model_dir=f"{stopped}/model/",
+                      checkpoint_dir=f"{stopped}/checkpoints/", best=overfit_best)
+    assert pick.source == "checkpoint" and pick.step == 100
+
+
+def test_no_weights_at_all_is_said(tmp_path):
+    pick = pick_model("best", model_dir=str(tmp_path / "model"),
+                      checkpoint_dir=str(tmp_path / "ckpt"), best=None)
+    assert pick.source == "none" and "no weights" in pick.reason
+
+
+def test_publishing_a_checkpoint_into_the_job_model_dir_moves_the_final_weights_aside(
+        tmp_path, overfit_best):
+    base = run_dir(tmp_path, [50, 100, 150])
+    model = Artifact(base / "model")  # the local backend's AIP_MODEL_DIR is the artifact
+    pick = pick_model("best", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
+                      best=overfit_best, last_step=180)
+    publish_model(pick, model, model_dir=f"{base}/model/")
+    assert (base / "model" / "state.pt").read_bytes() == b"weights at 100"
+    assert not (base / "model" / "model.pt").exists()
+    assert (base / LAST_MODEL_DIRNAME / "model.pt").read_bytes() == b"final weights"
+    assert model.metadata["model_step"] == 100 and model.metadata["best_step"] == 81
+    json.dumps(model.metadata)  # KFP metadata must be JSON
+
+
+def test_publishing_gs_weights_points_the_artifact_at_them(overfit_best):
+    from trainguard.guard.model import ModelPick
+
+    model = Artifact(Path("/gcs/unused"))
+    pick = ModelPick("best", "gs://b/run/checkpoints/step-000000100", "checkpoint", 100,
+                     ("state.pt",), "nearest", overfit_best)
+    publish_model(pick, model, model_dir="gs://b/run/model/")
+    assert model.uri == "gs://b/run/checkpoints/step-000000100/"
+    assert model.metadata["model_step"] == 100

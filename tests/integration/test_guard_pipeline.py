@@ -35,7 +35,7 @@ def test_the_diverging_example_fails_the_pipeline_at_train_with_the_class_and_ho
         tmp_path):
     pytest.importorskip("torch")
     from tests.integration.test_guard_local import example
-    from trainguard.pipelines.local import run_local
+    from trainguard.pipelines.local_runner import run_local
 
     outcome = run_local("guarded_training", example("local-diverging.yaml"),
                         pipeline_root=str(tmp_path))

@@ -95,6 +95,10 @@ class LocalOutcome:
                 return lines + [f"  class:    {verdict.get('failure_class')}",
                                 f"  evidence: {fails[0].get('message')}",
                                 f"  remedy:   {fails[0].get('remedy')}"]
+        if self.failed_task == "train":
+            path = self.artifact("train", "diagnosis")
+            if path is not None and path.is_file():
+                return lines + _diagnosis_lines(path.read_text())
         detail = [line for line in self.failure_detail().splitlines() if line.strip()]
         return lines + [f"  {line.strip()}" for line in detail[:8]]
 
@@ -115,6 +119,24 @@ class LocalOutcome:
             lines.append(f"task logs: {self.log_dir}/ "
                          f"({', '.join(sorted(p.name for p in self.log_dir.glob('*.log')))})")
         return "\n".join(lines)
+
+
+def _diagnosis_lines(markdown: str) -> list[str]:
+    """Class, why, evidence and remedy from a train task's diagnosis (triage's Markdown)."""
+    found: dict[str, str] = {}
+    lines = markdown.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("## Training failure"):
+            m = re.search(r"`([\w-]+)`", line)
+            found["class"] = m.group(1) if m else "unknown"
+        elif line.startswith("**Why:**"):
+            found["why"] = re.sub(r" \(confidence [\d.]+\)$", "", line[len("**Why:**"):].strip())
+        elif line.startswith("```") and "evidence" not in found and i + 1 < len(lines):
+            found["evidence"] = lines[i + 1].strip()
+        elif line.startswith("**First remedy:**"):
+            found["remedy"] = line[len("**First remedy:**"):].strip()
+    return [f"  {key + ':':<9} {found[key]}" for key in ("class", "evidence", "why", "remedy")
+            if key in found]
 
 
 def run_local(pipeline: str, spec: JobSpec, *, backend: str = "local",

@@ -53,6 +53,9 @@ _SEVERITIES = (ERROR, EXIT, WARNING)
 _RANK = {ERROR: 0, EXIT: 1, WARNING: 2}
 
 MAX_EVIDENCE_CHARS = 300
+# Evidence from a huge line is redacted within this many characters either side of the signal
+# (far wider than what is shown, so a secret cut at the edge is never on display).
+_REDACT_MARGIN = 8_000
 # A warning alone is a diagnosis only when it is strong, or when the text shows the job failed.
 _STRONG_WARNING = 0.7
 _WARNING_DISCOUNT = 0.75
@@ -668,11 +671,19 @@ def _first_per_class(hits: list[_Hit]) -> list[_Hit]:
 
 
 def _evidence(hit: _Hit) -> str:
-    line = redact(hit.text.strip())
-    if len(line) <= MAX_EVIDENCE_CHARS:
-        return line
+    line = hit.text.strip()
     match = hit.pattern.regex.search(line)
     start = match.start() if match else 0
+    if len(line) > 2 * _REDACT_MARGIN:  # redact the signal's neighbourhood, not megabytes
+        begin = max(0, start - _REDACT_MARGIN)
+        line, start = line[begin : begin + 2 * _REDACT_MARGIN], start - begin
+    before = len(line)
+    line = redact(line)
+    if len(line) <= MAX_EVIDENCE_CHARS:
+        return line
+    if len(line) != before:  # redaction moved the signal: find it again
+        match = hit.pattern.regex.search(line)
+        start = match.start() if match else 0
     keep = MAX_EVIDENCE_CHARS - 2  # room for an ellipsis at each end
     begin = max(0, min(start - 80, len(line) - keep))
     window = line[begin : begin + keep]

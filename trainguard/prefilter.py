@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 try:  # Python >= 3.11 keeps the parser private; older ones call it sre_parse
-    from re import _constants as _c
-    from re import _parser as _sre
+    from re import _constants as _c  # type: ignore[attr-defined]
+    from re import _parser as _sre  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - Python < 3.11
     import sre_constants as _c  # type: ignore[no-redef]
     import sre_parse as _sre  # type: ignore[no-redef]
@@ -136,8 +136,13 @@ def _words(part: bytes | _Alt | _Seq | None) -> tuple[bytes, ...] | None:
     if isinstance(part, bytes):
         return (part,)
     if isinstance(part, _Alt):
-        options = [_words(o) for o in part.options]
-        return None if any(o is None for o in options) else tuple(w for o in options for w in o)
+        words: list[bytes] = []
+        for option in part.options:
+            found = _words(option)
+            if found is None:
+                return None  # one alternative needs no word: neither does the branch
+            words += found
+        return tuple(words)
     options = [w for w in (_words(p) for p in part.items) if w]
     # The most telling requirement: the one whose shortest word is longest.
     return max(options, key=lambda o: min(len(w) for w in o), default=None)

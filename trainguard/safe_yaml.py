@@ -78,7 +78,7 @@ def _precheck(text: str, where: str) -> None:
             if event.anchor is not None:
                 anchors[event.anchor] = (1, len(event.value), 0)
         elif isinstance(event, yaml.AliasEvent):
-            more_values, more_chars, height = anchors.get(event.anchor, (1, 0, 0))
+            more_values, more_chars, height = anchors.get(event.anchor or "", (1, 0, 0))
             values += more_values
             chars += more_chars
             if len(stack) + height > MAX_DEPTH:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import json_format
 
@@ -40,11 +40,15 @@ __all__ = ["JobSpec", "Pool", "load_spec", "parse_spec", "validate_project", "va
 
 # Only the message modules the spec uses, not the package with every service client (see
 # trainguard.aiplatform_types): CustomJob, CustomJobSpec, Scheduling, EncryptionSpec.
-_custom_job, _encryption_spec = _load_types("custom_job", "encryption_spec")
-CustomJob = _custom_job.CustomJob
-CustomJobSpec = _custom_job.CustomJobSpec
-Scheduling = _custom_job.Scheduling
-EncryptionSpec = _encryption_spec.EncryptionSpec
+if TYPE_CHECKING:
+    from google.cloud.aiplatform_v1.types.custom_job import CustomJob, CustomJobSpec, Scheduling
+    from google.cloud.aiplatform_v1.types.encryption_spec import EncryptionSpec
+else:
+    _custom_job, _encryption_spec = _load_types("custom_job", "encryption_spec")
+    CustomJob = _custom_job.CustomJob
+    CustomJobSpec = _custom_job.CustomJobSpec
+    Scheduling = _custom_job.Scheduling
+    EncryptionSpec = _encryption_spec.EncryptionSpec
 
 _PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|\d{6,20})$")
 _REGION_RE = re.compile(r"^[a-z]+-[a-z]+\d+$")
@@ -383,15 +387,16 @@ def parse_spec(
     if not isinstance(data, Mapping):
         raise SpecError(f"must be a mapping with workerPoolSpecs, got {kind(data)}", where)
     extra: dict[str, Any] = {"display_name": None, "labels": {}, "kms_key_name": ""}
-    if "jobSpec" in data or "job_spec" in data:  # a whole CustomJob body
-        data, extra = _unwrap_body(data, source)
+    spec: Mapping[str, Any] = data
+    if "jobSpec" in spec or "job_spec" in spec:  # a whole CustomJob body
+        spec, extra = _unwrap_body(spec, source)
     validate_project(project)
     validate_region(region)
-    data, errors = _check(_SPEC_DESC, data)
-    errors = errors or _semantic_errors(data)
+    checked, errors = _check(_SPEC_DESC, spec)
+    errors = errors or _semantic_errors(checked)
     if errors:
         _raise(errors, source)
-    normalised = normalise_durations(_SPEC_DESC, data)
+    normalised = normalise_durations(_SPEC_DESC, checked)
     normalised["workerPoolSpecs"] = [
         {**pool, "replicaCount": 1} if pool and "replicaCount" not in pool else pool
         for pool in normalised["workerPoolSpecs"]

@@ -454,6 +454,9 @@ _MAX_LINE_BYTES = 8 << 20
 # The first hits of each signature are all a diagnosis uses (the earliest wins; a few more count
 # towards the confidence): a log that repeats one line a million times keeps this many.
 _HITS_PER_PATTERN = 64
+# Candidate lines up to this long are remembered (at most this many at once) with what they show.
+_SEEN_LINE_BYTES = 4096
+_SEEN_LINES = 4096
 
 
 @dataclass(frozen=True)
@@ -534,15 +537,28 @@ def _scan(stream: BinaryIO, *, errors: str, patterns: tuple[Pattern, ...] | None
     table = _table(patterns)
     hits: list[_Hit] = []
     counts = [0] * len(table.patterns)
+    # A log repeats its lines (warnings, progress lines that mention a loss of inf): each
+    # distinct candidate line is matched against the table once.
+    seen: dict[tuple[bytes, bool], list[tuple[int, int, str]]] = {}
     line_number = 1  # of the first line of the block
     previous = b""  # the last line of the previous block
     for block in _blocks(stream):
         lines = block.split(b"\n")  # the block ends with a line end: the last item is empty
         for index in table.prefilter.lines(block):
             before = lines[index - 1] if index else previous
-            after_frame = _ends_in_frame(before.decode("utf-8", errors))
-            _scan_line(table, line_number + index, lines[index].decode("utf-8", errors),
-                       after_frame, hits, counts)
+            key = (lines[index], _ends_in_frame(before.decode("utf-8", errors)))
+            found = seen.get(key)
+            if found is None:
+                found = _matches(table, key[0].decode("utf-8", errors), key[1])
+                if len(key[0]) <= _SEEN_LINE_BYTES:
+                    if len(seen) >= _SEEN_LINES:
+                        seen.clear()
+                    seen[key] = found
+            for segment, pattern_index, piece in found:
+                if counts[pattern_index] < _HITS_PER_PATTERN:
+                    counts[pattern_index] += 1
+                    hits.append(_Hit(line_number + index, segment, piece,
+                                     table.patterns[pattern_index]))
         line_number += len(lines) - 1
         previous = lines[-2] if len(lines) > 1 else previous
     return hits
@@ -559,8 +575,9 @@ def _ends_in_frame(line: str) -> bool:
     return bool(_PYTHON_FRAME.match(_pieces(line)[-1]))
 
 
-def _scan_line(table: _Table, number: int, line: str, after_python_frame: bool,
-               hits: list[_Hit], counts: list[int]) -> None:
+def _matches(table: _Table, line: str, after_python_frame: bool) -> list[tuple[int, int, str]]:
+    """(segment, signature index, piece) for every signature the line shows."""
+    found = []
     for segment, piece in enumerate(_pieces(line)):
         # The source line a traceback quotes is indented; the exception line is not (and
         # comes straight after "File …" when the source is not available).
@@ -568,11 +585,9 @@ def _scan_line(table: _Table, number: int, line: str, after_python_frame: bool,
         after_python_frame = bool(_PYTHON_FRAME.match(piece))
         if quoted_source or _FRAME.match(piece):
             continue
-        for index in table.gated(piece):
-            pattern = table.patterns[index]
-            if counts[index] < _HITS_PER_PATTERN and pattern.regex.search(piece):
-                counts[index] += 1
-                hits.append(_Hit(number, segment, piece, pattern))
+        found += [(segment, index, piece) for index in table.gated(piece)
+                  if table.patterns[index].regex.search(piece)]
+    return found
 
 
 def _diagnose(chosen: _Hit, known: list[_Hit], reason: str) -> Diagnosis:

@@ -41,10 +41,13 @@ def read_diagnosis(source: str, text: str | None, *, stdin: TextIO) -> tuple[Dia
         ConfigError: both a SOURCE file and --text, or SOURCE cannot be read.
     """
     if text is not None:
-        if source not in ("-", ""):
+        if source != "-":
             raise ConfigError(f"give either a log file ({_shown(source)}) or --text, not both")
         return classify(text), ""
-    if source in ("-", ""):
+    if not source.strip():
+        raise ConfigError("the log file name is empty; give a log file, - for stdin, or --text "
+                          "'the error text'")
+    if source == "-":
         buffer = getattr(stdin, "buffer", None)
         return (classify_stream(buffer) if buffer is not None else classify(stdin.read())), ""
     path = Path(source)

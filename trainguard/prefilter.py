@@ -199,22 +199,31 @@ def _leads(part: bytes | _Alt | _Seq) -> list[tuple[bytes, bytes]]:
 
 
 # How common a byte is in lower-cased logs (higher: more common): digits (all 0 here), a space,
-# English letters by frequency, everyday punctuation. A lead starting on a rarer byte is tried at
-# fewer places.
+# English letters by frequency, everyday punctuation.
 _COMMON = {byte: 60 - i for i, byte in enumerate(b" etaoinsrhldcumfpgwybvkxjqz")}
 _COMMON.update({byte: 61 for byte in b"0123456789"})
 _COMMON.update({byte: 45 for byte in b".:/-=,\t"})
 
 
-def _rare_start(head: bytes) -> bytes:
-    """The part of a literal from its rarest byte on (at least ``_MIN_LEAD`` bytes kept).
+def _anchors(heads: list[bytes]) -> list[bytes]:
+    """Where each literal is looked for from: a suffix of it, at least ``_MIN_LEAD`` bytes long.
 
-    Any part of a required literal is required too; the end stays, so what follows still fits.
+    Any part of a required literal is required too, and keeping its end keeps what follows it
+    adjacent. The regex engine stops at every byte that starts some suffix and then tries each
+    such first byte in turn, so the suffixes start on few distinct bytes, and rare ones: a byte
+    another literal already starts on costs nothing more; else the rarest.
     """
-    if len(head) <= _MIN_LEAD:
-        return head
-    start = min(range(len(head) - _MIN_LEAD + 1), key=lambda i: (_COMMON.get(head[i], 0), i))
-    return head[start:]
+    roots: set[int] = set()
+    chosen: dict[int, bytes] = {}
+    # The literals with the least choice first (a three-letter one has a single start).
+    for k in sorted(range(len(heads)), key=lambda k: len(heads[k])):
+        head = heads[k].translate(_DIGITS)
+        starts = list(range(len(head) - _MIN_LEAD + 1)) if len(head) > _MIN_LEAD else [0]
+        starts = [i for i in starts if head[i] in roots] or starts
+        best = min(starts, key=lambda i: (_COMMON.get(head[i], 0), i))
+        roots.add(head[best])
+        chosen[k] = head[best:]
+    return [chosen[k] for k in range(len(heads))]
 
 
 def _trie(leads: list[tuple[bytes, bytes]]) -> bytes:
@@ -224,9 +233,9 @@ def _trie(leads: list[tuple[bytes, bytes]]) -> bytes:
     a hundred flat alternatives cost a hundred tests per character, a trie a few.
     """
     root: dict = {}
-    for head, rest in leads:
+    for anchor, (_head, rest) in zip(_anchors([h for h, _ in leads]), leads, strict=True):
         node = root
-        for byte in _rare_start(head).translate(_DIGITS):
+        for byte in anchor:
             node = node.setdefault(byte, {})
         node.setdefault(None, set()).add(rest)
     return _emit(root)

@@ -19,7 +19,7 @@ holding one of them is always a candidate.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 try:  # Python >= 3.11 keeps the parser private; older ones call it sre_parse
@@ -263,26 +263,45 @@ class Prefilter:
         leads += [(ch.encode(), b"") for ch in FOLDED]
         self.regex = re.compile(_trie(leads)) if self.complete else None
 
-    def lines(self, block: bytes) -> list[int]:
-        """The indexes of the lines of ``block`` (``block.split(b"\\n")``) that may match.
+    def lines(self, block: bytes, *, dedup: bool = True) -> tuple[list[int], float]:
+        """The indexes of the lines of ``block`` (``block.split(b"\\n")``) that may match, and the
+        share of its lines that are distinct (1.0 without ``dedup``).
 
-        The lines are lower-cased with their digits made 0 and searched once each however often
-        they repeat (a training log repeats itself but for its numbers), joined into one text
-        for one pass of the compiled regex.
+        The lines are lower-cased with their digits made 0. With ``dedup`` each distinct line is
+        searched once however often it repeats (a training log repeats itself but for its
+        numbers), the distinct ones joined into one text for one pass of the compiled regex;
+        without, the block is searched as it is (cheaper when its lines are all different).
         """
-        shapes = block.lower().translate(_DIGITS).split(b"\n")
+        lowered = block.lower().translate(_DIGITS)
         if self.regex is None:  # a regex that needs no literal: every line is a candidate
-            return list(range(len(shapes)))
-        text = b"\n".join(dict.fromkeys(shapes))
-        found = set()
+            return list(range(lowered.count(b"\n") + 1)), 1.0
+        if not dedup:
+            return self._direct(lowered), 1.0
+        shapes = lowered.split(b"\n")
+        distinct = dict.fromkeys(shapes)
+        text = b"\n".join(distinct)
+        found = {text[start:stop] for start, stop in self._spans(text)}
+        share = len(distinct) / len(shapes)
+        return ([i for i, shape in enumerate(shapes) if shape in found] if found else []), share
+
+    def _spans(self, text: bytes) -> Iterator[tuple[int, int]]:
+        """(start, end) of each line of ``text`` the compiled regex finds something in."""
+        assert self.regex is not None
         search, pos, end = self.regex.search, 0, len(text)
         while pos <= end:
             match = search(text, pos)
             if match is None:
-                break
+                return
             start = text.rfind(b"\n", 0, match.start()) + 1
             stop = text.find(b"\n", match.end())
             stop = end if stop < 0 else stop
-            found.add(text[start:stop])
+            yield start, stop
             pos = stop + 1
-        return [i for i, shape in enumerate(shapes) if shape in found] if found else []
+
+    def _direct(self, lowered: bytes) -> list[int]:
+        found, line, counted = [], 0, 0
+        for start, _stop in self._spans(lowered):
+            line += lowered.count(b"\n", counted, start)
+            counted = start
+            found.append(line)
+        return found

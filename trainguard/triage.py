@@ -454,6 +454,10 @@ _MAX_LINE_BYTES = 8 << 20
 # The first hits of each signature are all a diagnosis uses (the earliest wins; a few more count
 # towards the confidence): a log that repeats one line a million times keeps this many.
 _HITS_PER_PATTERN = 64
+# When most lines of a block are distinct, de-duplicating costs more than it saves: the next
+# blocks are searched as they are, then de-duplication is tried again.
+_MOSTLY_DISTINCT = 0.8
+_PLAIN_BLOCKS = 8
 # Candidate lines up to this long are remembered (at most this many at once) with what they show.
 _SEEN_LINE_BYTES = 4096
 _SEEN_LINES = 4096
@@ -542,9 +546,12 @@ def _scan(stream: BinaryIO, *, errors: str, patterns: tuple[Pattern, ...] | None
     seen: dict[tuple[bytes, bool], list[tuple[int, int, str]]] = {}
     line_number = 1  # of the first line of the block
     previous = b""  # the last line of the previous block
+    plain = 0  # blocks left to search without de-duplicating (their lines were all different)
     for block in _blocks(stream):
         lines = block.split(b"\n")  # the block ends with a line end: the last item is empty
-        for index in table.prefilter.lines(block):
+        candidates, distinct = table.prefilter.lines(block, dedup=plain == 0)
+        plain = max(0, plain - 1) if plain else (_PLAIN_BLOCKS if distinct > _MOSTLY_DISTINCT else 0)
+        for index in candidates:
             before = lines[index - 1] if index else previous
             key = (lines[index], _ends_in_frame(before.decode("utf-8", errors)))
             found = seen.get(key)

@@ -646,3 +646,13 @@ def test_triage_reads_a_log_file(tmp_path):
     log.write_text(fixture("host_oom-vertex-137"), encoding="utf-8")
     outcome = run_cli("triage", log)
     assert outcome.exit_code == 0 and "host_oom" in outcome.stdout
+
+
+def test_the_prefilter_finds_the_same_lines_with_and_without_de_duplication():
+    table = triage._table()
+    text = "\n".join(fixture(p.stem) for p in sorted(FIXTURES.glob("*.txt"))).encode() + b"\n"
+    with_dedup, _ = table.prefilter.lines(text, dedup=True)
+    without, share = table.prefilter.lines(text, dedup=False)
+
+    assert with_dedup == without and share == 1.0
+    assert len(with_dedup) < text.count(b"\n")  # healthy lines are left out

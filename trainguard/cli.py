@@ -239,22 +239,26 @@ def validate(
         raise typer.Exit(1)
 
 
+_TRIAGE_SOURCE_HELP = ("a log file, or - for stdin (the default); an argument that names no file "
+                       "and reads as a sentence is classified as the error text itself")
+
+
 @app.command()
 def triage(
-    source: Annotated[str, typer.Argument(help="error text or log file; - for stdin")] = "-",
+    source: Annotated[str, typer.Argument(help=_TRIAGE_SOURCE_HELP, metavar="[LOG_FILE|-]")] = "-",
+    text: Annotated[str | None, typer.Option("--text", "-t", help="classify this error text "
+                                             "(instead of a file)")] = None,
     json_path: JsonOut = None,
 ):
-    """Name the failure class of a failed job from its error text or logs."""
-    from trainguard.triage import classify
+    """Name the failure class of a failed job from its log file, stdin, or --text."""
+    from trainguard.triage_input import read_diagnosis
 
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text(errors="replace")
-    except OSError as exc:
-        err.print(f"[bold red]trainguard: bad input:[/] cannot read {escape(repr(source))}: "
-                  f"{exc.strerror}; "
-                  "give a log file or - for stdin")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
-    diagnosis = classify(text)
+        diagnosis, note = read_diagnosis(source, text, stdin=sys.stdin)
+    except TrainguardError as exc:
+        _fail(exc)
+    if note:
+        err.print(note, markup=False)
     _write_json(json_path, diagnosis.to_dict())
     out.print(f"class:    [bold]{diagnosis.failure_class}[/] (confidence "
               f"{diagnosis.confidence:.2f})")

@@ -13,45 +13,57 @@ instead of protobuf's bare parse error.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-from google.cloud import aiplatform_v1
 from google.protobuf import json_format
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from trainguard import safe_yaml
+from trainguard.aiplatform_types import load as _load_types
 from trainguard.errors import SpecError
+from trainguard.proto_walk import (
+    Problems,
+    check_message,
+    kind,
+    normalise_durations,
+    normalise_keys,
+    show,
+    wrap_singletons,
+)
+from trainguard.redaction import bound, redact
 
 __all__ = ["JobSpec", "Pool", "load_spec", "parse_spec", "validate_project", "validate_region"]
 
+# Only the message modules the spec uses, not the package with every service client (see
+# trainguard.aiplatform_types): CustomJob, CustomJobSpec, Scheduling, EncryptionSpec.
+if TYPE_CHECKING:
+    from google.cloud.aiplatform_v1.types.custom_job import CustomJob, CustomJobSpec, Scheduling
+    from google.cloud.aiplatform_v1.types.encryption_spec import EncryptionSpec
+else:
+    _custom_job, _encryption_spec = _load_types("custom_job", "encryption_spec")
+    CustomJob = _custom_job.CustomJob
+    CustomJobSpec = _custom_job.CustomJobSpec
+    Scheduling = _custom_job.Scheduling
+    EncryptionSpec = _encryption_spec.EncryptionSpec
+
 _PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|\d{6,20})$")
 _REGION_RE = re.compile(r"^[a-z]+-[a-z]+\d+$")
-_DURATION_RE = re.compile(r"^-?\d+(\.\d{1,9})?s$")
-_INT_TYPES = {
-    FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT32,
-    FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SINT64,
-    FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_FIXED64,
-}
-_FLOAT_TYPES = {FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE}
-_SPEC_PB = aiplatform_v1.CustomJobSpec.meta.pb
-_JOB_PB = aiplatform_v1.CustomJob.meta.pb
-_OUTPUT_ONLY = {"name", "state", "createTime", "create_time", "startTime", "start_time",
-                "endTime", "end_time", "updateTime", "update_time", "error", "webAccessUris",
-                "web_access_uris", "satisfiesPzs", "satisfies_pzs", "satisfiesPzi",
-                "satisfies_pzi"}
+_SPEC_DESC = CustomJobSpec.meta.pb.DESCRIPTOR
+_JOB_DESC = CustomJob.meta.pb.DESCRIPTOR
+_OUTPUT_ONLY = {"name", "state", "createTime", "startTime", "endTime", "updateTime", "error",
+                "webAccessUris", "satisfiesPzs", "satisfiesPzi"}
+_MAX_LISTED = 20  # problems listed in one message; the rest are counted
 
 
 def validate_project(project: str) -> str:
     """Returns ``project`` if it is a valid project ID or number, else raises SpecError."""
     if not project or not _PROJECT_RE.match(project):
         raise SpecError(
-            f"{project!r} is not a Google Cloud project ID (6-30 lowercase letters, digits and "
+            f"{show(project)} is not a Google Cloud project ID (6-30 lowercase letters, digits and "
             "hyphens, starting with a letter) or project number; pass --project",
             "project",
         )
@@ -62,176 +74,11 @@ def validate_region(region: str) -> str:
     """Returns ``region`` if it looks like a Google Cloud region, else raises SpecError."""
     if not region or not _REGION_RE.match(region):
         raise SpecError(
-            f"{region!r} is not a region such as us-central1 or europe-west4 (a zone like "
+            f"{show(region)} is not a region such as us-central1 or europe-west4 (a zone like "
             "us-central1-a is not a region); pass --region",
             "region",
         )
     return region
-
-
-# --- structural check against the proto descriptor -------------------------------------------
-
-
-def _repeated(f: FieldDescriptor) -> bool:
-    return f.is_repeated if hasattr(f, "is_repeated") else f.label == f.LABEL_REPEATED
-
-
-def _suggest(value: str, names: Sequence[str]) -> str | None:
-    """The closest valid name: one containing the typed text first, then by similarity."""
-    upper = value.upper()
-    contained = [n for n in names if upper and upper.replace("_", "") in n.replace("_", "")]
-    if contained:
-        return min(contained, key=len)
-    close = difflib.get_close_matches(upper, names, n=1)
-    return close[0] if close else None
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, Sequence):
-        return "a list"
-    return type(value).__name__
-
-
-def _fields_by_key(desc: Descriptor) -> dict[str, FieldDescriptor]:
-    out = {}
-    for f in desc.fields:
-        out[f.json_name] = f
-        out[f.name] = f
-    return out
-
-
-def _check_scalar(f: FieldDescriptor, value: Any, path: str, errors: list[tuple[str, str]]) -> None:
-    if f.type == FieldDescriptor.TYPE_STRING:
-        if not isinstance(value, str):
-            errors.append((path, f"must be a string, got {_kind(value)} ({value!r})"))
-    elif f.type == FieldDescriptor.TYPE_BOOL:
-        if not isinstance(value, bool):
-            errors.append((path, f"must be true or false, got {_kind(value)} ({value!r})"))
-    elif f.type in _INT_TYPES:
-        ok = (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip() or "x"))
-        if isinstance(value, float) and value.is_integer():
-            ok = True
-        if not ok:
-            errors.append((path, f"must be a whole number, got {_kind(value)} ({value!r})"))
-        elif int(value) < 0:
-            errors.append((path, f"must not be negative, got {value}"))
-    elif f.type in _FLOAT_TYPES:
-        if isinstance(value, bool) or not isinstance(value, int | float | str):
-            errors.append((path, f"must be a number, got {_kind(value)} ({value!r})"))
-    elif f.type == FieldDescriptor.TYPE_ENUM:
-        names = [v.name for v in f.enum_type.values]
-        if isinstance(value, bool):
-            errors.append((path, f"must be one of {', '.join(names)}"))
-        elif isinstance(value, int):
-            if value not in [v.number for v in f.enum_type.values]:
-                errors.append((path, f"{value} is not a valid value; use one of {', '.join(names)}"))
-        elif not isinstance(value, str) or value not in names:
-            close = _suggest(str(value), names)
-            hint = f" (did you mean {close}?)" if close else ""
-            errors.append((path, f"{value!r} is not a valid value{hint}; use one of "
-                                 f"{', '.join(n for n in names if not n.endswith('UNSPECIFIED'))}"))
-
-
-def _check_message(desc: Descriptor, data: Any, path: str, errors: list[tuple[str, str]]) -> None:
-    if desc.full_name == "google.protobuf.Duration":
-        if isinstance(data, int | float) and not isinstance(data, bool):
-            return  # normalised to "Ns" before conversion
-        if not isinstance(data, str) or not _DURATION_RE.match(data.strip()):
-            errors.append((path, f"must be a duration such as \"3600s\", got {data!r}"))
-        return
-    if desc.full_name in ("google.protobuf.Struct", "google.protobuf.Value"):
-        return
-    if not isinstance(data, Mapping):
-        errors.append((path, f"must be a mapping of fields, got {_kind(data)} ({data!r})"))
-        return
-    fields = _fields_by_key(desc)
-    for key, value in data.items():
-        sub = f"{path}.{key}" if path else str(key)
-        f = fields.get(key)
-        if f is None:
-            names = sorted({x.json_name for x in desc.fields})
-            close = difflib.get_close_matches(str(key), names, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            errors.append((sub, f"unknown field; {hint}{desc.name} has: {', '.join(names)}"))
-            continue
-        if value is None:
-            continue
-        is_map = f.message_type is not None and f.message_type.GetOptions().map_entry
-        if is_map:
-            if not isinstance(value, Mapping):
-                errors.append((sub, f"must be a mapping, got {_kind(value)}"))
-                continue
-            value_field = f.message_type.fields_by_name["value"]
-            for k, v in value.items():
-                _check_field(value_field, v, f"{sub}.{k}", errors)
-        elif _repeated(f):
-            if isinstance(value, str) or not isinstance(value, Sequence):
-                errors.append((sub, f"must be a list, got {_kind(value)} ({value!r})"))
-                continue
-            for i, item in enumerate(value):
-                _check_field(f, item, f"{sub}[{i}]", errors)
-        else:
-            _check_field(f, value, sub, errors)
-
-
-def _check_field(f: FieldDescriptor, value: Any, path: str, errors: list[tuple[str, str]]) -> None:
-    if f.type == FieldDescriptor.TYPE_MESSAGE:
-        _check_message(f.message_type, value, path, errors)
-    else:
-        _check_scalar(f, value, path, errors)
-
-
-def _wrap_singletons(desc: Descriptor, data: Any) -> Any:
-    """A single mapping where a list of messages belongs becomes a one-item list, as gcloud's
-    ``--config`` reader does (its own example writes ``workerPoolSpecs:`` as one mapping)."""
-    if not isinstance(data, Mapping):
-        return data
-    fields = _fields_by_key(desc)
-    out = {}
-    for key, value in data.items():
-        f = fields.get(key)
-        if f is not None and f.type == FieldDescriptor.TYPE_MESSAGE and value is not None \
-                and not f.message_type.GetOptions().map_entry:
-            if _repeated(f):
-                items = [value] if isinstance(value, Mapping) else value
-                if isinstance(items, list):
-                    value = [_wrap_singletons(f.message_type, v) for v in items]
-            else:
-                value = _wrap_singletons(f.message_type, value)
-        out[key] = value
-    return out
-
-
-def _normalise_durations(desc: Descriptor, data: Any) -> Any:
-    """Accepts plain seconds for Duration fields (``timeout: 3600``), as people write them."""
-    if not isinstance(data, Mapping):
-        return data
-    fields = _fields_by_key(desc)
-    out = {}
-    for key, value in data.items():
-        f = fields.get(key)
-        if f is not None and f.type == FieldDescriptor.TYPE_MESSAGE and value is not None:
-            if f.message_type.full_name == "google.protobuf.Duration":
-                if isinstance(value, int | float) and not isinstance(value, bool):
-                    value = f"{value}s"
-            elif not f.message_type.GetOptions().map_entry:
-                if _repeated(f) and isinstance(value, list):
-                    value = [_normalise_durations(f.message_type, v) for v in value]
-                else:
-                    value = _normalise_durations(f.message_type, value)
-        out[key] = value
-    return out
 
 
 # --- the validated object --------------------------------------------------------------------
@@ -266,7 +113,7 @@ class JobSpec:
     project: str
     region: str
     display_name: str
-    job_spec: aiplatform_v1.CustomJobSpec
+    job_spec: CustomJobSpec
     labels: dict[str, str] = field(default_factory=dict)
     kms_key_name: str = ""
 
@@ -369,7 +216,7 @@ class JobSpec:
     def strategy(self) -> str:
         """STANDARD, SPOT or FLEX_START (STANDARD when unset)."""
         value = self.job_spec.scheduling.strategy
-        name = aiplatform_v1.Scheduling.Strategy(value).name
+        name = Scheduling.Strategy(value).name
         return "STANDARD" if name in ("STRATEGY_UNSPECIFIED", "ON_DEMAND") else name
 
     @property
@@ -387,12 +234,12 @@ class JobSpec:
         """The job's service account, '' for the Vertex AI Custom Code Service Agent."""
         return self.job_spec.service_account
 
-    def custom_job(self) -> aiplatform_v1.CustomJob:
-        """The CustomJob to create."""
-        job = aiplatform_v1.CustomJob(display_name=self.display_name, job_spec=self.job_spec,
-                                      labels=dict(self.labels))
+    def custom_job(self) -> CustomJob:
+        """The CustomJob to create (an ``aiplatform_v1.CustomJob``)."""
+        job = CustomJob(display_name=self.display_name, job_spec=self.job_spec,
+                        labels=dict(self.labels))
         if self.kms_key_name:
-            job.encryption_spec = aiplatform_v1.EncryptionSpec(kms_key_name=self.kms_key_name)
+            job.encryption_spec = EncryptionSpec(kms_key_name=self.kms_key_name)
         return job
 
     def to_body(self) -> dict[str, Any]:
@@ -407,7 +254,7 @@ class JobSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """The CustomJobSpec as camelCase JSON (what the spec file holds)."""
-        return json_format.MessageToDict(aiplatform_v1.CustomJobSpec.pb(self.job_spec))
+        return json_format.MessageToDict(CustomJobSpec.pb(self.job_spec))
 
     @property
     def parent(self) -> str:
@@ -415,65 +262,104 @@ class JobSpec:
         return f"projects/{self.project}/locations/{self.region}"
 
 
-def _semantic_errors(data: Mapping[str, Any]) -> list[tuple[str, str]]:
-    errors: list[tuple[str, str]] = []
-    pools = data.get("workerPoolSpecs") or data.get("worker_pool_specs")
+def _count(value: Any) -> int | None:
+    """A count the walker accepted (an int, an integral float, a string of digits), or None."""
+    if value in (None, ""):
+        return None
+    return int(float(value)) if isinstance(value, float) else int(value)
+
+
+def _pool_errors(i: int, pool: Mapping[str, Any]) -> Problems:
+    errors: Problems = []
+    path = f"workerPoolSpecs[{i}]"
+    machine = pool.get("machineSpec") or {}
+    if not machine.get("machineType"):
+        errors.append((f"{path}.machineSpec.machineType",
+                       "is required (for example n1-standard-8 or a2-highgpu-1g)"))
+    acc_type = machine.get("acceleratorType")
+    acc_count = _count(machine.get("acceleratorCount"))
+    if acc_type and acc_type != "ACCELERATOR_TYPE_UNSPECIFIED" and not acc_count:
+        errors.append((f"{path}.machineSpec.acceleratorCount",
+                       f"is required with acceleratorType {show(acc_type)} (at least 1)"))
+    if acc_count and not acc_type:
+        errors.append((f"{path}.machineSpec.acceleratorType",
+                       f"is required when acceleratorCount is {acc_count}"))
+    container, package = pool.get("containerSpec"), pool.get("pythonPackageSpec")
+    if container and package:
+        errors.append((path, "has both containerSpec and pythonPackageSpec; keep one"))
+    elif not container and not package:
+        errors.append((f"{path}.containerSpec",
+                       "is required: give containerSpec.imageUri (and command/args)"))
+    elif container and not container.get("imageUri"):
+        errors.append((f"{path}.containerSpec.imageUri", "is required"))
+    replicas = _count(pool.get("replicaCount"))
+    if replicas is not None and replicas < 1:
+        errors.append((f"{path}.replicaCount", f"must be at least 1, got {replicas}"))
+    if i == 0 and replicas is not None and replicas > 1:
+        errors.append((f"{path}.replicaCount",
+                       f"the first pool is the chief and must have replicaCount 1, got "
+                       f"{replicas}; put the other {replicas - 1} replicas in "
+                       "workerPoolSpecs[1]"))
+    for j, env in enumerate((container or {}).get("env") or []):
+        if isinstance(env, Mapping) and not env.get("name"):
+            errors.append((f"{path}.containerSpec.env[{j}].name", "is required"))
+    return errors
+
+
+def _semantic_errors(data: Mapping[str, Any]) -> Problems:
+    """What the descriptor cannot say: required fields and how they go together (camelCase keys,
+    already checked by the walker)."""
+    pools = data.get("workerPoolSpecs")
     if not pools:
         return [("workerPoolSpecs", "is missing or empty; give at least one worker pool with a "
                                     "machineSpec and a containerSpec")]
+    errors: Problems = []
     for i, pool in enumerate(pools):
-        path = f"workerPoolSpecs[{i}]"
-        if not pool:
-            if i == 0:
-                errors.append((path, "the first worker pool (the chief) cannot be empty"))
-            continue
-        machine = pool.get("machineSpec") or pool.get("machine_spec") or {}
-        if not machine.get("machineType") and not machine.get("machine_type"):
-            errors.append((f"{path}.machineSpec.machineType",
-                           "is required (for example n1-standard-8 or a2-highgpu-1g)"))
-        acc_type = machine.get("acceleratorType") or machine.get("accelerator_type")
-        acc_count = machine.get("acceleratorCount", machine.get("accelerator_count"))
-        acc_count = int(acc_count) if acc_count not in (None, "") else None
-        if acc_type and acc_type != "ACCELERATOR_TYPE_UNSPECIFIED" and not acc_count:
-            errors.append((f"{path}.machineSpec.acceleratorCount",
-                           f"is required with acceleratorType {acc_type} (at least 1)"))
-        if acc_count and not acc_type:
-            errors.append((f"{path}.machineSpec.acceleratorType",
-                           f"is required when acceleratorCount is {acc_count}"))
-        container = pool.get("containerSpec") or pool.get("container_spec")
-        package = pool.get("pythonPackageSpec") or pool.get("python_package_spec")
-        if container and package:
-            errors.append((path, "has both containerSpec and pythonPackageSpec; keep one"))
-        elif not container and not package:
-            errors.append((f"{path}.containerSpec",
-                           "is required: give containerSpec.imageUri (and command/args)"))
-        elif container and not (container.get("imageUri") or container.get("image_uri")):
-            errors.append((f"{path}.containerSpec.imageUri", "is required"))
-        replicas = pool.get("replicaCount", pool.get("replica_count"))
-        if replicas is not None and int(replicas) < 1:
-            errors.append((f"{path}.replicaCount", f"must be at least 1, got {replicas}"))
-        if i == 0 and replicas is not None and int(replicas) != 1:
-            errors.append((f"{path}.replicaCount",
-                           f"the first pool is the chief and must have replicaCount 1, got "
-                           f"{replicas}; put the other {int(replicas) - 1} replicas in "
-                           "workerPoolSpecs[1]"))
-        for j, env in enumerate((container or {}).get("env") or []):
-            if isinstance(env, Mapping) and not env.get("name"):
-                errors.append((f"{path}.containerSpec.env[{j}].name", "is required"))
-    base = (data.get("baseOutputDirectory") or data.get("base_output_directory") or {})
-    if base and not (base.get("outputUriPrefix") or base.get("output_uri_prefix")):
+        if pool:
+            errors += _pool_errors(i, pool)
+        elif i == 0:
+            errors.append(("workerPoolSpecs[0]", "the first worker pool (the chief) cannot be empty"))
+    base = data.get("baseOutputDirectory") or {}
+    if base and not base.get("outputUriPrefix"):
         errors.append(("baseOutputDirectory.outputUriPrefix", "is required when "
                        "baseOutputDirectory is given (for example gs://my-bucket/runs/r1)"))
     return errors
 
 
-def _raise(errors: list[tuple[str, str]], source: str) -> None:
-    where = f" in {source}" if source else ""
+def _raise(errors: Problems, source: str) -> None:
+    where = f" in {bound(redact(source), 200)}" if source else ""
     if len(errors) == 1:
         path, message = errors[0]
-        raise SpecError(f"{message}{where}", path)
-    lines = "\n".join(f"  - {p}: {m}" for p, m in errors)
-    raise SpecError(f"{len(errors)} problems{where}:\n{lines}", errors[0][0])
+        raise SpecError(f"{bound(message, 2000)}{where}", bound(path, 300))
+    listed = "\n".join(f"  - {bound(p, 300)}: {bound(m, 500)}" for p, m in errors[:_MAX_LISTED])
+    more = f"\n  … and {len(errors) - _MAX_LISTED} more" if len(errors) > _MAX_LISTED else ""
+    raise SpecError(f"{len(errors)} problems{where}:\n{listed}{more}", bound(errors[0][0], 300))
+
+
+def _check(desc, data: Any) -> tuple[Any, Problems]:
+    """Normalised keys and singletons, then the walk: (the data, every problem found)."""
+    errors: Problems = []
+    data = wrap_singletons(desc, normalise_keys(desc, data, "", errors))
+    if not errors:
+        check_message(desc, data, "", errors)
+    return data, errors
+
+
+def _unwrap_body(data: Mapping[str, Any], source: str) -> tuple[Mapping[str, Any], dict]:
+    """A whole CustomJob body → (its jobSpec, {display_name, labels, kms_key_name})."""
+    body, errors = _check(_JOB_DESC, {k: v for k, v in data.items()
+                                      if k not in ("jobSpec", "job_spec")})
+    errors += [(k, "is set by Vertex AI (output only); remove it")
+               for k in sorted(set(body) & _OUTPUT_ONLY)]
+    if errors:
+        _raise(errors, source)
+    spec = data.get("jobSpec", data.get("job_spec"))
+    if not isinstance(spec, Mapping):
+        raise SpecError(f"must be a mapping of CustomJobSpec fields, got {kind(spec)}", "jobSpec")
+    extra = {"display_name": body.get("displayName"),
+             "labels": {str(k): str(v) for k, v in (body.get("labels") or {}).items()},
+             "kms_key_name": (body.get("encryptionSpec") or {}).get("kmsKeyName") or ""}
+    return spec, extra
 
 
 def parse_spec(
@@ -486,62 +372,46 @@ def parse_spec(
 ) -> JobSpec:
     """Validates a CustomJobSpec mapping (or its JSON/YAML text) and returns a JobSpec.
 
+    Keys may be camelCase (as gcloud writes them) or snake_case; a whole CustomJob body
+    (``{"displayName": …, "jobSpec": {…}}``) is accepted too.
+
     Raises:
-        SpecError: naming the field path and what to do.
+        SpecError: naming the field path and what to do; also for text too big, nested too
+            deep or expanding past the caps of :mod:`trainguard.safe_yaml`.
     """
+    where = source or "spec"
     if isinstance(data, str):
-        try:
-            data = yaml.safe_load(data)
-        except yaml.YAMLError as exc:
-            raise SpecError(f"is not valid YAML or JSON: {exc}", source or "spec") from None
+        data = safe_yaml.load(data, where)
+    else:
+        safe_yaml.check_shape(data, where)
     if not isinstance(data, Mapping):
-        raise SpecError(f"must be a mapping with workerPoolSpecs, got {_kind(data)}",
-                        source or "spec")
-    labels: dict[str, str] = {}
-    kms_key = ""
-    if "jobSpec" in data or "job_spec" in data:  # a whole CustomJob body
-        data = _wrap_singletons(_JOB_PB.DESCRIPTOR, data)
-        errors: list[tuple[str, str]] = []
-        extra = {k: v for k, v in data.items() if k not in ("jobSpec", "job_spec")}
-        _check_message(_JOB_PB.DESCRIPTOR, extra, "", errors)
-        output_only = sorted(set(extra) & _OUTPUT_ONLY)
-        errors += [(k, "is set by Vertex AI (output only); remove it") for k in output_only]
-        if errors:
-            _raise(errors, source)
-        display_name = display_name or data.get("displayName") or data.get("display_name")
-        labels = {str(k): str(v) for k, v in (data.get("labels") or {}).items()}
-        encryption = data.get("encryptionSpec") or data.get("encryption_spec") or {}
-        kms_key = encryption.get("kmsKeyName") or encryption.get("kms_key_name") or ""
-        data = data.get("jobSpec") or data.get("job_spec") or {}
-        if not isinstance(data, Mapping):
-            raise SpecError("must be a mapping", "jobSpec")
+        raise SpecError(f"must be a mapping with workerPoolSpecs, got {kind(data)}", where)
+    extra: dict[str, Any] = {"display_name": None, "labels": {}, "kms_key_name": ""}
+    spec: Mapping[str, Any] = data
+    if "jobSpec" in spec or "job_spec" in spec:  # a whole CustomJob body
+        spec, extra = _unwrap_body(spec, source)
     validate_project(project)
     validate_region(region)
-    data = _wrap_singletons(_SPEC_PB.DESCRIPTOR, data)
-    errors = []
-    _check_message(_SPEC_PB.DESCRIPTOR, data, "", errors)
+    checked, errors = _check(_SPEC_DESC, spec)
+    errors = errors or _semantic_errors(checked)
     if errors:
         _raise(errors, source)
-    errors = _semantic_errors(data)
-    if errors:
-        _raise(errors, source)
-    normalised = _normalise_durations(_SPEC_PB.DESCRIPTOR, data)
-    pools_key = "workerPoolSpecs" if "workerPoolSpecs" in normalised else "worker_pool_specs"
-    normalised[pools_key] = [
-        {**pool, "replicaCount": 1}
-        if pool and "replicaCount" not in pool and "replica_count" not in pool else pool
-        for pool in normalised[pools_key]
+    normalised = normalise_durations(_SPEC_DESC, checked)
+    normalised["workerPoolSpecs"] = [
+        {**pool, "replicaCount": 1} if pool and "replicaCount" not in pool else pool
+        for pool in normalised["workerPoolSpecs"]
     ]  # like gcloud's --worker-pool-spec, a pool without replicaCount has one replica
     try:
-        pb = json_format.ParseDict(json.loads(json.dumps(normalised)), _SPEC_PB())
-    except json_format.ParseError as exc:  # the walker should have caught it; keep the message
-        raise SpecError(f"cannot be converted: {exc}", source or "spec") from None
-    name = display_name or "trainguard-job"
+        pb = json_format.ParseDict(json.loads(json.dumps(normalised)), CustomJobSpec.meta.pb())
+    except (json_format.ParseError, TypeError, ValueError) as exc:
+        # the walker should have caught it; keep the message, bounded
+        raise SpecError(f"cannot be converted: {bound(redact(str(exc)), 500)}", where) from None
+    name = display_name or extra["display_name"] or "trainguard-job"
     if len(name) > 128:
         raise SpecError("must be at most 128 characters", "display_name")
     return JobSpec(project=project, region=region, display_name=name,
-                   job_spec=aiplatform_v1.CustomJobSpec.wrap(pb), labels=labels,
-                   kms_key_name=kms_key)
+                   job_spec=CustomJobSpec.wrap(pb), labels=extra["labels"],
+                   kms_key_name=extra["kms_key_name"])
 
 
 def load_spec(path: str | Path, *, project: str, region: str,
@@ -552,14 +422,21 @@ def load_spec(path: str | Path, *, project: str, region: str,
         SpecError: the file is missing, unreadable or invalid.
     """
     p = Path(path)
+    shown = show(str(p))
     try:
-        text = p.read_text(encoding="utf-8")
+        if p.exists() and not p.is_file():  # a directory, a FIFO (reading it would wait forever)
+            raise SpecError(f"spec file {shown} is not a regular file; give a YAML or JSON file",
+                            "spec")
+        with p.open("rb") as stream:
+            raw = stream.read(4 * safe_yaml.MAX_TEXT_CHARS + 1)
+        text = raw.decode("utf-8")
     except FileNotFoundError:
-        raise SpecError(f"spec file {str(p)!r} does not exist", "spec") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read spec file {str(p)!r}: {exc}", "spec") from None
+        raise SpecError(f"spec file {shown} does not exist", "spec") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or bound(str(exc), 300)
+        raise SpecError(f"cannot read spec file {shown}: {reason}", "spec") from None
     if not text.strip():
-        raise SpecError(f"spec file {str(p)!r} is empty; it must hold a CustomJobSpec with "
+        raise SpecError(f"spec file {shown} is empty; it must hold a CustomJobSpec with "
                         "workerPoolSpecs", "spec")
     return parse_spec(text, project=project, region=region, display_name=display_name,
                       source=str(p))

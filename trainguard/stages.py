@@ -43,11 +43,14 @@ def make_spec(job_spec: Mapping[str, Any] | str | Path | JobSpec, *, project: st
     return parse_spec(job_spec, project=project, region=region, display_name=display_name or None)
 
 
-def _write(path: str | None, text: str) -> None:
+def _write(path: str | None, text: str | bytes) -> None:
     if path:
         try:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_text(text, encoding="utf-8")
+            if isinstance(text, bytes):
+                Path(path).write_bytes(text)
+            else:
+                Path(path).write_text(text, encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot write {path}: {exc.strerror or exc}; choose another "
                               "path") from None
@@ -223,21 +226,19 @@ def validate_stage(
         HistoryError / ConfigError: unreadable history, bad options.
         ValidationFailed: a failing finding, when ``raise_on_fail``.
     """
-    from trainguard.validation import render_plot, validate
+    from trainguard.validation import validate
 
     verdict = validate(history, format=format or None, train_metric=train_metric or None,
                        val_metric=val_metric or None, mode=mode,
                        fail_on=split_names(fail_on) or None, warn_on=split_names(warn_on) or None,
                        thresholds=dict(thresholds) if thresholds else None)
     png: bytes | None = None
-    if plot_path:
-        Path(plot_path).parent.mkdir(parents=True, exist_ok=True)
-        render_plot(verdict, plot_path)
-        png = Path(plot_path).read_bytes()
-    elif html_path:  # the HTML embeds the curves; no stray PNG beside the artifact
+    if plot_path or html_path:  # the HTML embeds the curves; no stray PNG beside the artifact
         from trainguard.validation import plot_png
 
         png = plot_png(verdict)
+    if plot_path and png is not None:  # a directory or an unwritable path: exit 2, like --json
+        _write(plot_path, png)
     _write(json_path, json.dumps(verdict.to_dict(), indent=2))
     _write(markdown_path, verdict.to_markdown())
     _write(html_path, verdict.to_html(png) if html_path else "")

@@ -22,11 +22,16 @@ Remedies and traps come from :mod:`trainguard.failure_classes`, the one table of
 
 from __future__ import annotations
 
+import io
+import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from trainguard.failure_classes import CLASS_NAMES
 from trainguard.failure_classes import get as get_failure_class
+from trainguard.prefilter import Prefilter, gate_words, has_folded
 from trainguard.redaction import redact
 
 __all__ = [
@@ -38,6 +43,9 @@ __all__ = [
     "Diagnosis",
     "CLASS_PATTERNS",
     "classify",
+    "classify_stream",
+    "classify_file",
+    "BLOCK_BYTES",
     "redact",
 ]
 
@@ -48,6 +56,9 @@ _SEVERITIES = (ERROR, EXIT, WARNING)
 _RANK = {ERROR: 0, EXIT: 1, WARNING: 2}
 
 MAX_EVIDENCE_CHARS = 300
+# Evidence from a huge line is redacted within this many characters either side of the signal
+# (far wider than what is shown, so a secret cut at the edge is never on display).
+_REDACT_MARGIN = 8_000
 # A warning alone is a diagnosis only when it is strong, or when the text shows the job failed.
 _STRONG_WARNING = 0.7
 _WARNING_DISCOUNT = 0.75
@@ -493,7 +504,31 @@ def classify(text: str) -> Diagnosis:
         trap, a confidence and the reason. Text with no known failure signature, such as a
         healthy training log, is ``unknown`` with a confidence below 0.3.
     """
-    hits = _scan(text or "")
+    # surrogatepass: any str round-trips, so the evidence is the caller's text exactly.
+    data = (text or "").encode("utf-8", "surrogatepass")
+    return _decide(_scan(io.BytesIO(data), errors="surrogatepass"))
+
+
+def classify_stream(stream: BinaryIO) -> Diagnosis:
+    """Like :func:`classify`, for a binary stream of any size (a log file, stdin), read once.
+
+    Memory stays bounded: the stream is read in blocks of ``BLOCK_BYTES``; undecodable bytes
+    read as U+FFFD.
+    """
+    return _decide(_scan(stream, errors="replace"))
+
+
+def classify_file(path: str | os.PathLike[str]) -> Diagnosis:
+    """Like :func:`classify`, for a log file of any size (streamed, see :func:`classify_stream`).
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
+    with open(path, "rb") as stream:
+        return classify_stream(stream)
+
+
+def _decide(hits: list[_Hit]) -> Diagnosis:
     known = [h for h in hits if h.pattern.failure_class != "unknown"]
     generic = [h for h in hits if h.pattern.failure_class == "unknown"]
 
@@ -546,25 +581,155 @@ _PYTHON_FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
 # The replica prefix trainguard's launchers put on each log line ("[workerpool0-0] ").
 _REPLICA_PREFIX = re.compile(r"^\[[\w.:-]+\] ")
 
+# --- the scan: one pass over the text, in blocks, the whole table only on candidate lines ------
 
-def _scan(text: str) -> list[_Hit]:
+BLOCK_BYTES = 4 << 20
+# A line longer than this is read in pieces of this size (each piece numbered as a line).
+_MAX_LINE_BYTES = 8 << 20
+# The first hits of each signature are all a diagnosis uses (the earliest wins; a few more count
+# towards the confidence): a log that repeats one line a million times keeps this many.
+_HITS_PER_PATTERN = 64
+# When most lines of a block are distinct, de-duplicating costs more than it saves: the next
+# blocks are searched as they are, then de-duplication is tried again.
+_MOSTLY_DISTINCT = 0.8
+_PLAIN_BLOCKS = 8
+# Candidate lines up to this long are remembered (at most this many at once) with what they show.
+_SEEN_LINE_BYTES = 4096
+_SEEN_LINES = 4096
+
+
+@dataclass(frozen=True)
+class _Table:
+    """:data:`CLASS_PATTERNS` compiled for the scan: one prefilter, and which signatures each word
+    a line may hold lets through (a signature without words always runs)."""
+
+    patterns: tuple[Pattern, ...]
+    prefilter: Prefilter
+    words: tuple[str, ...]
+    by_word: dict[str, tuple[int, ...]]
+    ungated: tuple[int, ...]
+
+    @classmethod
+    def of(cls, patterns: tuple[Pattern, ...]) -> _Table:
+        by_word: dict[str, list[int]] = {}
+        ungated = []
+        for index, pattern in enumerate(patterns):
+            words = gate_words(pattern.regex)
+            if words is None:
+                ungated.append(index)
+            for word in words or ():
+                by_word.setdefault(word, []).append(index)
+        return cls(patterns, Prefilter([p.regex for p in patterns]), tuple(by_word),
+                   {w: tuple(i) for w, i in by_word.items()}, tuple(ungated))
+
+    def gated(self, piece: str) -> list[int]:
+        """The signatures worth running on ``piece``: those whose words it holds, in order."""
+        if has_folded(piece):
+            return list(range(len(self.patterns)))
+        lowered = piece.lower()
+        chosen = set(self.ungated)
+        for word in [w for w in self.words if w in lowered]:
+            chosen.update(self.by_word[word])
+        return sorted(chosen)
+
+
+_TABLES: dict[int, _Table] = {}
+
+
+def _table(patterns: tuple[Pattern, ...] | None = None) -> _Table:
+    """The compiled table, built on first use (importing triage stays cheap)."""
+    patterns = CLASS_PATTERNS if patterns is None else patterns
+    table = _TABLES.get(id(patterns))
+    if table is None or table.patterns is not patterns:
+        table = _TABLES[id(patterns)] = _Table.of(patterns)
+    return table
+
+
+def _blocks(stream: BinaryIO) -> Iterator[bytes]:
+    """Whole lines, ``\\r\\n`` and ``\\r`` turned into ``\\n``, each block ending with one."""
+    pending = b""
+    while True:
+        chunk = stream.read(BLOCK_BYTES)
+        if not chunk:
+            break
+        data = pending + chunk
+        cut = data.rfind(b"\n") + 1
+        if cut == 0 and len(data) >= _MAX_LINE_BYTES:
+            # One very long line: a lone \r is a line end too; else cut it (not inside a \r\n).
+            cut = data.rfind(b"\r", 0, len(data) - 1) + 1 or len(data) - (data[-1:] == b"\r")
+        pending, data = data[cut:], data[:cut]
+        if data:
+            yield _lf(data)
+    if pending:
+        yield _lf(pending)
+
+
+def _lf(data: bytes) -> bytes:
+    """Line ends made ``\\n``, one at the end guaranteed."""
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return data if data.endswith(b"\n") else data + b"\n"
+
+
+def _scan(stream: BinaryIO, *, errors: str, patterns: tuple[Pattern, ...] | None = None,
+          ) -> list[_Hit]:
+    table = _table(patterns)
     hits: list[_Hit] = []
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    after_python_frame = False
-    for number, line in enumerate(text.split("\n"), start=1):
-        line = _REPLICA_PREFIX.sub("", line, count=1)
-        # Error messages printed through repr() carry literal "\n": read them as lines too.
-        for segment, piece in enumerate(line.split("\\n")):
-            # The source line a traceback quotes is indented; the exception line is not (and
-            # comes straight after "File …" when the source is not available).
-            quoted_source = after_python_frame and piece[:1] in (" ", "\t")
-            after_python_frame = bool(_PYTHON_FRAME.match(piece))
-            if quoted_source or _FRAME.match(piece):
-                continue
-            for pattern in CLASS_PATTERNS:
-                if pattern.regex.search(piece):
-                    hits.append(_Hit(number, segment, piece, pattern))
+    counts = [0] * len(table.patterns)
+    # A log repeats its lines (warnings, progress lines that mention a loss of inf): each
+    # distinct candidate line is matched against the table once.
+    seen: dict[tuple[bytes, bool], list[tuple[int, int, str]]] = {}
+    line_number = 1  # of the first line of the block
+    previous = b""  # the last line of the previous block
+    plain = 0  # blocks left to search without de-duplicating (their lines were all different)
+    for block in _blocks(stream):
+        lines = block.split(b"\n")  # the block ends with a line end: the last item is empty
+        candidates, distinct = table.prefilter.lines(block, dedup=plain == 0)
+        plain = max(0, plain - 1) if plain else (_PLAIN_BLOCKS if distinct > _MOSTLY_DISTINCT else 0)
+        for index in candidates:
+            before = lines[index - 1] if index else previous
+            key = (lines[index], _ends_in_frame(before.decode("utf-8", errors)))
+            found = seen.get(key)
+            if found is None:
+                found = _matches(table, key[0].decode("utf-8", errors), key[1])
+                if len(key[0]) <= _SEEN_LINE_BYTES:
+                    if len(seen) >= _SEEN_LINES:
+                        seen.clear()
+                    seen[key] = found
+            for segment, pattern_index, piece in found:
+                if counts[pattern_index] < _HITS_PER_PATTERN:
+                    counts[pattern_index] += 1
+                    hits.append(_Hit(line_number + index, segment, piece,
+                                     table.patterns[pattern_index]))
+        line_number += len(lines) - 1
+        previous = lines[-2] if len(lines) > 1 else previous
     return hits
+
+
+def _pieces(line: str) -> list[str]:
+    line = _REPLICA_PREFIX.sub("", line, count=1)
+    # Error messages printed through repr() carry literal "\n": read them as lines too.
+    return line.split("\\n")
+
+
+def _ends_in_frame(line: str) -> bool:
+    """Whether the last piece of a line is a Python frame (``File "…", line N``)."""
+    return bool(_PYTHON_FRAME.match(_pieces(line)[-1]))
+
+
+def _matches(table: _Table, line: str, after_python_frame: bool) -> list[tuple[int, int, str]]:
+    """(segment, signature index, piece) for every signature the line shows."""
+    found = []
+    for segment, piece in enumerate(_pieces(line)):
+        # The source line a traceback quotes is indented; the exception line is not (and
+        # comes straight after "File …" when the source is not available).
+        quoted_source = after_python_frame and piece[:1] in (" ", "\t")
+        after_python_frame = bool(_PYTHON_FRAME.match(piece))
+        if quoted_source or _FRAME.match(piece):
+            continue
+        found += [(segment, index, piece) for index in table.gated(piece)
+                  if table.patterns[index].regex.search(piece)]
+    return found
 
 
 def _diagnose(chosen: _Hit, known: list[_Hit], reason: str) -> Diagnosis:
@@ -663,11 +828,19 @@ def _first_per_class(hits: list[_Hit]) -> list[_Hit]:
 
 
 def _evidence(hit: _Hit) -> str:
-    line = redact(hit.text.strip())
-    if len(line) <= MAX_EVIDENCE_CHARS:
-        return line
+    line = hit.text.strip()
     match = hit.pattern.regex.search(line)
     start = match.start() if match else 0
+    if len(line) > 2 * _REDACT_MARGIN:  # redact the signal's neighbourhood, not megabytes
+        begin = max(0, start - _REDACT_MARGIN)
+        line, start = line[begin : begin + 2 * _REDACT_MARGIN], start - begin
+    before = len(line)
+    line = redact(line)
+    if len(line) <= MAX_EVIDENCE_CHARS:
+        return line
+    if len(line) != before:  # redaction moved the signal: find it again
+        match = hit.pattern.regex.search(line)
+        start = match.start() if match else 0
     keep = MAX_EVIDENCE_CHARS - 2  # room for an ellipsis at each end
     begin = max(0, min(start - 80, len(line) - keep))
     window = line[begin : begin + keep]

@@ -214,3 +214,219 @@ def test_a_custom_job_body_with_a_typo_or_an_output_field_is_rejected(body, path
     with pytest.raises(SpecError) as info:
         parse_spec(body, project=P, region=R)
     assert info.value.path == path and hint in str(info.value)
+
+
+# --- hostile and careless specs: one clear message, exit 2, nothing unbounded ---------------------
+
+from tests.fuzz.contract import assert_contract, peak_memory, run_cli  # noqa: E402
+from trainguard import safe_yaml  # noqa: E402
+
+BOMB = """x-a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+x-b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+x-c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+x-d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+x-e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+x-f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+x-g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+x-h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+workerPoolSpecs:
+- machineSpec: {machineType: n1-standard-4}
+  containerSpec: {imageUri: img, args: [*h,*h,*h,*h,*h,*h,*h,*h,*h]}
+"""
+
+
+def test_a_yaml_alias_bomb_is_refused_before_it_expands():
+    result, peak = peak_memory(lambda: parse_spec(BOMB, project=P, region=R))
+
+    assert isinstance(result, SpecError)
+    assert "expands to more than" in str(result) and "aliases" in str(result)
+    assert len(str(result)) < 1000
+    assert peak < 20_000_000  # bytes; the expansion would be billions of values
+
+
+def test_aliases_that_stay_small_are_fine():
+    text = """
+x-image: &image us-docker.pkg.dev/p/r/t:1
+x-machine: &machine {machineType: n1-standard-4}
+workerPoolSpecs:
+- {machineSpec: *machine, containerSpec: {imageUri: *image}}
+- {machineSpec: *machine, replicaCount: 2, containerSpec: {imageUri: *image}}
+"""
+    spec = parse_spec({k: v for k, v in safe_yaml.load(text, "t").items() if not k.startswith("x-")},
+                      project=P, region=R)
+    assert [p.replica_count for p in spec.pools] == [1, 2]
+
+
+@pytest.mark.parametrize("text", [
+    "workerPoolSpecs: " + "[" * 500 + "]" * 500,
+    '{"workerPoolSpecs": ' + "[" * 500 + "]" * 500 + "}",
+    "a:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 300)),
+])
+def test_a_spec_nested_hundreds_deep_names_the_cap_not_a_recursion_error(text):
+    with pytest.raises(SpecError, match="nests more than 64 levels"):
+        parse_spec(text, project=P, region=R)
+
+
+def test_a_mapping_nested_hundreds_deep_from_python_is_refused_too():
+    data: dict = {"workerPoolSpecs": [pool()]}
+    deep = data
+    for _ in range(3000):
+        deep["labels"] = {}
+        deep = deep["labels"]
+    with pytest.raises(SpecError, match="nests more than"):
+        parse_spec(data, project=P, region=R)
+
+
+def test_a_shared_subtree_counts_every_time_it_appears():
+    leaf = ["x"] * 1000
+    data = {"workerPoolSpecs": [pool(containerSpec={"imageUri": "i", "args": [leaf] * 1000})]}
+    with pytest.raises(SpecError, match="expands to more than"):
+        parse_spec(data, project=P, region=R)
+
+
+def test_a_huge_wrong_typed_value_is_echoed_short():
+    value = "n" * 5_000_000
+    data = {"workerPoolSpecs": [pool(replicaCount=value)]}
+    with pytest.raises(SpecError) as info:
+        parse_spec(data, project=P, region=R)
+
+    assert info.value.path == "workerPoolSpecs[0].replicaCount"
+    assert "whole number" in str(info.value)
+    assert len(str(info.value)) < 500
+
+
+def test_a_secret_in_a_wrong_typed_value_is_redacted_in_the_message():
+    data = {"workerPoolSpecs": [pool()], "serviceAccount": {"token": "ya29.a0AfB_byDx9Kq3LzSECRET"}}
+    with pytest.raises(SpecError) as info:
+        parse_spec(data, project=P, region=R)
+
+    assert "must be a string" in str(info.value)
+    assert "SECRET" not in str(info.value) and "ya29" not in str(info.value)
+
+
+def test_hundreds_of_problems_are_counted_not_all_listed():
+    data = {"workerPoolSpecs": [pool()], **{f"field{i}": 1 for i in range(500)}}
+    with pytest.raises(SpecError) as info:
+        parse_spec(data, project=P, region=R)
+
+    assert "500 problems" in str(info.value) and "and 480 more" in str(info.value)
+    assert len(str(info.value)) < 20_000
+
+
+@pytest.mark.parametrize("count", [2**31, 2**40, "99999999999999999999999999999999999999999999"])
+def test_an_out_of_range_accelerator_count_keeps_its_path(count):
+    data = {"workerPoolSpecs": [pool(machineSpec={"machineType": "a2-highgpu-1g",
+                                                  "acceleratorType": "NVIDIA_TESLA_A100",
+                                                  "acceleratorCount": count})]}
+    with pytest.raises(SpecError) as info:
+        parse_spec(data, project=P, region=R)
+
+    assert info.value.path == "workerPoolSpecs[0].machineSpec.acceleratorCount"
+    assert "out of range" in str(info.value)
+
+
+def test_a_huge_integer_in_yaml_is_bad_input_not_a_crash():
+    text = "workerPoolSpecs:\n- machineSpec: {machineType: n1, acceleratorCount: " + "9" * 5000 + "}\n"
+    with pytest.raises(SpecError):
+        parse_spec(text, project=P, region=R)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("timeout", "-3600s"), ("timeout", -5), ("timeout", "-0.5s"), ("maxWaitDuration", "-60s"),
+    ("maxWaitDuration", -1.5),
+])
+def test_a_negative_duration_is_an_error_naming_the_field(field, value):
+    data = {"workerPoolSpecs": [pool()], "scheduling": {field: value}}
+    with pytest.raises(SpecError) as info:
+        parse_spec(data, project=P, region=R)
+
+    assert info.value.path == f"scheduling.{field}"
+    assert "must not be negative" in str(info.value)
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), "99999999999999s", 1e300])
+def test_a_duration_out_of_protobufs_range_is_an_error_naming_the_field(value):
+    with pytest.raises(SpecError) as info:
+        parse_spec({"workerPoolSpecs": [pool()], "scheduling": {"timeout": value}},
+                   project=P, region=R)
+    assert info.value.path == "scheduling.timeout"
+
+
+@pytest.mark.parametrize("value,seconds", [(" 3600s ", 3600), (90.5, 90.5), ("0s", 0)])
+def test_durations_people_write_are_accepted(value, seconds):
+    spec = parse_spec({"workerPoolSpecs": [pool()], "scheduling": {"timeout": value}},
+                      project=P, region=R)
+    assert spec.job_spec.scheduling.timeout.total_seconds() == seconds
+
+
+def test_snake_case_keys_are_normalised_everywhere_once():
+    data = {"worker_pool_specs": [{"machine_spec": {"machine_type": "g2-standard-8",
+                                                    "accelerator_type": "NVIDIA_L4",
+                                                    "accelerator_count": 1},
+                                   "container_spec": {"image_uri": "img"}}],
+            "base_output_directory": {"output_uri_prefix": "gs://b/r"}}
+    spec = parse_spec(data, project=P, region=R)
+
+    assert spec.pools[0].accelerator_type == "NVIDIA_L4"
+    assert spec.base_output_dir == "gs://b/r"
+
+
+def test_a_field_given_in_both_spellings_is_an_error():
+    data = {"workerPoolSpecs": [pool()], "worker_pool_specs": [pool()]}
+    with pytest.raises(SpecError, match="given twice"):
+        parse_spec(data, project=P, region=R)
+
+
+def test_a_missing_snake_case_field_is_named_in_camel_case():
+    data = {"worker_pool_specs": [{"machine_spec": {"machine_type": "n1"}}]}
+    with pytest.raises(SpecError) as info:
+        parse_spec(data, project=P, region=R)
+    assert info.value.path == "workerPoolSpecs[0].containerSpec"
+
+
+def test_a_directory_or_a_fifo_as_the_spec_file_is_bad_input(tmp_path):
+    import os
+
+    with pytest.raises(SpecError, match="not a regular file"):
+        load_spec(tmp_path, project=P, region=R)
+    fifo = tmp_path / "spec.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(SpecError, match="not a regular file"):
+        load_spec(fifo, project=P, region=R)
+
+
+@pytest.mark.parametrize("command", ["preflight", "train"])
+def test_hostile_specs_exit_2_through_the_cli(tmp_path, command):
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"workerPoolSpecs": ' + "[" * 600 + "]" * 600 + "}")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(BOMB)
+    negative = tmp_path / "negative.yaml"
+    negative.write_text("workerPoolSpecs:\n- machineSpec: {machineType: n1-standard-4}\n"
+                        "  containerSpec: {imageUri: img}\nscheduling: {timeout: -30s}\n")
+    for path, needle in ((deep, "nests more than"), (bomb, "expands to more than"),
+                         (negative, "scheduling.timeout")):
+        outcome = run_cli(command, path, "--project", P, "--region", R)
+        assert_contract(outcome)
+        assert outcome.exit_code == 2 and needle in outcome.stderr
+
+
+def test_importing_the_spec_does_not_import_every_aiplatform_client():
+    import subprocess
+    import sys
+
+    code = ("import sys, trainguard.spec as s\n"
+            "print(any(m.startswith('google.cloud.aiplatform_v1.services') for m in sys.modules))\n"
+            "from google.cloud import aiplatform_v1\n"
+            "print(aiplatform_v1.CustomJob is s.CustomJob, aiplatform_v1.JobServiceClient.__name__)\n"
+            "from google.cloud.aiplatform_v1.types import custom_job\n"
+            "print(custom_job.CustomJobSpec is s.CustomJobSpec)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+
+    assert out.stdout.split() == ["False", "True", "JobServiceClient", "True"]
+
+
+def test_a_spec_built_before_aiplatform_is_imported_is_a_real_custom_job():
+    spec = parse_spec({"workerPoolSpecs": [pool()]}, project=P, region=R)
+    assert isinstance(spec.custom_job(), aiplatform_v1.CustomJob)
+    assert aiplatform_v1.CustomJob.pb(spec.custom_job()).SerializeToString()

@@ -483,3 +483,176 @@ def test_the_launchers_replica_prefix_does_not_hide_a_signature(line, expected):
     bare = classify(line.split("] ", 1)[1])
     prefixed = classify(line)
     assert prefixed.failure_class == bare.failure_class == expected
+
+
+# --- the scan: a prefilter picks the lines, the result is the full table's ----------------------
+
+
+def _full_table_hits(text: str) -> list[tuple[int, int, str]]:
+    """Every signature on every piece of every line: what the prefilter must never change."""
+    hits = []
+    after_frame = False
+    for number, line in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), 1):
+        line = triage._REPLICA_PREFIX.sub("", line, count=1)
+        for segment, piece in enumerate(line.split("\\n")):
+            quoted = after_frame and piece[:1] in (" ", "\t")
+            after_frame = bool(triage._PYTHON_FRAME.match(piece))
+            if quoted or triage._FRAME.match(piece):
+                continue
+            hits += [(number, segment, p.label) for p in CLASS_PATTERNS if p.regex.search(piece)]
+    return hits
+
+
+def _scan_hits(text: str) -> list[tuple[int, int, str]]:
+    import io
+
+    found = triage._scan(io.BytesIO(text.encode("utf-8", "surrogatepass")), errors="surrogatepass")
+    return [(h.line_number, h.segment, h.pattern.label) for h in found]
+
+
+def test_the_prefilter_finds_every_hit_the_full_table_finds_in_every_fixture():
+    texts = [p.read_text(encoding="utf-8") for p in sorted(FIXTURES.glob("*.txt"))]
+    for text in [*texts, "\n".join(texts), "\r\n".join(texts).upper(), "\r".join(texts).lower()]:
+        assert sorted(_scan_hits(text)) == sorted(_full_table_hits(text))
+
+
+@pytest.mark.parametrize("line", [
+    "OUT OF MEMORY: KILLED PROCESS 4242 (python)",  # case-insensitive signatures, upper case
+    "Quota exceeded for quota metric 'Custom model training Nvidia A100 GPUs'",
+    "RuntimeError: \u212aILLED",  # no signature, but a Kelvin sign folds onto k under (?i)
+    "disk quota exceeded for user ſerver",  # long s
+    "step 7 loss: NaN",
+    "exit code 137",
+])
+def test_tricky_lines_get_the_full_tables_hits(line):
+    assert sorted(_scan_hits(line)) == sorted(_full_table_hits(line))
+
+
+def test_the_characters_case_insensitive_matching_folds_onto_ascii_are_all_known():
+    from trainguard.prefilter import FOLDED
+
+    folded = {chr(cp) for cp in range(0x80, 0x30000) for letter in "iks"
+              if re.fullmatch(letter, chr(cp), re.IGNORECASE)}
+    assert folded == set(FOLDED)
+
+
+def test_every_signature_needs_a_literal_the_prefilter_can_look_for():
+    # A signature made only of classes and anchors would make every line a candidate (slow).
+    from trainguard.prefilter import skeleton
+
+    assert [p.label for p in CLASS_PATTERNS if skeleton(p.regex) is None] == []
+
+
+def test_blocks_cut_anywhere_give_the_same_diagnosis_and_line(monkeypatch):
+    text = "\r\n".join(fixture(n) for n in ("unknown-healthy-training-local", "preemption-gcp-metadata",
+                                            "device_oom-torch-allocator"))
+    whole = classify(text)
+    for size in (7, 64, 1000):
+        monkeypatch.setattr(triage, "BLOCK_BYTES", size)
+        again = classify(text)
+        assert (again.failure_class, again.line_number, again.evidence) == (
+            whole.failure_class, whole.line_number, whole.evidence)
+
+
+def test_a_line_longer_than_the_longest_line_read_whole_is_still_searched(monkeypatch):
+    monkeypatch.setattr(triage, "BLOCK_BYTES", 256)
+    monkeypatch.setattr(triage, "_MAX_LINE_BYTES", 1024)
+    text = "x" * 5000 + " CUDA out of memory. Tried to allocate 2.00 GiB " + "y" * 5000
+
+    diagnosis = classify(text)
+
+    assert diagnosis.failure_class == "device_oom"
+    assert len(diagnosis.evidence) <= MAX_EVIDENCE_CHARS
+
+
+def test_a_log_file_is_streamed_and_the_earliest_fatal_error_wins(tmp_path):
+    healthy = fixture("unknown-healthy-training-local")
+    path = tmp_path / "job.log"
+    with path.open("w", encoding="utf-8") as out:
+        for _ in range(2000):
+            out.write(healthy)
+        out.write("step 9 loss: nan\n")  # a warning first: it does not win
+        out.write(fixture("permission-aiplatform-grpc"))
+        out.write(healthy * 100)
+        out.write(fixture("device_oom-torch-allocator"))
+    lines_before = 2000 * healthy.count("\n") + 1
+    diagnosis = triage.classify_file(path)
+
+    assert diagnosis.failure_class == "permission"
+    assert diagnosis.line_number > lines_before
+    assert "PERMISSION_DENIED" in diagnosis.evidence
+
+
+def test_undecodable_bytes_in_a_log_file_are_read_around(tmp_path):
+    path = tmp_path / "binary.log"
+    path.write_bytes(b"\xff\xfe\x00garbage\n\x89PNG\r\n" + b"torch.OutOfMemoryError: CUDA out of memory\n")
+
+    assert triage.classify_file(path).failure_class == "device_oom"
+
+
+def test_a_log_repeating_one_signal_keeps_a_bounded_number_of_hits():
+    text = "step 1 loss: nan\n" * 10_000
+
+    assert len(triage._scan(__import__("io").BytesIO(text.encode()), errors="replace")) <= \
+        triage._HITS_PER_PATTERN * 2
+    assert classify(text).failure_class == "non_finite"
+
+
+# --- trainguard triage: a file, stdin, or the text itself ----------------------------------------
+
+
+def test_triage_help_says_source_is_a_file_or_stdin_and_text_goes_in_text():
+    from tests.fuzz.contract import run_cli
+
+    help_text = run_cli("triage", "--help").stdout
+    assert "LOG_FILE|-" in help_text and "--text" in help_text
+
+
+def test_triage_classifies_text_given_with_text():
+    from tests.fuzz.contract import run_cli
+
+    outcome = run_cli("triage", "--text", "torch.OutOfMemoryError: CUDA out of memory. Tried to "
+                                          "allocate 2.00 GiB")
+    assert outcome.exit_code == 0 and "device_oom" in outcome.stdout
+
+
+def test_triage_reads_a_sentence_that_names_no_file_as_the_error_text_and_says_so():
+    from tests.fuzz.contract import run_cli
+
+    outcome = run_cli("triage", "Quota exceeded for quota metric 'NVIDIA_L4_GPUS'")
+    assert outcome.exit_code == 0 and "quota" in outcome.stdout
+    assert "classified the argument as the error text" in outcome.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["no-such-log.txt"], "no such file"),
+    (["job 7.log"], "no such file"),
+    (["."], "directory"),
+    (["a.log", "--text", "Killed"], "not both"),
+])
+def test_triage_bad_sources_exit_2_and_say_what_to_give(args, needle):
+    from tests.fuzz.contract import assert_contract, run_cli
+
+    outcome = run_cli("triage", *args)
+    assert_contract(outcome)
+    assert outcome.exit_code == 2
+    assert needle in outcome.stderr and "--text" in outcome.stderr
+
+
+def test_triage_reads_a_log_file(tmp_path):
+    from tests.fuzz.contract import run_cli
+
+    log = tmp_path / "job.log"
+    log.write_text(fixture("host_oom-vertex-137"), encoding="utf-8")
+    outcome = run_cli("triage", log)
+    assert outcome.exit_code == 0 and "host_oom" in outcome.stdout
+
+
+def test_the_prefilter_finds_the_same_lines_with_and_without_de_duplication():
+    table = triage._table()
+    text = "\n".join(fixture(p.stem) for p in sorted(FIXTURES.glob("*.txt"))).encode() + b"\n"
+    with_dedup, _ = table.prefilter.lines(text, dedup=True)
+    without, share = table.prefilter.lines(text, dedup=False)
+
+    assert with_dedup == without and share == 1.0
+    assert len(with_dedup) < text.count(b"\n")  # healthy lines are left out

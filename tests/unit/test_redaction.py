@@ -1,0 +1,125 @@
+"""Redaction: every secret shape in the one table is caught, ordinary log lines pass unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trainguard.redaction import REDACTED, SECRET_SHAPES, redact
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "triage"
+
+# Fake credentials, shaped like the real ones (the prefixes and lengths their issuers document).
+GH = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+AWS_ID = "AKIAIOSFODNN7EXAMPLE"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+PEM = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt\n"
+       "0gBhqvDu1zDG3c1pM9E0kH4uOGmQWd6mo6ck\n-----END RSA PRIVATE KEY-----")
+PGP = ("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF8f2rMBCADQ1b8tq0mEo1pZt5nT4KXa\n=x1Yz\n"
+       "-----END PGP PRIVATE KEY BLOCK-----")
+
+# (shape name, text, what must not survive, what must survive)
+CASES = [
+    ("PEM/PGP private key block", f"key:\n{PEM}\nnext line", ["MIIEowIBAAKCAQEA", "0gBhqvDu1zDG"],
+     ["key:", "next line"]),
+    ("PEM/PGP private key block", f"export:\n{PGP}\ndone", ["lQOYBF8f2rMBCADQ", "=x1Yz"],
+     ["export:", "done"]),
+    ("PEM/PGP private key block",
+     '{"private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0B\\n-----END PRIVATE '
+     'KEY-----\\n"}', ["MIIEvQIBADANBgkqhkiG9w0B"], ['"private_key"']),
+    ("Authorization header", "Authorization: Bearer abc.def-ghi", ["abc.def-ghi"], ["Authorization"]),
+    ("Authorization header", "authorization=Basic dXNlcjpwYXNz", ["dXNlcjpwYXNz"], []),
+    ("Authorization header", "Proxy-Authorization: Basic Zm9vOmJhcg==", ["Zm9vOmJhcg"], ["Proxy"]),
+    ("Cookie / Set-Cookie header", "Cookie: SID=31d4d96e407aad42; lang=en-US", ["31d4d96e407aad42", "lang"],
+     ["Cookie:"]),
+    ("Cookie / Set-Cookie header", "Set-Cookie: __Secure-3PSID=g.a000lQhSAMPLE; Path=/; Secure",
+     ["g.a000lQhSAMPLE"], ["Set-Cookie:"]),
+    ("Cookie in JSON or a parameter", '{"cookie": "session=9f8e7d6c5b4a"}', ["9f8e7d6c5b4a"], ['"cookie"']),
+    ("Bearer token", "sent bearer 1a2b3c4d5e6f7g8h9i0j to the API", ["1a2b3c4d5e6f7g8h9i0j"],
+     ["to the API"]),
+    ("URL credentials", "could not connect to postgres://trainer:s3cr3t-Pa55@db.internal:5432/runs",
+     ["s3cr3t-Pa55"], ["postgres://trainer:", "@db.internal:5432/runs"]),
+    ("URL credentials", "pip install from https://__token__:pypi-AgEIcHlwaS5vcmc@pypi.example/simple",
+     ["pypi-AgEIcHlwaS5vcmc"], ["pypi.example/simple"]),
+    ("Google OAuth access token", "token ya29.a0AfB_byDx9Kq3Lz used", ["ya29.a0AfB"], ["used"]),
+    ("Google OAuth refresh token", "refresh with 1//0gLmNoPqRsTuVwXyZ-abcdefghijk now", ["1//0gLmNo"],
+     ["now"]),
+    ("Google API key", "key AIzaSyA1234567890abcdefghijklmnopqrstuv used", ["AIzaSy"], ["used"]),
+    ("JSON Web Token", "id eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl ok", ["eyJhbGci"],
+     ["ok"]),
+    ("GitHub token", f"git clone https://{GH}@github.com/org/repo", [GH[4:]], ["github.com/org/repo"]),
+    ("GitHub token", "GITHUB_TOKEN github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJ",
+     ["github_pat_11ABC", "abcdefghijklmnop"], []),
+    ("Slack token", "posting with xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+     ["xoxb-1234", "AbCdEfGh"], ["posting with"]),
+    ("Slack webhook", "webhook https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXX failed",
+     ["T000/B000", "XXXXXXXX"], ["failed"]),
+    ("AWS access key pair", f"aws keys {AWS_ID} {AWS_SECRET} loaded", [AWS_ID, AWS_SECRET],
+     ["aws keys", "loaded"]),
+    ("secret key=value", f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}", [AWS_SECRET], ["AWS_SECRET_ACCESS_KEY"]),
+    ("secret key=value", f"aws_access_key_id = {AWS_ID}", [AWS_ID], ["aws_access_key_id"]),
+    ("secret key=value", '{"type": "service_account", "private_key_id": "8f1e2d3c4b5a69788796a5b4c3d2e1f0"}',
+     ["8f1e2d3c4b5a"], ['"private_key_id"', "service_account"]),
+    ("secret key=value", "https://storage.googleapis.com/b/o?X-Goog-Signature=0a1b2c3d4e&X-Goog-Date=2026",
+     ["0a1b2c3d4e"], ["X-Goog-Date=2026"]),
+    ("secret key=value", '{"access_token": "ya29.c.b0Aaekm1K"}', ["ya29.c"], ['"access_token"']),
+    ("secret key=value", "password=hunter2", ["hunter2"], ["password="]),
+    ("secret key=value", "client_secret: GOCSPX-abcdefghijklmnop", ["GOCSPX-abcdefgh"], ["client_secret"]),
+    ("secret key=value", "redirect?next=%2Fhome&access_token%3Dabcd1234efgh5678%26state%3Dxyz",
+     ["abcd1234efgh5678"], ["%26state%3Dxyz"]),
+    ("secret key=value", "body=%7B%22api_key%22%3A%22sk-live-0123456789abcdef%22%7D",
+     ["sk-live-0123456789abcdef"], ["%22api_key%22"]),
+    ("Authorization header", "header%3A%20Authorization%3A%20Bearer%20tok_0123456789abcdef",
+     ["tok_0123456789abcdef"], []),
+]
+
+
+@pytest.mark.parametrize("name,text,leaks,kept", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_each_secret_shape_is_redacted(name, text, leaks, kept):
+    cleaned = redact(text)
+
+    assert REDACTED in cleaned or "[REDACTED PRIVATE KEY]" in cleaned
+    for leak in leaks:
+        assert leak not in cleaned, f"{name}: {leak!r} survived in {cleaned!r}"
+    for part in kept:
+        assert part in cleaned, f"{name}: {part!r} was lost from {cleaned!r}"
+    # The shape named is the one that catches it (the others alone leave something behind or
+    # the named one redacts on its own).
+    shape = next(s for s in SECRET_SHAPES if s.name == name)
+    assert shape.regex.search(text), f"{name} does not match {text!r}"
+
+
+def test_every_shape_in_the_table_has_a_case():
+    assert {s.name for s in SECRET_SHAPES} == {c[0] for c in CASES}
+
+
+ORDINARY = [
+    "epoch 3/10 step 1200/5000 loss=0.2345 val_loss=0.31 lr=3e-4 grad_norm=1.02",
+    "saved checkpoint gs://my-bucket/runs/r1/checkpoints/step-1200 (sha256 9f8e7d6c5b4a39281706f5e4d3c2b1a0)",
+    "100/100 [==============================] - 328s 3s/step - loss: 0.2445 - val_loss: 0.2342",
+    "tokens/s: 51234.5 tokens_per_step=4096 num_tokens: 1048576 max_tokens=2048",
+    "Downloading https://huggingface.co/bert-base-uncased/resolve/main/config.json",
+    "key_value_cache: 12.0 GiB; keys=32 monkey=7 secretary of state",
+    "File \"/opt/conda/lib/python3.10/site-packages/torch/nn/functional.py\", line 2567, in embedding",
+    "NCCL INFO comm 0x7f1928e6e060 rank 3 nRanks 4 nNodes 1 localRanks 4 localRank 3 MNNVL 0",
+    "Using authorization mode ADC for project my-project; cookies disabled",
+    "bearer tokens are not logged",
+]
+
+
+@pytest.mark.parametrize("line", ORDINARY)
+def test_ordinary_log_lines_are_not_redacted(line):
+    assert redact(line) == line
+
+
+def test_the_real_healthy_logs_pass_unchanged():
+    for path in FIXTURES.glob("unknown-healthy-*.txt"):
+        text = path.read_text(encoding="utf-8")
+        assert redact(text) == text, path.name
+
+
+def test_an_unterminated_private_key_is_redacted_to_the_end():
+    cleaned = redact("boom\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\nmore")
+
+    assert cleaned == "boom\n[REDACTED PRIVATE KEY]"

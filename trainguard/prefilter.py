@@ -1,0 +1,307 @@
+"""A one-pass prefilter for a table of line regexes: which lines can match any of them at all.
+
+Running a table of a hundred regexes on every line of a 200 MB log costs minutes in Python: the
+regexes are cheap, the hundreds of millions of calls are not. Most lines of a log match nothing,
+and every regex of a failure table needs some literal words (``out of memory``, ``PERMISSION``…).
+:func:`skeleton` reads a regex's parse tree and writes a looser regex over lower-cased bytes that
+every line the original matches also matches: the literals it requires, in order, with gaps.
+:class:`Prefilter` joins the skeletons of a whole table into one compiled regex that runs over big
+blocks of the lower-cased file in C; only the few lines it finds go to the real table, and of the
+table only the regexes whose required words (:func:`gate_words`) the line holds.
+
+The skeleton is a superset by construction: literals are lower-cased (so is the text), anything
+that is not a plain ASCII literal becomes a gap (``[^\\n]*?``, which may be empty), an optional
+part is dropped, a branch keeps all its alternatives. Python's case-insensitive matching also
+folds four non-ASCII letters onto ASCII ones (Kelvin sign ``K``, ``ſ``, ``İ``, ``ı``): a line
+holding one of them is always a candidate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+try:  # Python >= 3.11 keeps the parser private; older ones call it sre_parse
+    from re import _constants as _c  # type: ignore[attr-defined]
+    from re import _parser as _sre  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - Python < 3.11
+    import sre_constants as _c  # type: ignore[no-redef]
+    import sre_parse as _sre  # type: ignore[no-redef]
+
+__all__ = ["GAP", "FOLDED", "Prefilter", "skeleton", "gate_words", "has_folded"]
+
+GAP = rb"[^\n]*?"
+# The non-ASCII characters that re.IGNORECASE matches with an ASCII letter (k, s, i, i), found by
+# trying every code point; tests/unit/test_triage.py checks the list again.
+FOLDED = ("\u212a", "\u017f", "\u0130", "\u0131")
+_FOLDED_RE = re.compile("|".join(FOLDED))
+_REPEATS = {_c.MAX_REPEAT, _c.MIN_REPEAT} | (
+    {_c.POSSESSIVE_REPEAT} if hasattr(_c, "POSSESSIVE_REPEAT") else set())
+_ATOMIC = getattr(_c, "ATOMIC_GROUP", object())
+# The text the prefilter reads has every digit made 0, so that lines differing only in numbers
+# (step counters, losses, timestamps) are one line to search; its literals are made alike.
+_DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
+_MIN_LEAD = 3  # a shorter literal is too common a place to start looking from
+
+
+@dataclass(frozen=True)
+class _Alt:
+    """A match holds one of the options."""
+
+    options: tuple
+
+
+@dataclass(frozen=True)
+class _Seq:
+    """A match holds every item, in order; None is a gap (any run of characters, maybe none)."""
+
+    items: tuple
+
+
+def _data(sub) -> list:
+    return list(sub.data) if hasattr(sub, "data") else list(sub)
+
+
+def _seq(items: Sequence) -> bytes | _Alt | _Seq | None:
+    """What a match of this sequence of parse nodes must contain; None when nothing."""
+    parts: list = []
+    run = bytearray()
+    for op, av in items:
+        if op == _c.LITERAL and av < 128:  # ASCII: both it and the text are lower-cased
+            run += chr(av).lower().encode()
+            continue
+        if run:
+            parts.append(bytes(run))
+            run.clear()
+        sub = _node(op, av)
+        if sub is not None:
+            parts += [None, sub]
+        parts.append(None)
+    if run:
+        parts.append(bytes(run))
+    kept = [p for i, p in enumerate(parts) if p is not None or (i and parts[i - 1] is not None)]
+    while kept and kept[0] is None:
+        kept.pop(0)
+    while kept and kept[-1] is None:
+        kept.pop()
+    if not kept:
+        return None
+    return kept[0] if len(kept) == 1 else _Seq(tuple(kept))
+
+
+def _node(op, av) -> bytes | _Alt | _Seq | None:
+    """What one non-literal node requires, or None (a class, an anchor, a lookaround…)."""
+    if op == _c.SUBPATTERN:
+        return _seq(_data(av[3]))
+    if op == _ATOMIC:
+        return _seq(_data(av))
+    if op in _REPEATS:
+        low, _high, sub = av
+        return _seq(_data(sub)) if low >= 1 else None
+    if op == _c.BRANCH:
+        options = [_seq(_data(b)) for b in av[1]]
+        return None if any(o is None for o in options) else _Alt(tuple(options))
+    return None
+
+
+def _parse(regex: re.Pattern[str] | str) -> bytes | _Alt | _Seq | None:
+    if isinstance(regex, re.Pattern):
+        return _seq(_data(_sre.parse(regex.pattern, regex.flags)))
+    return _seq(_data(_sre.parse(regex, 0)))
+
+
+def _render(part: bytes | _Alt | _Seq | None) -> bytes:
+    if part is None:
+        return GAP
+    if isinstance(part, bytes):
+        return re.escape(part.translate(_DIGITS))
+    if isinstance(part, _Alt):
+        return b"(?:" + b"|".join(_render(o) for o in part.options) + b")"
+    return b"".join(_render(p) for p in part.items)
+
+
+def skeleton(regex: re.Pattern[str] | str) -> bytes | None:
+    """A regex over a lower-cased UTF-8 line that every line ``regex`` matches also matches.
+
+    Returns None when ``regex`` requires no literal at all (then every line is a candidate).
+    """
+    part = _parse(regex)
+    return None if part is None else _render(part)
+
+
+def _words(part: bytes | _Alt | _Seq | None) -> tuple[bytes, ...] | None:
+    if part is None:
+        return None
+    if isinstance(part, bytes):
+        return (part,)
+    if isinstance(part, _Alt):
+        words: list[bytes] = []
+        for option in part.options:
+            found = _words(option)
+            if found is None:
+                return None  # one alternative needs no word: neither does the branch
+            words += found
+        return tuple(words)
+    options = [w for w in (_words(p) for p in part.items) if w]
+    # The most telling requirement: the one whose shortest word is longest.
+    return max(options, key=lambda o: min(len(w) for w in o), default=None)
+
+
+def gate_words(regex: re.Pattern[str] | str) -> tuple[str, ...] | None:
+    """Lower-case words of which every line ``regex`` matches holds one; None: cannot tell."""
+    words = _words(_parse(regex))
+    return tuple(sorted({w.decode() for w in words})) if words else None
+
+
+def has_folded(text: str) -> bool:
+    """True when ``text`` holds a character that case-insensitive matching folds onto ASCII."""
+    return _FOLDED_RE.search(text) is not None
+
+
+def _has_literal(part) -> bool:
+    if isinstance(part, bytes):
+        return True
+    if isinstance(part, _Alt):
+        return all(_has_literal(o) for o in part.options)
+    return isinstance(part, _Seq) and any(_has_literal(p) for p in part.items if p is not None)
+
+
+def _strength(part: bytes | _Alt | _Seq | None) -> int:
+    """How good a place to start looking a part is: the fewest letters (digits are all alike in
+    the text the prefilter reads) among the literals a match may start from."""
+    if part is None or not _has_literal(part):
+        return 0
+    return min(len(head.translate(None, b"0123456789")) for head, _ in _leads(part))
+
+
+def _leads(part: bytes | _Alt | _Seq) -> list[tuple[bytes, bytes]]:
+    """(a literal a match holds, the regex that must follow it on the line) pairs.
+
+    A sequence is looked for from its first item strong enough to start from (``e`` in
+    ``E(?:rror|xception)`` or ``403`` in ``403.*forbidden`` is not: every ``e`` or number would
+    be followed by a search of the rest of the line). What comes before that item is dropped:
+    still a superset, a requirement is dropped, none is added.
+    """
+    if isinstance(part, bytes):
+        return [(part, b"")]
+    if isinstance(part, _Alt):
+        return [lead for option in part.options for lead in _leads(option)]
+    items = [(i, item) for i, item in enumerate(part.items) if item is not None]
+    strengths = [(_strength(item), i) for i, item in items]
+    start = next((i for strength, i in strengths if strength >= _MIN_LEAD),
+                 max(strengths, key=lambda s: (s[0], -s[1]))[1])
+    rest = [item for item in part.items[start + 1:]]
+    while rest and rest[0] is None:
+        rest.pop(0)
+    after = b"" if not rest else GAP + _render(rest[0] if len(rest) == 1 else _Seq(tuple(rest)))
+    return [(head, tail + after) for head, tail in _leads(part.items[start])]
+
+
+# How common a byte is in lower-cased logs (higher: more common): digits (all 0 here), a space,
+# English letters by frequency, everyday punctuation.
+_COMMON = {byte: 60 - i for i, byte in enumerate(b" etaoinsrhldcumfpgwybvkxjqz")}
+_COMMON.update({byte: 61 for byte in b"0123456789"})
+_COMMON.update({byte: 45 for byte in b".:/-=,\t"})
+
+
+def _anchors(heads: list[bytes]) -> list[bytes]:
+    """Where each literal is looked for from: a suffix of it, at least ``_MIN_LEAD`` bytes long.
+
+    Any part of a required literal is required too, and keeping its end keeps what follows it
+    adjacent. The regex engine stops at every byte that starts some suffix and then tries each
+    such first byte in turn, so the suffixes start on few distinct bytes, and rare ones: a byte
+    another literal already starts on costs nothing more; else the rarest.
+    """
+    roots: set[int] = set()
+    chosen: dict[int, bytes] = {}
+    # The literals with the least choice first (a three-letter one has a single start).
+    for k in sorted(range(len(heads)), key=lambda k: len(heads[k])):
+        head = heads[k].translate(_DIGITS)
+        starts = list(range(len(head) - _MIN_LEAD + 1)) if len(head) > _MIN_LEAD else [0]
+        starts = [i for i in starts if head[i] in roots] or starts
+        best = min(starts, key=lambda i: (_COMMON.get(head[i], 0), i))
+        roots.add(head[best])
+        chosen[k] = head[best:]
+    return [chosen[k] for k in range(len(heads))]
+
+
+def _trie(leads: list[tuple[bytes, bytes]]) -> bytes:
+    """One regex for all leads: a trie of their literals, each leaf followed by what it needs.
+
+    Python's regex engine tries the alternatives of an alternation one by one at every position:
+    a hundred flat alternatives cost a hundred tests per character, a trie a few.
+    """
+    root: dict = {}
+    for anchor, (_head, rest) in zip(_anchors([h for h, _ in leads]), leads, strict=True):
+        node = root
+        for byte in anchor:
+            node = node.setdefault(byte, {})
+        node.setdefault(None, set()).add(rest)
+    return _emit(root)
+
+
+def _emit(node: dict) -> bytes:
+    rests = node.get(None, set())
+    if b"" in rests:
+        return b""  # a lead that needs nothing more: found
+    options = [re.escape(bytes([byte])) + _emit(child)
+               for byte, child in sorted((k, v) for k, v in node.items() if k is not None)]
+    options += sorted(rests)
+    if len(options) == 1:
+        return options[0]
+    return b"(?:" + b"|".join(options) + b")"
+
+
+class Prefilter:
+    """One compiled regex over lower-cased bytes: the lines any of ``regexes`` can match."""
+
+    def __init__(self, regexes: Sequence[re.Pattern[str]]) -> None:
+        parts = [_parse(r) for r in regexes]
+        self.complete = all(p is not None for p in parts)
+        leads = [lead for p in parts if p is not None for lead in _leads(p)]
+        leads += [(ch.encode(), b"") for ch in FOLDED]
+        self.regex = re.compile(_trie(leads)) if self.complete else None
+
+    def lines(self, block: bytes, *, dedup: bool = True) -> tuple[list[int], float]:
+        """The indexes of the lines of ``block`` (``block.split(b"\\n")``) that may match, and the
+        share of its lines that are distinct (1.0 without ``dedup``).
+
+        The lines are lower-cased with their digits made 0. With ``dedup`` each distinct line is
+        searched once however often it repeats (a training log repeats itself but for its
+        numbers), the distinct ones joined into one text for one pass of the compiled regex;
+        without, the block is searched as it is (cheaper when its lines are all different).
+        """
+        lowered = block.lower().translate(_DIGITS)
+        if self.regex is None:  # a regex that needs no literal: every line is a candidate
+            return list(range(lowered.count(b"\n") + 1)), 1.0
+        if not dedup:
+            return self._direct(lowered), 1.0
+        shapes = lowered.split(b"\n")
+        distinct = dict.fromkeys(shapes)
+        text = b"\n".join(distinct)
+        found = {text[start:stop] for start, stop in self._spans(text)}
+        share = len(distinct) / len(shapes)
+        return ([i for i, shape in enumerate(shapes) if shape in found] if found else []), share
+
+    def _spans(self, text: bytes) -> Iterator[tuple[int, int]]:
+        """(start, end) of each line of ``text`` the compiled regex finds something in."""
+        assert self.regex is not None
+        search, pos, end = self.regex.search, 0, len(text)
+        while pos <= end:
+            match = search(text, pos)
+            if match is None:
+                return
+            start = text.rfind(b"\n", 0, match.start()) + 1
+            stop = text.find(b"\n", match.end())
+            stop = end if stop < 0 else stop
+            yield start, stop
+            pos = stop + 1
+
+    def _direct(self, lowered: bytes) -> list[int]:
+        found, line, counted = [], 0, 0
+        for start, _stop in self._spans(lowered):
+            line += lowered.count(b"\n", counted, start)
+            counted = start
+            found.append(line)
+        return found

@@ -6,8 +6,8 @@ import pytest
 
 from tests.integration.conftest import ENTRYPOINT, PRIVATE_TOKEN, context, free_port, make_spec
 from trainguard.preflight import image as image_mod
-from trainguard.preflight.registry_client import AccessDenied, ImageRef, RegistryClient
-from trainguard.preflight.report import Status
+from trainguard.preflight.oci_client import AccessDenied, ImageRef, RegistryClient
+from trainguard.preflight.results import Status
 
 
 def run(spec, timeout: float = 5.0):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.integration.conftest import BUCKET, PROJECT, context, make_spec
 from tests.servers.googleapi import GoogleApiServer
 from trainguard.preflight import storage as storage_mod
-from trainguard.preflight.report import Status
+from trainguard.preflight.results import Status
 
 IMAGE = "127.0.0.1:1/unused:1"
 

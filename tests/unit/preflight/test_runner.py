@@ -9,7 +9,7 @@ import pytest
 
 from trainguard.errors import ConfigError
 from trainguard.preflight import CHECKS, CheckResult, Status, run_preflight
-from trainguard.preflight.registry import Check
+from trainguard.preflight.checks import Check
 from trainguard.spec import JobSpec
 
 SPEC = JobSpec.create("my-project", "us-central1", machine_type="n1-standard-4", image_uri="i",
@@ -95,7 +95,7 @@ def test_a_hung_check_does_not_keep_the_process_alive(tmp_path):
     code = textwrap.dedent("""
         import time
         from trainguard.preflight import CHECKS, run_preflight
-        from trainguard.preflight.registry import Check
+        from trainguard.preflight.checks import Check
         from trainguard.spec import JobSpec
         CHECKS["zz_hang"] = Check("zz_hang", lambda ctx: time.sleep(60) or [], ("vertex",),
                                   False, "hangs")

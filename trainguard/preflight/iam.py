@@ -9,7 +9,7 @@ asked on the project and the bucket *as* it; where that is not allowed either, t
 with the ``gcloud`` line that would verify it. The caller's own rights (create CustomJobs, act as
 the service account) are checked with testIamPermissions.
 
-A ``encryptionSpec.kmsKeyName`` is checked here too (``trainguard.preflight.cmek``): the Vertex AI
+An ``encryptionSpec.kmsKeyName`` is checked here too (``trainguard.preflight.cmek``): the Vertex AI
 Service Agent must be able to use the key. The permission → role table, IAM targets and the way a
 failed call is reported are shared by every family (``trainguard.preflight.common``).
 """

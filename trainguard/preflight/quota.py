@@ -93,10 +93,8 @@ def pool_units(pool: Pool) -> int:
     return pool.accelerator_count * pool.replica_count
 
 
-def _pool_demand(pool: Pool, preemptible: bool) -> Demand | str | None:
-    """The demand of one pool, the reason it has no known metric, or None (nothing to count)."""
-    if pool.reduction_server:
-        return None
+def _pool_demand(pool: Pool, preemptible: bool) -> Demand | str:
+    """The demand of one pool, or the reason it has no known metric."""
     if pool.accelerator_type:
         units = pool_units(pool)
         metric = catalog.quota_metric(pool.accelerator_type, preemptible)
@@ -126,8 +124,6 @@ def demands(spec: JobSpec) -> tuple[list[Demand], list[str]]:
     unknown: list[str] = []
     for pool in spec.pools:
         found = _pool_demand(pool, spec.preemptible)
-        if found is None:
-            continue
         if isinstance(found, str):
             unknown.append(found)
             continue

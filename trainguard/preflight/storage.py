@@ -134,7 +134,8 @@ def _bucket(ctx: PreflightContext) -> list[CheckResult]:
         return [unknown_result(NAME, title, exc, api="Cloud Storage",
                                permission="storage.buckets.get", verify=verify,
                                timeout_s=ctx.call_timeout_s,
-                               where=os.environ.get("STORAGE_EMULATOR_HOST", ""))]
+                               where=os.environ.get("STORAGE_EMULATOR_HOST")
+                               or "https://storage.googleapis.com")]
     return [assess_bucket(bucket, region=spec.region, location=found.location or "",
                           location_type=found.location_type or "",
                           data_locations=list(found.data_locations or []))]

@@ -7,8 +7,17 @@ plain http to the registries in ``TRAINGUARD_INSECURE_REGISTRIES=host:port,…``
 
 Also here: the credentials preflight acts with (``impersonated_credentials``, the registry token of
 ``registry_credential``) and the call helpers the online checks share (``timed_request``,
-``retry_policy``, ``rest_json``). ``trainguard/runtime`` makes its own storage client on purpose:
-it ships inside training images without the rest of trainguard.
+``rest_json``, which retries with ``trainguard.retry.RetryPolicy``, the one retry policy).
+
+Which client talks to which API: a GAPIC client with REST transport where importing it is cheap
+(Cloud Quotas, Policy Troubleshooter, Cloud KMS, Vertex CustomJobs); plain REST through
+``authorized_session`` where the library is gRPC-only (Monitoring, IAM) or where importing it
+would cost more than the whole preflight may take (``google.cloud.compute_v1`` takes ~1.4 s to
+import, ``google.cloud.aiplatform_v1`` ~1.1 s: Compute Engine and Vertex persistentResources and
+tensorboards are read over REST; Service Networking has no Python client).
+
+``trainguard/runtime`` makes its own storage client on purpose: it ships inside training images
+without the rest of trainguard.
 """
 
 from __future__ import annotations
@@ -28,12 +37,12 @@ __all__ = [
     "credentials",
     "job_client",
     "quotas_client",
+    "kms_client",
     "troubleshooter_client",
     "storage_client",
     "authorized_session",
     "impersonated_credentials",
     "timed_request",
-    "retry_policy",
     "rest_json",
     "insecure_registries",
     "is_google_registry",
@@ -44,7 +53,7 @@ __all__ = [
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 ENDPOINT_APIS = (
     "AIPLATFORM", "CLOUDQUOTAS", "POLICYTROUBLESHOOTER", "MONITORING", "CLOUDRESOURCEMANAGER",
-    "IAM", "IAMCREDENTIALS", "LOGGING",
+    "IAM", "IAMCREDENTIALS", "LOGGING", "COMPUTE", "CLOUDKMS", "SERVICENETWORKING",
 )
 DEFAULT_HOSTS = {
     "AIPLATFORM": "{region}-aiplatform.googleapis.com",
@@ -55,6 +64,9 @@ DEFAULT_HOSTS = {
     "IAM": "iam.googleapis.com",
     "IAMCREDENTIALS": "iamcredentials.googleapis.com",
     "LOGGING": "logging.googleapis.com",
+    "COMPUTE": "compute.googleapis.com",
+    "CLOUDKMS": "cloudkms.googleapis.com",
+    "SERVICENETWORKING": "servicenetworking.googleapis.com",
 }
 
 
@@ -130,6 +142,15 @@ def quotas_client():
 
     ep = endpoint("CLOUDQUOTAS")
     return cloudquotas_v1.CloudQuotasClient(
+        credentials=credentials(ep), transport="rest", client_options=_gapic_options(ep))
+
+
+def kms_client():
+    """A Cloud KMS KeyManagementServiceClient (REST transport)."""
+    from google.cloud import kms_v1
+
+    ep = endpoint("CLOUDKMS")
+    return kms_v1.KeyManagementServiceClient(
         credentials=credentials(ep), transport="rest", client_options=_gapic_options(ep))
 
 
@@ -233,23 +254,6 @@ def timed_request(timeout_s: float):
     return lambda *args, **kwargs: request(*args, **{**kwargs, "timeout": timeout_s})
 
 
-def retry_policy(call_timeout_s: float):
-    """Retries 429 and 503 with exponential backoff, within twice the per-call time limit.
-
-    Args:
-        call_timeout_s: the time limit of one call; retrying stops after twice that (at least 1 s).
-
-    Returns:
-        google.api_core.retry.Retry, for GAPIC calls, storage calls and ``rest_json``.
-    """
-    from google.api_core import exceptions, retry
-
-    return retry.Retry(
-        predicate=retry.if_exception_type(exceptions.TooManyRequests,
-                                          exceptions.ServiceUnavailable),
-        initial=0.2, maximum=2.0, multiplier=2.0, timeout=max(2 * call_timeout_s, 1.0))
-
-
 def rest_json(session, method: str, url: str, *, timeout: float, retry=None, params=None,
               body: dict | None = None) -> dict:
     """One JSON call through an ``AuthorizedSession``; HTTP errors raise google.api_core's classes.
@@ -259,7 +263,9 @@ def rest_json(session, method: str, url: str, *, timeout: float, retry=None, par
         method: the HTTP method.
         url: the full URL.
         timeout: the time limit of one attempt, in seconds.
-        retry: a ``google.api_core.retry.Retry`` (``retry_policy``), or None for one attempt.
+        retry: a ``trainguard.retry.RetryPolicy``: 429 and 5xx answers are retried until its
+            deadline; None for one attempt. A call nothing answers fails at once (a refused
+            connection does not heal in seconds); the caller reports the endpoint.
         params: query parameters.
         body: the JSON body, or None for none.
 
@@ -268,7 +274,8 @@ def rest_json(session, method: str, url: str, *, timeout: float, retry=None, par
 
     Raises:
         google.api_core.exceptions.GoogleAPICallError: the API answered an error (``Forbidden``,
-            ``TooManyRequests``, …) — after ``retry`` gave up on retryable ones.
+            ``NotFound``, …).
+        trainguard.errors.TransientError: it answered only 429/5xx until the retry deadline.
         requests.exceptions.RequestException: no answer (time-out, connection refused).
     """
     from google.api_core import exceptions
@@ -279,7 +286,11 @@ def rest_json(session, method: str, url: str, *, timeout: float, retry=None, par
             raise exceptions.from_http_response(response)
         return response.json() if response.content else {}
 
-    return retry(call)() if retry is not None else call()
+    if retry is None:
+        return call()
+    return retry.call(call, transient=(exceptions.TooManyRequests, exceptions.InternalServerError,
+                                       exceptions.ServiceUnavailable, exceptions.GatewayTimeout),
+                      what=f"{method} {url.split('?', 1)[0]}", where="")
 
 
 def insecure_registries(environ: Mapping[str, str] | None = None) -> frozenset[str]:

@@ -86,8 +86,9 @@ def preflight_stage(
         SpecError / ConfigError: bad input.
         PreflightFailed: a check failed (``fail_on`` decides whether WARN/UNKNOWN count).
     """
-    if fail_on not in ("fail", "unknown", "warn"):
-        raise ConfigError(f"fail_on must be fail, unknown or warn, not {fail_on!r}")
+    from trainguard.choices import FailOn, parse
+
+    fail_on = parse(FailOn, fail_on, "fail_on")
     spec = make_spec(job_spec, project=project, region=region, display_name=display_name)
     if backend == "local" and not output_dir and markdown_path:
         # In a pipeline the train task writes next to its artifacts, on this same filesystem.

@@ -34,10 +34,13 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import requests
 
+from tests.servers.compute import ComputeServer, NetworkState, ServiceNetworkingServer
 from tests.servers.iam import IamServer, IamState
+from tests.servers.kms import KmsServer
 from tests.servers.monitoring import MonitoringServer
 from tests.servers.quotas import QuotasServer
 from tests.servers.troubleshooter import TroubleshooterServer
+from tests.servers.vertex_resources import VertexResourcesServer
 
 PROJECT = "tg-proj"
 PROJECT_NUMBER = "123456789012"
@@ -48,6 +51,15 @@ AGENT = f"service-{PROJECT_NUMBER}@gcp-sa-aiplatform-cc.iam.gserviceaccount.com"
 CALLER = "user:alice@example.com"
 A100 = "aiplatform.googleapis.com/custom_model_training_nvidia_a100_gpus"
 A100_SPOT = "aiplatform.googleapis.com/custom_model_training_preemptible_nvidia_a100_gpus"
+# What a spec may reference (seeded healthy by ``seed_resources``).
+NETWORK = f"projects/{PROJECT_NUMBER}/global/networks/tg-vpc"
+IP_RANGE = "tg-vertex-range"
+ATTACHMENT = "tg-psc"
+RESERVATION = f"projects/{PROJECT}/zones/{REGION}-a/reservations/tg-a100"
+KMS_KEY = f"projects/{PROJECT}/locations/{REGION}/keyRings/tg-ring/cryptoKeys/tg-key"
+TENSORBOARD = f"projects/{PROJECT}/locations/{REGION}/tensorboards/42"
+PERSISTENT_RESOURCE = "tg-warm"
+VERTEX_AGENT = f"service-{PROJECT_NUMBER}@gcp-sa-aiplatform.iam.gserviceaccount.com"
 PRIVATE_TOKEN = "ya29.registry-private-secret"  # the "Google access token" for private/*
 REGISTRY_SERVICE = "trainguard-test-registry"
 REGISTRY_ISSUER = "trainguard-test-token-issuer"
@@ -423,6 +435,15 @@ class Loopback:
     iam: IamServer
     state: IamState
     emulator: Emulator
+    # Compute Engine + Service Networking (one NetworkState), Cloud KMS, Vertex resources.
+    compute: ComputeServer | None = None
+    servicenetworking: ServiceNetworkingServer | None = None
+    kms: KmsServer | None = None
+    vertex: VertexResourcesServer | None = None
+
+    @property
+    def network(self) -> NetworkState:
+        return self.compute.state
 
     def grant(self, member: str, role: str, resource: str, **kw) -> None:
         self.state.grant(member, role, resource, **kw)
@@ -442,6 +463,29 @@ def healthy_state() -> IamState:
     return state
 
 
+def seed_resources(servers: Loopback) -> None:
+    """A VPC with private services access and a range, a PSC attachment, an A100 reservation, a
+    CMEK key the Vertex AI Service Agent may use, a TensorBoard and a persistent resource."""
+    net = servers.network
+    net.add_network(PROJECT, "tg-vpc")
+    net.add_range(PROJECT, IP_RANGE, "tg-vpc")
+    net.connect(PROJECT, "tg-vpc", [IP_RANGE])
+    net.add_attachment(PROJECT, REGION, ATTACHMENT)
+    net.add_reservation(PROJECT, f"{REGION}-a", "tg-a100", machine_type="a2-highgpu-1g",
+                        accelerators={"nvidia-tesla-a100": 1}, count=4, in_use=1)
+    servers.kms.add_key(KMS_KEY)
+    servers.grant(f"serviceAccount:{VERTEX_AGENT}", "roles/cloudkms.cryptoKeyEncrypterDecrypter",
+                  servers.state.kms_resource(KMS_KEY))
+    servers.grant(f"serviceAccount:{SA}", "roles/aiplatform.user",
+                  servers.state.project_resource(PROJECT))
+    servers.vertex.add_tensorboard(PROJECT, REGION, "42")
+    servers.vertex.add_persistent_resource(PROJECT, REGION, PERSISTENT_RESOURCE, pools=[
+        {"id": "a100", "machineSpec": {"machineType": "a2-highgpu-1g",
+                                       "acceleratorType": "NVIDIA_TESLA_A100",
+                                       "acceleratorCount": 1}, "replicaCount": "4"},
+        {"id": "cpu", "machineSpec": {"machineType": "n1-standard-8"}, "replicaCount": "2"}])
+
+
 @pytest.fixture
 def loopback(monkeypatch, emulator):
     """All Google APIs on loopback, healthy; env overrides set for the real clients."""
@@ -454,6 +498,11 @@ def loopback(monkeypatch, emulator):
         state=state,
         emulator=emulator,
     )
+    network_state = NetworkState(projects={PROJECT: PROJECT_NUMBER})
+    servers.compute = ComputeServer(network_state).start()
+    servers.servicenetworking = ServiceNetworkingServer(network_state).start()
+    servers.kms = KmsServer(state).start()
+    servers.vertex = VertexResourcesServer({PROJECT: PROJECT_NUMBER}).start()
     servers.quotas.set_limit(A100, 8, region=REGION)
     servers.quotas.set_limit(A100, 16, region="us-east1")
     servers.quotas.set_limit(A100_SPOT, 32, region=REGION)
@@ -462,13 +511,16 @@ def loopback(monkeypatch, emulator):
     for api, server in (("CLOUDQUOTAS", servers.quotas), ("MONITORING", servers.monitoring),
                         ("POLICYTROUBLESHOOTER", servers.troubleshooter),
                         ("CLOUDRESOURCEMANAGER", servers.iam), ("IAM", servers.iam),
-                        ("IAMCREDENTIALS", servers.iam)):
+                        ("IAMCREDENTIALS", servers.iam), ("COMPUTE", servers.compute),
+                        ("SERVICENETWORKING", servers.servicenetworking),
+                        ("CLOUDKMS", servers.kms), ("AIPLATFORM", servers.vertex)):
         monkeypatch.setenv(f"TRAINGUARD_ENDPOINT_{api}", server.url)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.url)
     try:
         yield servers
     finally:
-        for server in (servers.quotas, servers.monitoring, servers.troubleshooter, servers.iam):
+        for server in (servers.quotas, servers.monitoring, servers.troubleshooter, servers.iam,
+                       servers.compute, servers.servicenetworking, servers.kms, servers.vertex):
             server.stop()
 
 
@@ -480,21 +532,11 @@ def insecure_registry(monkeypatch, registry):
 
 
 @pytest.fixture
-def all_checks(monkeypatch):
-    """Makes ``run_preflight`` load the online families.
+def all_checks():
+    """The check families ``run_preflight`` knows (the registry loads each when it runs)."""
+    from trainguard.preflight.checks import FAMILIES
 
-    Until ``runner.CHECK_MODULES`` lists them, the families are added here (modules that do not
-    exist are left out, so the run can always import what it needs).
-    """
-    import importlib.util
-
-    from trainguard.preflight import runner
-
-    wanted = ("compat", "local", "quota", "iam", "image", "storage")
-    present = tuple(m for m in wanted
-                    if importlib.util.find_spec(f"trainguard.preflight.{m}") is not None)
-    monkeypatch.setattr(runner, "CHECK_MODULES", present)
-    return present
+    return tuple(FAMILIES)
 
 
 # --- specs ------------------------------------------------------------------------------------
@@ -524,6 +566,6 @@ def make_spec(image: str, *, pools: list[dict] | None = None, region: str = REGI
 
 def context(spec, call_timeout_s: float = 5.0):
     """The PreflightContext a family function receives from the runner."""
-    from trainguard.preflight.registry import PreflightContext
+    from trainguard.preflight.checks import PreflightContext
 
     return PreflightContext(spec=spec, call_timeout_s=call_timeout_s)

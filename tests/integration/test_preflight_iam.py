@@ -7,7 +7,7 @@ import pytest
 
 from tests.integration.conftest import AGENT, BUCKET, CALLER, PROJECT, SA, context, make_spec
 from trainguard.preflight import iam as iam_mod
-from trainguard.preflight.report import Status
+from trainguard.preflight.results import Status
 
 IMAGE = "127.0.0.1:1/unused:1"
 MEMBER = f"serviceAccount:{SA}"

@@ -6,8 +6,8 @@ import pytest
 
 from tests.integration.conftest import ENTRYPOINT, PRIVATE_TOKEN, context, free_port, make_spec
 from trainguard.preflight import image as image_mod
-from trainguard.preflight.registry_client import AccessDenied, ImageRef, RegistryClient
-from trainguard.preflight.report import Status
+from trainguard.preflight.oci_client import AccessDenied, ImageRef, RegistryClient
+from trainguard.preflight.results import Status
 
 
 def run(spec, timeout: float = 5.0):
@@ -136,3 +136,21 @@ def test_malformed_image_uri_fails():
     [result] = run(make_spec("Trainer Image:latest"))
     assert result.status is Status.FAIL
     assert "not an image reference" in result.evidence
+
+
+def test_a_registry_that_keeps_answering_503_gives_up_at_the_retry_deadline(insecure_registry):
+    from trainguard.preflight.oci_client import RegistryError
+    from trainguard.retry import RetryPolicy
+
+    insecure_registry.tokens.fail_next = [503] * 100
+    ref = ImageRef.parse(insecure_registry.uri("public/trainer:1.0"))
+    policy = RetryPolicy(initial_s=0.05, max_delay_s=0.1, deadline_s=0.4)
+    before = len(insecure_registry.tokens.requests)
+    try:
+        with RegistryClient(ref.host, insecure=True, retry=policy) as client, \
+                pytest.raises(RegistryError, match="503"):
+            client.resolve(ref)
+    finally:
+        insecure_registry.tokens.fail_next = []  # the registry is shared by the session
+    asked = len(insecure_registry.tokens.requests) - before
+    assert 2 <= asked < 100  # retried, then stopped by the deadline rather than the count

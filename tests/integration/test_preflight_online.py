@@ -1,15 +1,29 @@
-"""The four online families through ``run_preflight``: a healthy multi-pool job, secrets, bad input."""
+"""Every online family through ``run_preflight``: a healthy multi-pool job that references every
+kind of resource, a broken one, secrets, dead endpoints, bad input."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.integration.conftest import A100, CALLER, PROJECT, REGION, SA, make_spec
+from tests.integration.conftest import (
+    A100,
+    CALLER,
+    IP_RANGE,
+    KMS_KEY,
+    NETWORK,
+    PROJECT,
+    REGION,
+    RESERVATION,
+    SA,
+    TENSORBOARD,
+    make_spec,
+    seed_resources,
+)
 from trainguard.errors import SpecError
 from trainguard.preflight import run_preflight
-from trainguard.preflight.report import Status
+from trainguard.preflight.results import Status
 
-ONLINE = ["quota", "iam", "image", "storage"]
+ONLINE = ["quota", "iam", "image", "storage", "network", "capacity"]
 
 
 def four_pools(registry) -> list[dict]:
@@ -25,25 +39,64 @@ def four_pools(registry) -> list[dict]:
             pool("n1-standard-8", "ps"), pool("n1-standard-8", "eval")]
 
 
+def _referencing(spec_pools, **extra):
+    """A job that references a VPC, a range, a reservation, a CMEK key and a TensorBoard."""
+    pools = [dict(p) for p in spec_pools]
+    pools[0] = {**pools[0], "machineSpec": {
+        **pools[0]["machineSpec"], "reservationAffinity": {
+            "reservationAffinityType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name", "values": [RESERVATION]}}}
+    body = {"jobSpec": {"workerPoolSpecs": pools, "serviceAccount": SA,
+                        "baseOutputDirectory": {"outputUriPrefix": "gs://tg-out/runs/r1"},
+                        "network": NETWORK, "reservedIpRanges": [IP_RANGE],
+                        "tensorboard": TENSORBOARD, **extra},
+            "encryptionSpec": {"kmsKeyName": KMS_KEY}}
+    from trainguard.spec import parse_spec
+
+    return parse_spec(body, project=PROJECT, region=REGION)
+
+
 def test_healthy_four_pool_job_passes_every_check(loopback, insecure_registry, all_checks):
-    spec = make_spec("unused", pools=four_pools(insecure_registry))
+    seed_resources(loopback)
+    spec = _referencing(four_pools(insecure_registry))
     report = run_preflight(spec, only=ONLINE + ["compat"], timeout_s=20, call_timeout_s=5)
     failing = [(r.check, r.title, r.status.value, r.evidence) for r in report.results
                if r.status is not Status.PASS]
     assert failing == []
     checks = {r.check for r in report.results}
-    assert checks == {"compat", "quota", "iam", "image", "storage"}
-    [quota] = [r for r in report.results if r.check == "quota"]
-    assert "limit 8, in use 2, requested 3" in quota.evidence
+    assert checks == {"compat", "quota", "iam", "image", "storage", "network", "capacity"}
+    quota = {r.title.split(" in ")[0]: r for r in report.results if r.check == "quota"}
+    assert "limit 8, in use 2, requested 3" in quota["custom_model_training_nvidia_a100_gpus"].evidence
+    assert "requested 16 vCPUs" in quota["custom_model_training_cpus"].evidence  # ps + eval
     assert len([r for r in report.results if r.check == "image"]) == 4
+    titles = {r.title for r in report.results}
+    assert {f"CMEK key {KMS_KEY}", f"TensorBoard {TENSORBOARD}", "VPC network tg-vpc",
+            f"reserved range {IP_RANGE}", f"reservation tg-a100 ({REGION}-a)"} <= titles
     assert report.passed() and report.worst() is Status.PASS
+
+
+def test_broken_references_fail_in_the_family_that_owns_them(loopback, insecure_registry):
+    seed_resources(loopback)
+    loopback.network.connections.clear()  # the range is no longer given to the connection
+    loopback.network.reservations.clear()
+    loopback.kms.keys.clear()
+    loopback.vertex.tensorboards.clear()
+    spec = _referencing(four_pools(insecure_registry))
+    report = run_preflight(spec, only=ONLINE, timeout_s=20, call_timeout_s=5)
+    failed = {(r.check, r.title) for r in report.results if r.status is Status.FAIL}
+    assert failed == {("network", f"reserved range {IP_RANGE}"),
+                      ("capacity", f"reservation tg-a100 ({REGION}-a)"),
+                      ("iam", f"CMEK key {KMS_KEY}"), ("storage", f"TensorBoard {TENSORBOARD}")}
+    assert all(r.remedy.startswith("gcloud") or "gcloud" in r.remedy
+               for r in report.results if r.status is Status.FAIL)
 
 
 def test_broken_job_fails_on_every_family_with_remedies(loopback, insecure_registry, all_checks):
     loopback.monitoring.set_usage(A100, REGION, 8)
     loopback.state.revoke(f"serviceAccount:{SA}")
     spec = make_spec(insecure_registry.uri("public/armonly:1.0"), output="gs://tg-missing/run")
-    report = run_preflight(spec, only=ONLINE, timeout_s=20, call_timeout_s=5)
+    report = run_preflight(spec, only=["quota", "iam", "image", "storage"], timeout_s=20,
+                           call_timeout_s=5)
     worst = {}
     for r in report.results:
         worst[r.check] = max(worst.get(r.check, Status.PASS), r.status, key=lambda s: s.rank)
@@ -67,19 +120,35 @@ def test_no_credential_or_token_in_any_output(loopback, insecure_registry, all_c
         assert secret not in text
 
 
-def test_every_api_down_gives_unknown_not_a_crash(monkeypatch, all_checks):
+def test_every_api_down_gives_unknown_naming_the_endpoint(monkeypatch, all_checks):
+    import time
+
+    from trainguard.gcp import ENDPOINT_APIS
+
     dead = "http://127.0.0.1:9"  # discard port: connection refused
-    for api in ("CLOUDQUOTAS", "MONITORING", "POLICYTROUBLESHOOTER", "CLOUDRESOURCEMANAGER", "IAM",
-                "IAMCREDENTIALS"):
+    for api in ENDPOINT_APIS:
         monkeypatch.setenv(f"TRAINGUARD_ENDPOINT_{api}", dead)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", dead)
     monkeypatch.setenv("TRAINGUARD_INSECURE_REGISTRIES", "127.0.0.1:9")
-    report = run_preflight(make_spec("127.0.0.1:9/public/trainer:1.0"), only=ONLINE,
+    body = {"jobSpec": {**make_spec("127.0.0.1:9/public/trainer:1.0").to_dict(),
+                        "network": NETWORK, "reservedIpRanges": [IP_RANGE]},
+            "encryptionSpec": {"kmsKeyName": KMS_KEY}}
+    from trainguard.spec import parse_spec
+
+    started = time.monotonic()
+    report = run_preflight(parse_spec(body, project=PROJECT, region=REGION), only=ONLINE,
                            timeout_s=20, call_timeout_s=2)
+    assert time.monotonic() - started < 12  # a dead endpoint answers within ~10 s
     assert {r.check for r in report.results} == set(ONLINE)
-    assert {r.status for r in report.results} == {Status.UNKNOWN}
-    assert all(r.remedy and "verify by hand" in r.remedy for r in report.results)
+    unknown = [r for r in report.results if r.status is Status.UNKNOWN]
+    # capacity has nothing to look up here; everything else could not be decided
+    assert {r.check for r in unknown} == set(ONLINE) - {"capacity"}
+    assert all(r.status is Status.PASS for r in report.results if r.check == "capacity")
+    assert all(r.remedy and "verify by hand" in r.remedy for r in unknown)
     assert all("could not run" not in r.title for r in report.results)  # none escaped to the runner
+    for r in unknown:
+        if r.check in ("quota", "network") or "CMEK" in r.title:
+            assert "127.0.0.1:9" in r.evidence, r.evidence
 
 
 def test_bad_spec_is_rejected_before_any_call():

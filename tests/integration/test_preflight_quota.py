@@ -6,7 +6,7 @@ import pytest
 
 from tests.integration.conftest import A100, A100_SPOT, PROJECT, REGION, context, make_spec
 from trainguard.preflight import quota as quota_mod
-from trainguard.preflight.report import Status
+from trainguard.preflight.results import Status
 
 IMAGE = "127.0.0.1:1/unused:1"
 
@@ -141,12 +141,72 @@ def test_slow_quota_api_is_unknown_after_the_call_timeout(loopback):
     assert "did not answer within 0.4 s" in result.evidence
 
 
-def test_cpu_only_job_needs_no_accelerator_quota(loopback):
-    pools = [{"machineSpec": {"machineType": "n1-standard-8"}, "replicaCount": 1,
-              "containerSpec": {"imageUri": IMAGE}}]
+CPUS = "aiplatform.googleapis.com/custom_model_training_cpus"
+N2_CPUS = "aiplatform.googleapis.com/custom_model_training_n2_cpus"
+
+
+def _cpu_pool(machine: str, replicas: int) -> dict:
+    return {"machineSpec": {"machineType": machine}, "replicaCount": replicas,
+            "containerSpec": {"imageUri": IMAGE}}
+
+
+def test_cpu_only_job_passes_on_its_cpu_quota_with_the_numbers(loopback):
+    loopback.monitoring.set_usage(CPUS, REGION, 4)
+    [result] = run(make_spec(IMAGE, pools=[_cpu_pool("n1-standard-8", 1)]))
+    assert result.status is Status.PASS
+    assert f"{CPUS} in {REGION}: limit 24, in use 4, requested 8 vCPUs" in result.evidence
+
+
+def test_cpu_only_job_beyond_its_family_quota_fails_with_the_increase(loopback):
+    loopback.quotas.set_limit(N2_CPUS, 32, region=REGION)
+    loopback.monitoring.set_usage(N2_CPUS, REGION, 16)
+    pools = [_cpu_pool("n2-standard-16", 1), _cpu_pool("n2-standard-16", 1)]
     [result] = run(make_spec(IMAGE, pools=pools))
-    assert result.status is Status.PASS and "no accelerators" in result.evidence
-    assert loopback.quotas.calls() == []
+    assert result.status is Status.FAIL
+    assert "limit 32, in use 16, requested 32 vCPUs" in result.evidence
+    assert "--preferred-value=48" in result.remedy and "CustomModelTrainingN2Cpus" in result.remedy
+
+
+def test_cpu_family_metric_the_project_does_not_list_is_unknown(loopback):
+    [result] = run(make_spec(IMAGE, pools=[_cpu_pool("c3-standard-8", 1)]))
+    assert result.status is Status.UNKNOWN
+    assert "custom_model_training_c3_cpus" in result.evidence
+    assert "gcloud quotas info list" in result.remedy
+
+
+def test_a_v5e_multi_host_slice_is_charged_its_chips(loopback):
+    metric = "aiplatform.googleapis.com/custom_model_training_tpu_v5e"
+    loopback.quotas.set_limit(metric, 16, region=REGION)
+    pools = [{"machineSpec": {"machineType": "ct5lp-hightpu-4t",
+                              "acceleratorType": "TPU_V5_LITEPOD", "acceleratorCount": 4,
+                              "tpuTopology": "4x8"},
+              "replicaCount": 1, "containerSpec": {"imageUri": IMAGE}}]
+    [result] = run(make_spec(IMAGE, pools=pools))
+    assert result.status is Status.FAIL
+    assert "limit 16, in use 0, requested 32 chips" in result.evidence
+
+
+def test_a_v4_pod_gets_a_real_verdict_when_the_project_lists_its_metric(loopback):
+    metric = "aiplatform.googleapis.com/custom_model_training_tpu_v4_pod_cores"
+    loopback.quotas.set_limit(metric, 64, region=REGION)
+    pools = [{"machineSpec": {"machineType": "ct4p-hightpu-4t", "acceleratorType": "TPU_V4_POD",
+                              "acceleratorCount": 4, "tpuTopology": "2x2x4"},
+              "replicaCount": 1, "containerSpec": {"imageUri": IMAGE}}]
+    [result] = run(make_spec(IMAGE, pools=pools))
+    assert result.status is Status.PASS, result.evidence
+    assert f"{metric} in {REGION}: limit 64, in use 0, requested 32 cores" in result.evidence
+    loopback.monitoring.set_usage(metric, REGION, 40)
+    [result] = run(make_spec(IMAGE, pools=pools))
+    assert result.status is Status.FAIL
+
+
+def test_a_v4_pod_whose_metric_is_not_listed_is_unknown_not_a_guess(loopback):
+    pools = [{"machineSpec": {"machineType": "ct4p-hightpu-4t", "acceleratorType": "TPU_V4_POD",
+                              "acceleratorCount": 4, "tpuTopology": "2x2x1"},
+              "replicaCount": 1, "containerSpec": {"imageUri": IMAGE}}]
+    [result] = run(make_spec(IMAGE, pools=pools))
+    assert result.status is Status.UNKNOWN
+    assert "lists no metric matching" in result.evidence and "TPU_V4_POD" in result.evidence
 
 
 @pytest.mark.long

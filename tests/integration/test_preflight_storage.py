@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.integration.conftest import BUCKET, PROJECT, context, make_spec
 from tests.servers.googleapi import GoogleApiServer
 from trainguard.preflight import storage as storage_mod
-from trainguard.preflight.report import Status
+from trainguard.preflight.results import Status
 
 IMAGE = "127.0.0.1:1/unused:1"
 
@@ -88,3 +88,41 @@ def test_rate_limited_bucket_read_is_retried(loopback, monkeypatch):
         assert len(server.calls(r"/storage/v1/b/")) >= 2  # retried with backoff
     assert result.status is Status.UNKNOWN
     assert "429 after retries" in result.evidence
+
+
+# --- the TensorBoard instance -------------------------------------------------------------------
+
+
+def _with_board(loopback, board: str):
+    from tests.integration.conftest import SA
+
+    results = run(make_spec(IMAGE, tensorboard=board, service_account=SA))
+    return {r.title: r for r in results}
+
+
+def test_an_existing_tensorboard_passes(loopback):
+    from tests.integration.conftest import REGION, TENSORBOARD, seed_resources
+
+    seed_resources(loopback)
+    r = _with_board(loopback, TENSORBOARD)[f"TensorBoard {TENSORBOARD}"]
+    assert r.status is Status.PASS and f"exists in {REGION}" in r.evidence
+    [call] = loopback.vertex.calls("tensorboards")
+    assert call.path == f"/v1/{TENSORBOARD}"
+
+
+def test_a_missing_tensorboard_fails_with_the_create_command(loopback):
+    from tests.integration.conftest import REGION, TENSORBOARD
+
+    r = _with_board(loopback, TENSORBOARD)[f"TensorBoard {TENSORBOARD}"]
+    assert r.status is Status.FAIL and "does not exist" in r.evidence
+    assert f"gcloud ai tensorboards create --display-name=NAME --region={REGION}" in r.remedy
+
+
+def test_a_tensorboard_the_caller_may_not_read_is_unknown(loopback):
+    from tests.integration.conftest import TENSORBOARD, seed_resources
+
+    seed_resources(loopback)
+    loopback.vertex.denied.add("aiplatform.tensorboards.get")
+    r = _with_board(loopback, TENSORBOARD)[f"TensorBoard {TENSORBOARD}"]
+    assert r.status is Status.UNKNOWN
+    assert "aiplatform.tensorboards.get" in r.evidence and "roles/aiplatform.viewer" in r.remedy

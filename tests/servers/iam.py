@@ -49,6 +49,14 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
                                         "aiplatform.tensorboardRuns.write",
                                         "aiplatform.metadataStores.get",
                                         "aiplatform.contexts.update"}),
+    "roles/aiplatform.viewer": frozenset({"aiplatform.customJobs.get",
+                                          "aiplatform.tensorboards.get",
+                                          "aiplatform.persistentResources.get"}),
+    "roles/cloudkms.cryptoKeyEncrypterDecrypter": frozenset({
+        "cloudkms.cryptoKeyVersions.useToEncrypt", "cloudkms.cryptoKeyVersions.useToDecrypt"}),
+    "roles/cloudkms.cryptoKeyEncrypter": frozenset({"cloudkms.cryptoKeyVersions.useToEncrypt"}),
+    "roles/cloudkms.cryptoKeyDecrypter": frozenset({"cloudkms.cryptoKeyVersions.useToDecrypt"}),
+    "roles/cloudkms.viewer": frozenset({"cloudkms.cryptoKeys.get", "cloudkms.keyRings.get"}),
     "roles/iam.serviceAccountUser": frozenset({"iam.serviceAccounts.actAs"}),
     "roles/iam.serviceAccountTokenCreator": frozenset({"iam.serviceAccounts.getAccessToken"}),
 }
@@ -97,6 +105,11 @@ class IamState:
         return f"//storage.googleapis.com/projects/_/buckets/{bucket}"
 
     @staticmethod
+    def kms_resource(name: str) -> str:
+        """A key's (or key ring's) full resource name from ``projects/P/locations/L/…``."""
+        return f"//cloudkms.googleapis.com/{name}"
+
+    @staticmethod
     def sa_resource(email: str) -> str:
         m = _SA_RE.match(email)
         project = m["project"] if m else "-"
@@ -130,6 +143,12 @@ class IamState:
         m = re.match(r"^//iam\.googleapis\.com/projects/(?P<p>[^/]+)/serviceAccounts/", resource)
         if m and m["p"] in self.projects:
             chain.append(self.project_resource(m["p"]))
+        m = re.match(r"^//cloudkms\.googleapis\.com/(?P<ring>projects/(?P<p>[^/]+)/locations/"
+                     r"[^/]+/keyRings/[^/]+)/cryptoKeys/[^/]+$", resource)
+        if m:  # key → key ring → project
+            chain.append(self.kms_resource(m["ring"]))
+            if self.project_id(m["p"]):
+                chain.append(self.project_resource(self.project_id(m["p"])))
         return chain
 
     def bindings_for(self, member: str, permission: str, resource: str) -> list[Binding]:

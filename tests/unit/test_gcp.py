@@ -224,32 +224,66 @@ def test_rest_json_raises_api_core_errors(server):
     assert len(server.calls) == 2  # no retry without a policy
 
 
-def test_retry_policy_retries_503_then_succeeds(server):
+def test_rest_json_retries_503_with_the_retry_policy_then_succeeds(server):
     import requests
+
+    from trainguard.retry import RetryPolicy
 
     server.answer(503, _error(503, "UNAVAILABLE", "try again"))
     server.answer(200, {"ok": True})
     with requests.Session() as session:
         data = gcp.rest_json(session, "GET", f"{server.url}/v1/thing", timeout=5,
-                             retry=gcp.retry_policy(5))
+                             retry=RetryPolicy(initial_s=0.01, deadline_s=5))
     assert data == {"ok": True}
     assert len(server.calls) == 2
 
 
-def test_retry_policy_does_not_retry_a_refusal(server):
+def test_rest_json_does_not_retry_a_refusal(server):
     import requests
+
+    from trainguard.retry import RetryPolicy
 
     server.answer(403, _error(403, "PERMISSION_DENIED", "no"))
     with requests.Session() as session, pytest.raises(exceptions.Forbidden):
         gcp.rest_json(session, "GET", f"{server.url}/v1/thing", timeout=5,
-                      retry=gcp.retry_policy(5))
+                      retry=RetryPolicy(initial_s=0.01, deadline_s=5))
     assert len(server.calls) == 1
 
 
-def test_retry_policy_limits():
-    policy = gcp.retry_policy(3)
-    assert policy._timeout == 6.0 and policy._initial == 0.2 and policy._maximum == 2.0
-    assert gcp.retry_policy(0.1)._timeout == 1.0  # at least a second
-    assert policy._predicate(exceptions.TooManyRequests("x"))
-    assert policy._predicate(exceptions.ServiceUnavailable("x"))
-    assert not policy._predicate(exceptions.Forbidden("x"))
+def test_rest_json_gives_up_on_503_at_the_deadline_with_a_transient_error(server):
+    import requests
+
+    from trainguard.errors import TransientError
+    from trainguard.retry import RetryPolicy
+
+    for _ in range(20):
+        server.answer(503, _error(503, "UNAVAILABLE", "try again"))
+    started = time.monotonic()
+    with requests.Session() as session, pytest.raises(TransientError, match="kept failing"):
+        gcp.rest_json(session, "GET", f"{server.url}/v1/thing", timeout=5,
+                      retry=RetryPolicy(initial_s=0.05, max_delay_s=0.1, deadline_s=0.4))
+    assert time.monotonic() - started < 5
+    assert 2 <= len(server.calls) < 20
+
+
+def test_rest_json_does_not_retry_a_dead_endpoint():
+    import requests
+
+    from trainguard.retry import RetryPolicy
+
+    started = time.monotonic()
+    with requests.Session() as session, pytest.raises(requests.exceptions.ConnectionError):
+        gcp.rest_json(session, "GET", "http://127.0.0.1:9/v1/thing", timeout=5,
+                      retry=RetryPolicy(deadline_s=10))
+    assert time.monotonic() - started < 5  # refused at once, not retried for 10 s
+
+
+def test_the_new_apis_have_overrides_and_default_hosts(monkeypatch):
+    for api, host in (("COMPUTE", "https://compute.googleapis.com"),
+                      ("CLOUDKMS", "https://cloudkms.googleapis.com"),
+                      ("SERVICENETWORKING", "https://servicenetworking.googleapis.com")):
+        monkeypatch.delenv(f"TRAINGUARD_ENDPOINT_{api}", raising=False)
+        assert gcp.endpoint(api).base_url == host
+        monkeypatch.setenv(f"TRAINGUARD_ENDPOINT_{api}", "http://127.0.0.1:8123/")
+        ep = gcp.endpoint(api)
+        assert (ep.base_url, ep.overridden) == ("http://127.0.0.1:8123", True)

@@ -1,4 +1,5 @@
-"""Offline compatibility checks: machine ↔ accelerator ↔ count, region, scheduling, outputs.
+"""Offline compatibility checks: machine ↔ accelerator ↔ count and TPU slice, region,
+scheduling (Flex-start included), outputs, and the names of the resources the spec references.
 
 These need no network and no credentials, so they run everywhere (the demo shows them on an A100
 Spot spec). Facts come from ``trainguard.catalog``.
@@ -6,12 +7,19 @@ Spot spec). Facts come from ``trainguard.catalog``.
 
 from __future__ import annotations
 
-from trainguard import catalog
-from trainguard.preflight.registry import PreflightContext, register
-from trainguard.preflight.report import CheckResult, Status
-from trainguard.spec import Pool
+from typing import TYPE_CHECKING
 
-__all__ = ["check_machine", "check_region", "check_scheduling", "check_outputs", "compat"]
+from trainguard import catalog
+from trainguard.preflight.checks import PreflightContext, register
+from trainguard.preflight.flexstart import check_flex_start
+from trainguard.preflight.references import check_references
+from trainguard.preflight.results import CheckResult, Status
+
+if TYPE_CHECKING:
+    from trainguard.spec import Pool
+
+__all__ = ["check_machine", "check_unknown_machine", "check_tpu", "check_region",
+           "check_scheduling", "check_outputs", "compat"]
 
 NAME = "compat"
 
@@ -26,11 +34,10 @@ def check_machine(pool: Pool) -> CheckResult:
     title = f"machine/accelerator {_pool_label(pool)}"
     rule = catalog.machine_rule(pool.machine_type)
     if rule is None:
-        return CheckResult(NAME, title, Status.WARN,
-                           f"machine type {pool.machine_type} is not in trainguard's table, so its "
-                           "accelerators cannot be checked",
-                           "check the machine type on the Vertex AI 'Configure compute' page")
+        return check_unknown_machine(pool, title)
     fix_path = f"workerPoolSpecs[{pool.index}].machineSpec"
+    if rule.is_tpu:
+        return check_tpu(pool, rule, title)
     if not pool.accelerator_type:
         if rule.needs_accelerator:
             (accel, counts), = rule.accelerators.items()
@@ -53,33 +60,97 @@ def check_machine(pool: Pool) -> CheckResult:
                            f"{_example_machine(pool.accelerator_type)}) or change "
                            f"{fix_path}.acceleratorType", "container")
     if pool.accelerator_count not in allowed:
-        if not allowed:
-            evidence = (f"{pool.machine_type} has {rule.vcpus} vCPUs, more than any "
-                        f"{pool.accelerator_type} count allows on n1")
-            remedy = f"use a smaller n1 machine type with {pool.accelerator_type}"
-        else:
-            evidence = (f"{pool.machine_type} takes {pool.accelerator_type} × "
-                        f"{' or '.join(map(str, allowed))}, not {pool.accelerator_count}")
-            remedy = f"set {fix_path}.acceleratorCount: {allowed[0]}"
-            if len(allowed) == 1 and rule.needs_accelerator:
-                remedy += (f", or pick the machine type of the same family with "
-                           f"{pool.accelerator_count} accelerators")
-        return CheckResult(NAME, title, Status.FAIL, evidence, remedy, "container")
-    if rule.tpu_topologies:
-        chips = pool.accelerator_count
-        expected = rule.tpu_topologies.get(chips, "")
-        if not pool.tpu_topology:
-            return CheckResult(NAME, title, Status.WARN,
-                               f"{pool.machine_type} has {chips} TPU chips but no tpuTopology",
-                               f"set {fix_path}.tpuTopology: {expected}")
-        if pool.tpu_topology != expected:
-            return CheckResult(NAME, title, Status.FAIL,
-                               f"{pool.machine_type} ({chips} chips) has topology {expected}, the "
-                               f"spec says {pool.tpu_topology}",
-                               f"set {fix_path}.tpuTopology: {expected}", "container")
+        return _wrong_count(pool, rule, allowed, title)
     return CheckResult(NAME, title, Status.PASS,
                        f"{pool.machine_type} takes {pool.accelerator_count} × "
                        f"{pool.accelerator_type}")
+
+
+def _wrong_count(pool: Pool, rule: catalog.MachineRule, allowed: tuple[int, ...],
+                 title: str) -> CheckResult:
+    fix_path = f"workerPoolSpecs[{pool.index}].machineSpec"
+    if not allowed:
+        evidence = (f"{pool.machine_type} has {rule.vcpus} vCPUs, more than any "
+                    f"{pool.accelerator_type} count allows on n1")
+        remedy = f"use a smaller n1 machine type with {pool.accelerator_type}"
+    else:
+        evidence = (f"{pool.machine_type} takes {pool.accelerator_type} × "
+                    f"{' or '.join(map(str, allowed))}, not {pool.accelerator_count}")
+        remedy = f"set {fix_path}.acceleratorCount: {allowed[0]}"
+        if len(allowed) == 1 and rule.needs_accelerator:
+            remedy += (f", or pick the machine type of the same family with "
+                       f"{pool.accelerator_count} accelerators")
+    return CheckResult(NAME, title, Status.FAIL, evidence, remedy, "container")
+
+
+def check_unknown_machine(pool: Pool, title: str) -> CheckResult:
+    """A machine type not in the table: WARN when it follows a known family's naming (a type
+    trainguard has not learnt), FAIL with the closest known name otherwise (a typo)."""
+    family = catalog.machine_family(pool.machine_type)
+    path = f"workerPoolSpecs[{pool.index}].machineSpec.machineType"
+    if family is not None:
+        return CheckResult(NAME, title, Status.WARN,
+                           f"machine type {pool.machine_type} has the shape of the {family} family "
+                           "but is not in trainguard's table, so its accelerators cannot be "
+                           "checked", "check it on the Vertex AI 'Configure compute for training' "
+                           "page (gcloud compute machine-types list --filter=name="
+                           f"{pool.machine_type})")
+    close = catalog.suggest_machine(pool.machine_type)
+    hint = f"; did you mean {close}?" if close else ""
+    return CheckResult(NAME, title, Status.FAIL,
+                       f"{pool.machine_type!r} is not a Vertex AI machine type: it follows no "
+                       f"known family's naming{hint}",
+                       f"set {path}: {close or 'n1-standard-8'} (see the Vertex AI 'Configure "
+                       "compute for training' page)", "container",
+                       details={"suggestion": close or ""})
+
+
+def check_tpu(pool: Pool, rule: catalog.MachineRule, title: str) -> CheckResult:
+    """A TPU machine type: accelerator, chips and slice topology (single- or multi-host)."""
+    fix_path = f"workerPoolSpecs[{pool.index}].machineSpec"
+    (accel, (chips,)), = rule.accelerators.items()
+    slices = catalog.tpu_slices(pool.machine_type)
+    single = rule.tpu_topologies.get(chips, "")
+    if not pool.accelerator_type:
+        return CheckResult(NAME, title, Status.WARN,
+                           f"{pool.machine_type} is a {accel} machine type but the spec names no "
+                           "acceleratorType", f"set {fix_path}.acceleratorType: {accel} and "
+                           f"acceleratorCount: {chips}")
+    if pool.accelerator_type != accel:
+        return CheckResult(NAME, title, Status.FAIL,
+                           f"{pool.machine_type} takes {accel}, not {pool.accelerator_type}",
+                           f"set {fix_path}.acceleratorType: {accel}", "container")
+    if not slices:  # cloud-tpu (TPU v2/v3): 8 cores per device
+        if pool.accelerator_count not in rule.accelerators[accel]:
+            return _wrong_count(pool, rule, rule.accelerators[accel], title)
+        return CheckResult(NAME, title, Status.PASS,
+                           f"{pool.machine_type} takes {pool.accelerator_count} × {accel}")
+    if not pool.tpu_topology:
+        return CheckResult(NAME, title, Status.WARN,
+                           f"{pool.machine_type} has {chips} TPU chips but no tpuTopology",
+                           f"set {fix_path}.tpuTopology: {single}")
+    shape = slices.get(pool.tpu_topology)
+    if shape is None:
+        options = ", ".join(slices)
+        return CheckResult(NAME, title, Status.FAIL,
+                           f"{pool.machine_type} forms the slices {options}, not "
+                           f"{pool.tpu_topology}", f"set {fix_path}.tpuTopology: {single} (one "
+                           f"host), or one of {options}", "container")
+    # One host holds ``chips``; a multi-host slice may state either the host's or the slice's.
+    counts = (chips, shape.chips) if shape.multi_host else (chips,)
+    if pool.accelerator_count not in counts:
+        return CheckResult(NAME, title, Status.FAIL,
+                           f"{pool.machine_type} has {chips} chips per host, not "
+                           f"{pool.accelerator_count}", f"set {fix_path}.acceleratorCount: {chips}",
+                           "container")
+    if shape.multi_host:
+        return CheckResult(NAME, title, Status.PASS,
+                           f"{pool.machine_type} forms a {shape.topology} slice: {shape.chips} "
+                           f"{accel} chips on {shape.hosts} hosts",
+                           details={"chips": shape.chips, "hosts": shape.hosts})
+    return CheckResult(NAME, title, Status.PASS,
+                       f"{pool.machine_type} takes {pool.accelerator_count} × {accel} "
+                       f"({shape.topology})")
 
 
 def _example_machine(accelerator: str) -> str:
@@ -88,6 +159,7 @@ def _example_machine(accelerator: str) -> str:
         "NVIDIA_L4": "g2-standard-8", "NVIDIA_H100_80GB": "a3-highgpu-1g",
         "NVIDIA_H100_MEGA_80GB": "a3-megagpu-8g", "NVIDIA_H200_141GB": "a3-ultragpu-8g",
         "NVIDIA_B200": "a4-highgpu-8g", "TPU_V5_LITEPOD": "ct5lp-hightpu-4t",
+        "TPU_V4_POD": "ct4p-hightpu-4t",
     }
     return examples.get(accelerator, "n1-standard-8")
 
@@ -105,6 +177,11 @@ def check_region(pool: Pool, region: str) -> CheckResult | None:
     if region in accel.regions:
         return CheckResult(NAME, title, Status.PASS,
                            f"{pool.accelerator_type} is offered for training in {region}")
+    if not accel.regions:
+        return CheckResult(NAME, title, Status.WARN,
+                           f"trainguard's table lists no training regions for "
+                           f"{pool.accelerator_type}", "check the Vertex AI locations page; the "
+                           "quota check asks the live API")
     # A warning, not a failure: the table ages; the live quota check is authoritative.
     return CheckResult(NAME, title, Status.WARN,
                        f"{pool.accelerator_type} is not offered for Vertex AI training in {region} "
@@ -173,9 +250,9 @@ def check_outputs(ctx: PreflightContext) -> list[CheckResult]:
     return out
 
 
-@register(NAME, backends=("vertex",), description="machine/accelerator/region/scheduling (offline)")
+@register(NAME)
 def compat(ctx: PreflightContext) -> list[CheckResult]:
-    """Machine/accelerator/region/scheduling compatibility, offline."""
+    """Machine/accelerator/TPU slice/region/scheduling/Flex-start/resource names, offline."""
     results: list[CheckResult] = []
     for pool in ctx.spec.pools:
         if pool.reduction_server:
@@ -185,5 +262,7 @@ def compat(ctx: PreflightContext) -> list[CheckResult]:
         if region is not None:
             results.append(region)
     results.extend(check_scheduling(ctx))
+    results.extend(check_flex_start(ctx.spec))
     results.extend(check_outputs(ctx))
+    results.extend(check_references(ctx.spec))
     return results

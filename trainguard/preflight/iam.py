@@ -9,134 +9,57 @@ asked on the project and the bucket *as* it; where that is not allowed either, t
 with the ``gcloud`` line that would verify it. The caller's own rights (create CustomJobs, act as
 the service account) are checked with testIamPermissions.
 
-This module also holds the one permission → role table (``ROLES``) that every check family uses to
-say which role a missing permission comes with, and how the online families report a failed call
-(``describe_failure``, ``unknown_result``); the clients, credentials and call helpers they use are
-made in ``trainguard.gcp``.
+An ``encryptionSpec.kmsKeyName`` is checked here too (``trainguard.preflight.cmek``): the Vertex AI
+Service Agent must be able to use the key. The permission → role table, IAM targets and the way a
+failed call is reported are shared by every family (``trainguard.preflight.common``).
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import json
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from trainguard import gcp
-from trainguard.preflight.registry import PreflightContext, register
-from trainguard.preflight.report import CheckResult, Status
-from trainguard.spec import JobSpec
+from trainguard.preflight import cmek
+from trainguard.preflight.checks import PreflightContext, register
+from trainguard.preflight.common import (
+    CALLER_MEMBER,
+    Target,
+    api_retry,
+    bucket_of,
+    call_policy,
+    covering_role,
+    describe_failure,
+    endpoint_of,
+    project_number,
+    role_for,
+    unknown_result,
+)
+from trainguard.preflight.results import CheckResult, Status
+
+if TYPE_CHECKING:
+    from trainguard.spec import JobSpec
 
 __all__ = [
-    "ROLES",
-    "CALLER_MEMBER",
-    "Target",
     "Need",
     "Answer",
     "GRANTED",
     "MISSING",
     "UNDECIDED",
-    "role_for",
-    "covering_role",
     "agent_email",
-    "bucket_of",
     "job_needs",
     "summarize",
-    "describe_failure",
-    "unknown_result",
     "iam",
 ]
 
 NAME = "iam"
-
-# --- facts: which predefined role grants which permission -----------------------------------
-
-#: Predefined roles and the permissions of each that trainguard checks, least privilege first:
-#: ``role_for`` and ``covering_role`` pick the first match, so order is the recommendation.
-ROLES: tuple[tuple[str, frozenset[str]], ...] = (
-    ("roles/storage.objectViewer", frozenset({"storage.objects.get", "storage.objects.list"})),
-    ("roles/storage.objectCreator", frozenset({"storage.objects.create"})),
-    ("roles/storage.objectUser", frozenset({"storage.objects.create", "storage.objects.get",
-                                            "storage.objects.list", "storage.objects.delete"})),
-    ("roles/storage.bucketViewer", frozenset({"storage.buckets.get"})),
-    ("roles/aiplatform.user", frozenset({"aiplatform.customJobs.create",
-                                         "aiplatform.tensorboardExperiments.write",
-                                         "aiplatform.tensorboardRuns.write",
-                                         "aiplatform.metadataStores.get",
-                                         "aiplatform.contexts.update"})),
-    ("roles/iam.serviceAccountUser", frozenset({"iam.serviceAccounts.actAs"})),
-    ("roles/iam.serviceAccountTokenCreator", frozenset({"iam.serviceAccounts.getAccessToken"})),
-    ("roles/iam.securityReviewer", frozenset({"resourcemanager.projects.getIamPolicy",
-                                              "storage.buckets.getIamPolicy", "iam.roles.get",
-                                              "iam.serviceAccounts.getIamPolicy"})),
-    ("roles/browser", frozenset({"resourcemanager.projects.get"})),
-    ("roles/cloudquotas.viewer", frozenset({"cloudquotas.quotas.get"})),
-    ("roles/monitoring.viewer", frozenset({"monitoring.timeSeries.list"})),
-    ("roles/artifactregistry.reader", frozenset({"artifactregistry.repositories.downloadArtifacts"})),
-)
-
-#: How a remedy names the person running preflight (a pipeline would use its service account).
-CALLER_MEMBER = "user:$(gcloud config get-value account)"
 _AGENT = "service-{number}@gcp-sa-aiplatform-cc.iam.gserviceaccount.com"
 
 
-def role_for(permission: str) -> str:
-    """The least-privileged predefined role in ``ROLES`` that grants ``permission``."""
-    for role, permissions in ROLES:
-        if permission in permissions:
-            return role
-    return "a role that grants " + permission
-
-
-def covering_role(permissions: Iterable[str]) -> str:
-    """The first role in ``ROLES`` that grants all of ``permissions`` (one binding fixes all)."""
-    wanted = set(permissions)
-    for role, granted in ROLES:
-        if wanted <= granted:
-            return role
-    return role_for(sorted(wanted)[0])
-
-
 # --- what the job needs -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Target:
-    """A resource IAM applies to: ``project``, ``bucket`` or ``service_account``."""
-
-    kind: str
-    name: str
-
-    @property
-    def full_name(self) -> str:
-        """The full resource name Policy Troubleshooter takes."""
-        if self.kind == "project":
-            return f"//cloudresourcemanager.googleapis.com/projects/{self.name}"
-        if self.kind == "bucket":
-            return f"//storage.googleapis.com/projects/_/buckets/{self.name}"
-        return f"//iam.googleapis.com/projects/-/serviceAccounts/{self.name}"
-
-    @property
-    def label(self) -> str:
-        return {"project": f"project {self.name}", "bucket": f"gs://{self.name}"}.get(
-            self.kind, f"service account {self.name}")
-
-    def grant_command(self, member: str, role: str) -> str:
-        """The exact ``gcloud … add-iam-policy-binding`` line that grants ``role`` here."""
-        if self.kind == "project":
-            return (f"gcloud projects add-iam-policy-binding {self.name} --member={member} "
-                    f"--role={role}")
-        if self.kind == "bucket":
-            return (f"gcloud storage buckets add-iam-policy-binding gs://{self.name} "
-                    f"--member={member} --role={role}")
-        return (f"gcloud iam service-accounts add-iam-policy-binding {self.name} "
-                f"--member={member} --role={role}")
-
-    def verify_command(self, email: str, permission: str) -> str:
-        """The ``gcloud`` line that asks Policy Troubleshooter about one pair by hand."""
-        return (f"gcloud policy-intelligence troubleshoot-policy iam {self.full_name} "
-                f"--principal-email={email} --permission={permission}")
 
 
 @dataclass(frozen=True)
@@ -152,12 +75,6 @@ class Need:
 def agent_email(project_number: str) -> str:
     """The Vertex AI Custom Code Service Agent of a project (the default job identity)."""
     return _AGENT.format(number=project_number)
-
-
-def bucket_of(uri: str) -> str:
-    """``gs://B/path`` → ``B`` ('' for anything else)."""
-    m = re.match(r"^gs://([^/]+)", uri or "")
-    return m.group(1) if m else ""
 
 
 def job_needs(spec: JobSpec) -> list[Need]:
@@ -193,75 +110,6 @@ def job_needs(spec: JobSpec) -> list[Need]:
     return needs
 
 
-# --- reporting a failed call ------------------------------------------------------------------
-
-
-def _status_of(exc: BaseException) -> tuple[int | None, str]:
-    code = getattr(exc, "code", None)
-    if isinstance(code, int):
-        status = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
-                  404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}.get(code, "")
-        return code, status
-    return None, ""
-
-
-def describe_failure(exc: BaseException, *, api: str, permission: str,
-                     timeout_s: float) -> tuple[str, str]:
-    """(evidence, the permission the caller lacks) for a failed call; never a credential.
-
-    The permission is '' unless the API refused the caller (401/403): then it is the one the 403
-    names (ErrorInfo metadata), else ``permission`` (what that call needs).
-    """
-    import requests
-    from google.api_core import exceptions
-    from google.auth import exceptions as auth_exceptions
-
-    if isinstance(exc, auth_exceptions.DefaultCredentialsError):
-        return ("no Application Default Credentials on this machine", "")
-    if isinstance(exc, auth_exceptions.TransportError):  # google-auth wraps requests' errors
-        cause = exc.__cause__ or exc.__context__
-        if cause is not None and not isinstance(cause, auth_exceptions.TransportError):
-            return describe_failure(cause, api=api, permission=permission, timeout_s=timeout_s)
-        if "timed out" in str(exc).lower():
-            return (f"{api} did not answer within {timeout_s:g} s", "")
-        return (f"cannot reach {api} (connection failed)", "")
-    if isinstance(exc, exceptions.RetryError) and exc.cause is not None:  # retries ran out
-        return describe_failure(exc.cause, api=api, permission=permission, timeout_s=timeout_s)
-    if isinstance(exc, requests.exceptions.Timeout | exceptions.RetryError
-                  | exceptions.DeadlineExceeded | cf.TimeoutError):
-        return (f"{api} did not answer within {timeout_s:g} s", "")
-    if isinstance(exc, requests.exceptions.ConnectionError):
-        return (f"cannot reach {api} (connection failed)", "")
-    if isinstance(exc, exceptions.Forbidden | exceptions.Unauthorized):
-        lacking = (getattr(exc, "metadata", None) or {}).get("permission") or permission
-        return (f"{api} refused the caller ({exc.code}): it lacks {lacking} "
-                f"({role_for(lacking)})", lacking)
-    if isinstance(exc, exceptions.TooManyRequests | exceptions.ServiceUnavailable):
-        return (f"{api} still answered {exc.code} after retries", "")
-    if isinstance(exc, exceptions.GoogleAPICallError):
-        message = str(exc.message).split(": ", 1)[-1][:200]
-        return (f"{api} answered {exc.code}: {message}", "")
-    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-    return (f"{api} call failed: {type(exc).__name__}: {text}", "")
-
-
-def unknown_result(check: str, title: str, exc: BaseException, *, api: str, permission: str,
-                   verify: str, timeout_s: float, failure_class: str = "") -> CheckResult:
-    """An UNKNOWN result that says why (what the caller lacks) and how to verify by hand."""
-    from google.auth import exceptions as auth_exceptions
-
-    evidence, lacking = describe_failure(exc, api=api, permission=permission,
-                                         timeout_s=timeout_s)
-    if isinstance(exc, auth_exceptions.DefaultCredentialsError):
-        remedy = f"run `gcloud auth application-default login`, or verify by hand: {verify}"
-    elif lacking:
-        remedy = f"verify by hand: {verify} (preflight needs {role_for(lacking)} to check this)"
-    else:
-        remedy = f"verify by hand: {verify}"
-    return CheckResult(check, title, Status.UNKNOWN, evidence, remedy, failure_class,
-                       details={"lacking_permission": lacking})
-
-
 # --- asking the APIs --------------------------------------------------------------------------
 
 GRANTED, MISSING, UNDECIDED = "granted", "missing", "undecided"
@@ -277,17 +125,6 @@ class Answer:
     lacking: str = ""
 
 
-def _project_number(ctx: PreflightContext) -> str:
-    """The project number (Resource Manager ``GET /v3/projects/P`` → ``name: projects/N``)."""
-    project = ctx.spec.project
-    if project.isdigit():
-        return project
-    session, base = gcp.authorized_session("CLOUDRESOURCEMANAGER")
-    data = gcp.rest_json(session, "GET", f"{base}/v3/projects/{project}",
-                         timeout=ctx.call_timeout_s, retry=gcp.retry_policy(ctx.call_timeout_s))
-    return data["name"].split("/", 1)[1]
-
-
 def _troubleshoot(ctx: PreflightContext, email: str, needs: Sequence[Need],
                   pool: cf.ThreadPoolExecutor) -> dict[Need, Answer]:
     """Asks Policy Troubleshooter about every need, concurrently."""
@@ -298,10 +135,11 @@ def _troubleshoot(ctx: PreflightContext, email: str, needs: Sequence[Need],
     except Exception as exc:  # no ADC: every need stays undecided, with the reason
         evidence, lacking = describe_failure(exc, api="Policy Troubleshooter",
                                              permission="iam.roles.get",
-                                             timeout_s=ctx.call_timeout_s)
+                                             timeout_s=ctx.call_timeout_s,
+                                             where=endpoint_of("POLICYTROUBLESHOOTER"))
         return {n: Answer(UNDECIDED, reason=evidence, lacking=lacking) for n in needs}
     states = pt.TroubleshootIamPolicyResponse.OverallAccessState
-    retry = gcp.retry_policy(ctx.call_timeout_s)
+    retry = api_retry(ctx.call_timeout_s)
 
     def ask(need: Need) -> Answer:
         request = pt.TroubleshootIamPolicyRequest(access_tuple=pt.AccessTuple(
@@ -313,7 +151,7 @@ def _troubleshoot(ctx: PreflightContext, email: str, needs: Sequence[Need],
         except Exception as exc:
             evidence, lacking = describe_failure(
                 exc, api="Policy Troubleshooter", permission="resourcemanager.projects.getIamPolicy",
-                timeout_s=ctx.call_timeout_s)
+                timeout_s=ctx.call_timeout_s, where=endpoint_of("POLICYTROUBLESHOOTER"))
             return Answer(UNDECIDED, reason=evidence, lacking=lacking)
         state = response.overall_access_state
         if state == states.CAN_ACCESS:
@@ -344,7 +182,8 @@ def _impersonate(ctx: PreflightContext, email: str, needs: Sequence[Need]) -> di
     except Exception as exc:
         evidence, lacking = describe_failure(exc, api="IAM Credentials",
                                              permission="iam.serviceAccounts.getAccessToken",
-                                             timeout_s=ctx.call_timeout_s)
+                                             timeout_s=ctx.call_timeout_s,
+                                             where=endpoint_of("IAMCREDENTIALS"))
         return {n: Answer(UNDECIDED, reason=evidence, lacking=lacking) for n in needs}
     out: dict[Need, Answer] = {}
     by_target: dict[Target, list[Need]] = {}
@@ -358,14 +197,14 @@ def _impersonate(ctx: PreflightContext, email: str, needs: Sequence[Need]) -> di
                 client = gcp.storage_client(ctx.spec.project, credentials=creds)
                 granted = set(client.bucket(target.name).test_iam_permissions(
                     permissions, timeout=ctx.call_timeout_s,
-                    retry=gcp.retry_policy(ctx.call_timeout_s)))
+                    retry=api_retry(ctx.call_timeout_s)))
             else:
                 api = "Resource Manager testIamPermissions"
                 session, base = gcp.authorized_session("CLOUDRESOURCEMANAGER", credentials=creds)
                 data = gcp.rest_json(session, "POST",
                                      f"{base}/v3/projects/{target.name}:testIamPermissions",
                                      timeout=ctx.call_timeout_s,
-                                     retry=gcp.retry_policy(ctx.call_timeout_s),
+                                     retry=call_policy(ctx.call_timeout_s),
                                      body={"permissions": permissions})
                 granted = set(data.get("permissions", []))
         except Exception as exc:
@@ -405,11 +244,12 @@ def _caller_may_create(ctx: PreflightContext) -> CheckResult:
         session, base = gcp.authorized_session("CLOUDRESOURCEMANAGER")
         data = gcp.rest_json(session, "POST",
                              f"{base}/v3/projects/{spec.project}:testIamPermissions",
-                             timeout=ctx.call_timeout_s, retry=gcp.retry_policy(ctx.call_timeout_s),
+                             timeout=ctx.call_timeout_s, retry=call_policy(ctx.call_timeout_s),
                              body={"permissions": [permission]})
     except Exception as exc:
         return unknown_result(NAME, title, exc, api="Resource Manager testIamPermissions",
                               permission="resourcemanager.projects.get",
+                              where=endpoint_of("CLOUDRESOURCEMANAGER"),
                               verify=f"gcloud projects get-iam-policy {spec.project} "
                                      "--flatten=bindings[].members --filter=bindings.members:"
                                      "$(gcloud config get-value account)",
@@ -435,7 +275,7 @@ def _caller_may_act_as(ctx: PreflightContext, sa: str) -> CheckResult:
         session, base = gcp.authorized_session("IAM")
         data = gcp.rest_json(session, "POST",
                              f"{base}/v1/projects/-/serviceAccounts/{sa}:testIamPermissions",
-                             timeout=ctx.call_timeout_s, retry=gcp.retry_policy(ctx.call_timeout_s),
+                             timeout=ctx.call_timeout_s, retry=call_policy(ctx.call_timeout_s),
                              body={"permissions": [permission]})
     except exceptions.NotFound:
         name, _, rest = sa.partition("@")
@@ -446,6 +286,7 @@ def _caller_may_act_as(ctx: PreflightContext, sa: str) -> CheckResult:
     except Exception as exc:
         return unknown_result(NAME, title, exc, api="IAM testIamPermissions",
                               permission="iam.serviceAccounts.getIamPolicy",
+                              where=endpoint_of("IAM"),
                               verify=f"gcloud iam service-accounts get-iam-policy {sa}",
                               timeout_s=ctx.call_timeout_s)
     if permission in data.get("permissions", []):
@@ -524,7 +365,7 @@ def _job_identity(ctx: PreflightContext, pool: cf.ThreadPoolExecutor) -> list[Ch
     email, is_agent = spec.service_account, not spec.service_account
     if is_agent:
         try:
-            email = agent_email(_project_number(ctx))
+            email = agent_email(project_number(spec.project, ctx.call_timeout_s))
         except Exception as exc:
             return [unknown_result(
                 NAME, "Vertex AI Custom Code Service Agent", exc, api="Resource Manager",
@@ -546,13 +387,13 @@ def _job_identity(ctx: PreflightContext, pool: cf.ThreadPoolExecutor) -> list[Ch
     return summarize(email, is_agent, answers)
 
 
-@register(NAME, backends=("vertex",), online=True,
-          description="job service account and caller IAM (Policy Troubleshooter)")
+@register(NAME)
 def iam(ctx: PreflightContext) -> list[CheckResult]:
-    """The job identity's access to its outputs, and the caller's right to launch it."""
+    """The job identity's access to its outputs, the caller's right to launch it, the CMEK key."""
     with cf.ThreadPoolExecutor(max_workers=12, thread_name_prefix="preflight-iam") as pool:
         caller = [pool.submit(_caller_may_create, ctx)]
         if ctx.spec.service_account:
             caller.append(pool.submit(_caller_may_act_as, ctx, ctx.spec.service_account))
+        key = pool.submit(cmek.check_key, ctx) if ctx.spec.kms_key_name else None
         job = _job_identity(ctx, pool)
-        return job + [f.result() for f in caller]
+        return job + [f.result() for f in caller] + (key.result() if key else [])

@@ -2,7 +2,7 @@
 run (``Entrypoint``/``Cmd`` in its config, or ``command`` in the spec); and it is not stored on
 another continent than the job runs on (every replica pulls it at start-up).
 
-Registries are read through ``registry_client`` (registry v2 / OCI distribution, Bearer token flow;
+Registries are read through ``oci_client`` (registry v2 / OCI distribution, Bearer token flow;
 ``oauth2accesstoken`` + a Google access token for Artifact Registry and gcr.io, anonymous
 elsewhere). Each distinct image is resolved once, all concurrently.
 """
@@ -14,9 +14,9 @@ import re
 
 from trainguard import gcp
 from trainguard.gcp import is_google_registry
-from trainguard.preflight.iam import role_for
-from trainguard.preflight.registry import PreflightContext, register
-from trainguard.preflight.registry_client import (
+from trainguard.preflight.checks import PreflightContext, register
+from trainguard.preflight.common import role_for
+from trainguard.preflight.oci_client import (
     AccessDenied,
     ImageInfo,
     ImageNotFound,
@@ -26,7 +26,7 @@ from trainguard.preflight.registry_client import (
     RegistryError,
     RegistryUnreachable,
 )
-from trainguard.preflight.report import CheckResult, Status
+from trainguard.preflight.results import CheckResult, Status
 from trainguard.spec import Pool
 
 __all__ = ["image_location", "geography", "is_google_registry", "assess_image", "image"]
@@ -156,8 +156,7 @@ def _resolve(uri: str, timeout_s: float) -> ImageInfo | BaseException:
         return exc
 
 
-@register(NAME, backends=("vertex",), online=True,
-          description="images exist, have linux/amd64 and an entrypoint (registry v2)")
+@register(NAME)
 def image(ctx: PreflightContext) -> list[CheckResult]:
     """Each worker pool's image: exists, linux/amd64, something to run, stored nearby."""
     pools = [p for p in ctx.spec.pools if p.image_uri]

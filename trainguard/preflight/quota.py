@@ -1,4 +1,5 @@
-"""Accelerator quota: does the region have room for every worker pool's accelerators?
+"""Quota: does the region have room for every worker pool's accelerators, and for the vCPUs of
+its CPU-only pools?
 
 The limit comes from the Cloud Quotas API (``list_quota_infos`` on
 ``projects/P/locations/global/services/aiplatform.googleapis.com``, matched on ``metric`` — quota
@@ -6,22 +7,37 @@ IDs are not stable enough to hard-code — and the ``dimensionsInfos`` entry for
 region-less default). Usage comes from Cloud Monitoring
 (``serviceruntime.googleapis.com/quota/allocation/usage`` on the ``consumer_quota`` resource; REST,
 the Python client being gRPC-only). A quota-short job does not fail on Vertex: it sits QUEUED, which
-is why this check matters. Metric names come from ``trainguard.catalog``.
+is why this check matters. Metric names come from ``trainguard.catalog``: GPUs count accelerators ×
+replicas; TPUs count the chips of the whole slice (its topology) × replicas, in cores where the
+project's quota is kept in cores (TPU v4, whose metric is found by pattern); CPU-only pools count
+vCPUs × replicas against their machine family's ``custom_model_training_*cpus`` metric.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from trainguard import catalog, gcp
-from trainguard.preflight.iam import describe_failure, role_for, unknown_result
-from trainguard.preflight.registry import PreflightContext, register
-from trainguard.preflight.report import CheckResult, Status
-from trainguard.spec import JobSpec, Pool
+from trainguard.preflight.checks import PreflightContext, register
+from trainguard.preflight.common import (
+    api_retry,
+    call_policy,
+    describe_failure,
+    endpoint_of,
+    role_for,
+    unknown_result,
+)
+from trainguard.preflight.results import CheckResult, Status
 
-__all__ = ["Demand", "Limit", "demands", "pool_units", "limit_in", "latest_usage", "assess", "quota"]
+if TYPE_CHECKING:
+    from trainguard.spec import JobSpec, Pool
+
+__all__ = ["Demand", "Limit", "demands", "pool_units", "limit_in", "latest_usage", "assess",
+           "resolve", "quota"]
 
 NAME = "quota"
 SERVICE = "aiplatform.googleapis.com"
@@ -34,16 +50,26 @@ USAGE_WINDOW = timedelta(days=1)
 
 @dataclass(frozen=True)
 class Demand:
-    """What the job asks of one quota metric: ``units`` over the pools in ``pools``."""
+    """What the job asks of one quota metric: ``units`` over the pools in ``pools``.
+
+    Attributes:
+        accelerator: the accelerator type, or the machine family's vCPUs (``n2 vCPUs``).
+        pattern: for a metric Google does not document (TPU v4), the pattern ``resolve`` finds it
+            by in the project's quota list; ``metric`` is then only a label until resolved.
+        cores_per_chip: a TPU's cores per chip, for a limit kept in cores.
+    """
 
     metric: str
     accelerator: str
     units: int
     pools: tuple[int, ...]
+    pattern: re.Pattern[str] | None = None
+    cores_per_chip: int = 1
+    unit: str = ""
 
     @property
     def short(self) -> str:
-        return self.metric.split("/", 1)[1]
+        return self.metric.split("/", 1)[-1]
 
 
 @dataclass(frozen=True)
@@ -56,31 +82,72 @@ class Limit:
 
 
 def pool_units(pool: Pool) -> int:
-    """Quota units one pool consumes: accelerators × replicas (TPU: chips × replicas)."""
+    """Accelerator quota units one pool consumes: accelerators × replicas (TPU: the chips of its
+    slice × replicas); 0 for a CPU-only pool."""
     if not pool.accelerator_type:
         return 0
     accel = catalog.ACCELERATORS.get(pool.accelerator_type)
     if accel is not None and accel.kind == "tpu":
-        return catalog.tpu_chips(pool.machine_type, pool.accelerator_count) * pool.replica_count
+        return catalog.tpu_chips(pool.machine_type, pool.accelerator_count,
+                                 pool.tpu_topology) * pool.replica_count
     return pool.accelerator_count * pool.replica_count
 
 
+def _pool_demand(pool: Pool, preemptible: bool) -> Demand | str:
+    """The demand of one pool, or the reason it has no known metric."""
+    if pool.accelerator_type:
+        units = pool_units(pool)
+        metric = catalog.quota_metric(pool.accelerator_type, preemptible)
+        if metric is not None:
+            return Demand(metric, pool.accelerator_type, units, (pool.index,), unit="chips"
+                          if catalog.ACCELERATORS[pool.accelerator_type].kind == "tpu" else "")
+        pattern = catalog.quota_metric_pattern(pool.accelerator_type, preemptible)
+        if pattern is None:
+            return f"trainguard knows no Vertex AI quota metric for {pool.accelerator_type}"
+        accel = catalog.ACCELERATORS[pool.accelerator_type]
+        label = pattern.pattern.strip("^$").replace("\\", "")
+        return Demand(label, pool.accelerator_type, units, (pool.index,), pattern=pattern,
+                      cores_per_chip=accel.cores_per_chip, unit="chips")
+    metric = catalog.cpu_quota_metric(pool.machine_type, preemptible)
+    vcpus = catalog.machine_vcpus(pool.machine_type)
+    if metric is None or vcpus is None:
+        return (f"trainguard cannot tell the vCPUs or CPU quota metric of {pool.machine_type} "
+                f"(workerPoolSpecs[{pool.index}])")
+    family = pool.machine_type.split("-", 1)[0]
+    return Demand(metric, f"{family} vCPUs", vcpus * pool.replica_count, (pool.index,),
+                  unit="vCPUs")
+
+
 def demands(spec: JobSpec) -> tuple[list[Demand], list[str]]:
-    """The job's demand per quota metric (pools summed), and accelerators with no known metric."""
+    """The job's demand per quota metric (pools summed), and why some pools have none known."""
     totals: dict[str, Demand] = {}
     unknown: list[str] = []
     for pool in spec.pools:
-        units = pool_units(pool)
-        if not units:
+        found = _pool_demand(pool, spec.preemptible)
+        if isinstance(found, str):
+            unknown.append(found)
             continue
-        metric = catalog.quota_metric(pool.accelerator_type, spec.preemptible)
-        if metric is None:
-            unknown.append(pool.accelerator_type)
-            continue
-        prev = totals.get(metric)
-        totals[metric] = Demand(metric, pool.accelerator_type, units + (prev.units if prev else 0),
-                                (prev.pools if prev else ()) + (pool.index,))
+        prev = totals.get(found.metric)
+        if prev is not None:
+            found = replace(prev, units=prev.units + found.units, pools=prev.pools + found.pools)
+        totals[found.metric] = found
     return list(totals.values()), unknown
+
+
+def resolve(demand: Demand, infos: dict) -> Demand | None:
+    """A pattern demand made concrete from the project's quota list (units in cores when the
+    quota counts cores); the demand itself when it has a metric; None when nothing matches."""
+    if demand.pattern is None:
+        return demand
+    found = sorted(m for m in infos if demand.pattern.match(m))
+    if not found:
+        return None
+    info = infos[found[0]]
+    names = f"{info.metric_display_name} {info.quota_display_name}".lower()
+    in_cores = "core" in names and demand.cores_per_chip > 1
+    return replace(demand, metric=found[0], pattern=None,
+                   units=demand.units * (demand.cores_per_chip if in_cores else 1),
+                   unit="cores" if in_cores else demand.unit)
 
 
 def limit_in(info, region: str) -> Limit | None:
@@ -161,10 +228,11 @@ def assess(demand: Demand, *, project: str, region: str, limit: Limit | None, us
     in_use = usage or 0
     available = limit.value - in_use
     details["available"] = available
+    unit = f" {demand.unit}" if demand.unit else ""
     if available >= demand.units and usage is not None:
         return CheckResult(NAME, title, Status.PASS,
                            f"{demand.metric} in {region}: limit {limit.value}, in use {usage}, "
-                           f"requested {demand.units} ({pools}); {available} available",
+                           f"requested {demand.units}{unit} ({pools}); {available} available",
                            details=details)
     if limit.value >= demand.units and usage is None:
         return CheckResult(NAME, title, Status.WARN,
@@ -178,7 +246,7 @@ def assess(demand: Demand, *, project: str, region: str, limit: Limit | None, us
     alternatives, fit = _alternatives(demand, region, info)
     used = f"in use {usage}" if usage is not None else f"usage unknown ({usage_problem})"
     evidence = (f"{demand.metric} in {region}: limit {limit.value}, {used}, requested "
-                f"{demand.units} ({pools}); the job would stay QUEUED")
+                f"{demand.units}{unit} ({pools}); the job would stay QUEUED")
     if limit.value == 0:
         evidence += f" — {demand.accelerator} has no quota in {region}"
     remedy = (f"raise the limit to {needed}: gcloud quotas preferences create --service={SERVICE} "
@@ -201,7 +269,7 @@ def _list_infos(ctx: PreflightContext) -> dict[str, object]:
     # A large page: fewer round trips over aiplatform's many quotas (the server may cap it).
     pager = client.list_quota_infos(request={"parent": parent, "page_size": 100},
                                     timeout=ctx.call_timeout_s,
-                                    retry=gcp.retry_policy(ctx.call_timeout_s))
+                                    retry=api_retry(ctx.call_timeout_s))
     return {info.metric: info for info in pager}
 
 
@@ -222,7 +290,7 @@ def _usage(ctx: PreflightContext, metric: str) -> int:
         "aggregation.perSeriesAligner": "ALIGN_NEXT_OLDER",
     }
     url = f"{base}/v3/projects/{spec.project}/timeSeries"
-    retry = gcp.retry_policy(ctx.call_timeout_s)
+    retry = call_policy(ctx.call_timeout_s)
     payload = gcp.rest_json(session, "GET", url, params=params, timeout=ctx.call_timeout_s,
                             retry=retry)
     series = list(payload.get("timeSeries", []))
@@ -233,25 +301,53 @@ def _usage(ctx: PreflightContext, metric: str) -> int:
     return latest_usage({"timeSeries": series})
 
 
-@register(NAME, backends=("vertex",), online=True,
-          description="accelerator quota per region (Cloud Quotas + Monitoring)")
+def _verify(project: str, metric: str) -> str:
+    return (f"gcloud quotas info list --service={SERVICE} --project={project} "
+            f"--filter=metric={metric}")
+
+
+def _one(ctx: PreflightContext, demand: Demand, infos: dict, usage_f) -> CheckResult:
+    """The verdict for one demand once the quota list is in (resolving pattern metrics)."""
+    spec = ctx.spec
+    resolved = resolve(demand, infos)
+    if resolved is None:
+        return CheckResult(NAME, f"{demand.accelerator} quota in {spec.region}", Status.UNKNOWN,
+                           f"Cloud Quotas lists no metric matching {demand.metric} for this "
+                           f"project; Google documents no quota metric name for "
+                           f"{demand.accelerator}", f"check it by hand: gcloud quotas info list "
+                           f"--service={SERVICE} --project={spec.project} (or "
+                           f"{CONSOLE_URL.format(project=spec.project)})", "quota",
+                           details={"pattern": demand.metric})
+    try:
+        future = usage_f.get(resolved.metric)
+        usage = future.result() if future else _usage(ctx, resolved.metric)
+        problem = ""
+    except Exception as exc:
+        usage = None
+        problem, _ = describe_failure(exc, api="Cloud Monitoring",
+                                      permission="monitoring.timeSeries.list",
+                                      timeout_s=ctx.call_timeout_s, where=endpoint_of("MONITORING"))
+    info = infos.get(resolved.metric)
+    limit = limit_in(info, spec.region) if info is not None else None
+    return assess(resolved, project=spec.project, region=spec.region, limit=limit, usage=usage,
+                  info=info, usage_problem=problem)
+
+
+@register(NAME)
 def quota(ctx: PreflightContext) -> list[CheckResult]:
-    """Accelerator quota for every worker pool in the job's region."""
+    """Accelerator and CPU quota for every worker pool in the job's region."""
     spec = ctx.spec
     wanted, unknown = demands(spec)
-    results = [CheckResult(NAME, f"{accel} quota", Status.UNKNOWN,
-                           f"trainguard knows no Vertex AI quota metric for {accel}",
+    results = [CheckResult(NAME, "quota metric", Status.UNKNOWN, why,
                            f"check it by hand at {CONSOLE_URL.format(project=spec.project)}",
-                           "quota") for accel in unknown]
+                           "quota") for why in unknown]
     if not wanted:
-        if not unknown:
-            results.append(CheckResult(NAME, "accelerator quota", Status.PASS,
-                                       "the job requests no accelerators"))
         return results
     with cf.ThreadPoolExecutor(max_workers=1 + len(wanted),
                                thread_name_prefix="preflight-quota") as pool:
         infos_f = pool.submit(_list_infos, ctx)
-        usage_f = {d.metric: pool.submit(_usage, ctx, d.metric) for d in wanted}
+        # Usage of the known metrics is read while the quota list pages in.
+        usage_f = {d.metric: pool.submit(_usage, ctx, d.metric) for d in wanted if d.pattern is None}
         try:
             infos, infos_error = infos_f.result(), None
         except Exception as exc:
@@ -260,20 +356,9 @@ def quota(ctx: PreflightContext) -> list[CheckResult]:
             if infos_error is not None:
                 results.append(unknown_result(
                     NAME, f"{demand.short} in {spec.region}", infos_error, api="Cloud Quotas",
-                    permission="cloudquotas.quotas.get",
-                    verify=f"gcloud quotas info list --service={SERVICE} --project={spec.project} "
-                           f"--filter=metric={demand.metric}",
-                    timeout_s=ctx.call_timeout_s, failure_class="quota"))
+                    permission="cloudquotas.quotas.get", verify=_verify(spec.project, demand.metric),
+                    timeout_s=ctx.call_timeout_s, failure_class="quota",
+                    where=endpoint_of("CLOUDQUOTAS")))
                 continue
-            try:
-                usage, problem = usage_f[demand.metric].result(), ""
-            except Exception as exc:
-                usage = None
-                problem, _ = describe_failure(exc, api="Cloud Monitoring",
-                                              permission="monitoring.timeSeries.list",
-                                              timeout_s=ctx.call_timeout_s)
-            info = infos.get(demand.metric)
-            limit = limit_in(info, spec.region) if info is not None else None
-            results.append(assess(demand, project=spec.project, region=spec.region, limit=limit,
-                                  usage=usage, info=info, usage_problem=problem))
+            results.append(_one(ctx, demand, infos, usage_f))
     return results

@@ -6,31 +6,27 @@ UNKNOWN with the reason, so the run always ends with a report.
 
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from trainguard.errors import ConfigError
-from trainguard.preflight.registry import BACKENDS, CHECKS, PreflightContext
-from trainguard.preflight.report import CheckResult, Report, Status
-from trainguard.spec import JobSpec
+from trainguard.preflight.checks import BACKENDS, CHECKS, FAMILIES, PreflightContext, load
+from trainguard.preflight.results import CheckResult, Report, Status
 
-__all__ = ["run_preflight", "available_checks", "CHECK_MODULES"]
+if TYPE_CHECKING:
+    from trainguard.spec import JobSpec
 
-# Importing a module registers its checks.
-CHECK_MODULES = ("compat", "local", "quota", "iam", "image", "storage")
-
-
-def _load() -> None:
-    for name in CHECK_MODULES:
-        importlib.import_module(f"trainguard.preflight.{name}")
+__all__ = ["run_preflight", "available_checks"]
 
 
 def available_checks(backend: str = "vertex") -> list[str]:
-    """Names of the check families that apply to ``backend``."""
-    _load()
-    return [c.name for c in CHECKS.values() if backend in c.backends]
+    """Names of the check families that apply to ``backend`` (nothing is imported)."""
+    names = [f.name for f in FAMILIES.values() if backend in f.backends]
+    return names + [c.name for c in CHECKS.values()
+                    if c.name not in FAMILIES and backend in c.backends]
 
 
 def _describe(exc: BaseException) -> str:
@@ -67,7 +63,7 @@ def run_preflight(
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
     names = available_checks(backend)
-    known = set(CHECKS)
+    known = set(FAMILIES) | set(CHECKS)
     for label, chosen in (("--only", only), ("--skip", skip)):
         unknown = sorted(set(chosen or ()) - known)
         if unknown:
@@ -84,6 +80,7 @@ def run_preflight(
     if not names:
         raise ConfigError("no check left to run: --skip removed them all; a preflight that "
                           "checks nothing cannot pass")
+    checks = {name: load(name) for name in names}  # only the families that run are imported
     ctx = PreflightContext(spec=spec, backend=backend, call_timeout_s=call_timeout_s,
                            local_output_dir=local_output_dir, environ=dict(environ or {}))
     started = time.perf_counter()
@@ -95,7 +92,7 @@ def run_preflight(
 
     def run_one(name: str) -> None:
         try:
-            outcome = (_timed(CHECKS[name].func, ctx), None)
+            outcome = (_timed(checks[name].func, ctx), None)
         except BaseException as exc:  # reported as UNKNOWN below
             outcome = (None, exc)
         with finished:
@@ -142,6 +139,4 @@ def _timed(func, ctx: PreflightContext) -> list[CheckResult]:
 
 
 def _with_duration(result: CheckResult, seconds: float) -> CheckResult:
-    from dataclasses import replace
-
     return replace(result, duration_s=round(seconds, 4))

@@ -50,9 +50,25 @@ def test_invalid_pairings_fail_with_the_fix(machine, accel, count, evidence, rem
     assert remedy in result.remedy
 
 
-def test_unknown_machine_type_warns_instead_of_guessing():
-    result = check_machine(job("z9-future-1g", "NVIDIA_L4", 1).pools[0])
+@pytest.mark.parametrize("machine,suggestion", [
+    ("z9-future-1g", None), ("n1-standrd-8", "n1-standard-8"), ("a2-highgpu1g", "a2-highgpu-1g"),
+    ("A2-HIGHGPU-1G", "a2-highgpu-1g"),
+])
+def test_a_machine_type_of_no_known_family_fails_with_did_you_mean(machine, suggestion):
+    result = check_machine(job(machine, "NVIDIA_L4", 1).pools[0])
+    assert result.status == Status.FAIL
+    assert "follows no known family's naming" in result.evidence
+    if suggestion:
+        assert f"did you mean {suggestion}?" in result.evidence
+        assert f"machineType: {suggestion}" in result.remedy
+
+
+@pytest.mark.parametrize("machine", ["a2-highgpu-3g", "a3-edgegpu-8g", "g2-standard-6",
+                                     "ct6e-standard-4t"])
+def test_a_new_type_of_a_known_family_only_warns(machine):
+    result = check_machine(job(machine, "NVIDIA_L4", 1).pools[0])
     assert result.status == Status.WARN
+    assert "has the shape of the" in result.evidence and "not in trainguard's table" in result.evidence
 
 
 def test_tpu_topology_must_match_the_chips():
@@ -63,6 +79,27 @@ def test_tpu_topology_must_match_the_chips():
     assert result.status == Status.FAIL and "tpuTopology: 2x2" in result.remedy
     missing = job("ct5lp-hightpu-8t", "TPU_V5_LITEPOD", 8)
     assert check_machine(missing.pools[0]).status == Status.WARN
+
+
+@pytest.mark.parametrize("topology,chips,hosts", [("4x4", 16, 4), ("8x8", 64, 16),
+                                                  ("16x16", 256, 64)])
+def test_a_v5e_multi_host_slice_passes_and_names_its_size(topology, chips, hosts):
+    result = check_machine(job("ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4,
+                               tpu_topology=topology).pools[0])
+    assert result.status == Status.PASS, result.evidence
+    assert f"{topology} slice: {chips} TPU_V5_LITEPOD chips on {hosts} hosts" in result.evidence
+
+
+def test_a_multi_host_slice_on_a_single_host_machine_type_fails():
+    result = check_machine(job("ct5lp-hightpu-8t", "TPU_V5_LITEPOD", 8,
+                               tpu_topology="4x4").pools[0])
+    assert result.status == Status.FAIL
+    assert "forms the slices 2x4, not 4x4" in result.evidence
+
+
+def test_a_v4_pod_slice_passes():
+    result = check_machine(job("ct4p-hightpu-4t", "TPU_V4_POD", 4, tpu_topology="2x2x2").pools[0])
+    assert result.status == Status.PASS and "8 TPU_V4_POD chips on 2 hosts" in result.evidence
 
 
 def test_accelerator_missing_from_region_warns_with_regions_that_have_it():

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
+from trainguard.preflight.common import Target, bucket_of, covering_role, role_for
 from trainguard.preflight.iam import (
     GRANTED,
     MISSING,
     UNDECIDED,
     Answer,
     Need,
-    Target,
     agent_email,
-    bucket_of,
-    covering_role,
     job_needs,
-    role_for,
     summarize,
 )
-from trainguard.preflight.report import Status
+from trainguard.preflight.results import Status
 from trainguard.spec import parse_spec
 
 SA = "trainer@p-proj.iam.gserviceaccount.com"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from trainguard.preflight.image import assess_image, geography, image_location, is_google_registry
-from trainguard.preflight.registry_client import ImageInfo, ImageNotFound, ImageRef
-from trainguard.preflight.report import Status
+from trainguard.preflight.oci_client import ImageInfo, ImageNotFound, ImageRef
+from trainguard.preflight.results import Status
 from trainguard.spec import Pool
 
 

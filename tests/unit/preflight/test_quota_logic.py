@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from google.cloud import cloudquotas_v1
 
-from trainguard.preflight.quota import Demand, Limit, assess, demands, latest_usage, limit_in
-from trainguard.preflight.report import Status
+from trainguard.preflight.quota import (
+    Demand,
+    Limit,
+    assess,
+    demands,
+    latest_usage,
+    limit_in,
+    resolve,
+)
+from trainguard.preflight.results import Status
 from trainguard.spec import parse_spec
 
 A100 = "aiplatform.googleapis.com/custom_model_training_nvidia_a100_gpus"
@@ -29,8 +37,48 @@ def info(entries):
 def test_pools_of_one_accelerator_sum_count_times_replicas():
     a100 = {"machineType": "a2-highgpu-2g", "acceleratorType": "NVIDIA_TESLA_A100",
             "acceleratorCount": 2}
-    [d], unknown = demands(spec([(a100, 1), (a100, 3), ({"machineType": "n1-standard-8"}, 1)]))
+    [d, cpu], unknown = demands(spec([(a100, 1), (a100, 3), ({"machineType": "n1-standard-8"}, 1)]))
     assert (d.metric, d.units, d.pools, unknown) == (A100, 8, (0, 1), [])
+    assert (cpu.metric, cpu.units, cpu.pools) == (
+        "aiplatform.googleapis.com/custom_model_training_cpus", 8, (2,))
+
+
+def test_cpu_only_pools_count_vcpus_against_their_family_metric():
+    pools = [({"machineType": "n2-standard-16"}, 1), ({"machineType": "n2-highmem-8"}, 3),
+             ({"machineType": "e2-standard-4"}, 1)]
+    n2, n1e2 = demands(spec(pools))[0]
+    assert (n2.metric.rsplit("/", 1)[1], n2.units, n2.unit) == ("custom_model_training_n2_cpus",
+                                                                 16 + 24, "vCPUs")
+    assert (n1e2.metric.rsplit("/", 1)[1], n1e2.units) == ("custom_model_training_cpus", 4)
+    [spot], _ = demands(spec([({"machineType": "n1-standard-4"}, 1)], "SPOT"))
+    assert spot.metric.endswith("custom_model_training_preemptible_cpus")
+
+
+def test_a_cpu_machine_without_a_vcpu_count_in_its_name_is_unknown():
+    wanted, unknown = demands(spec([({"machineType": "e2-medium"}, 1)]))
+    assert wanted == [] and "cannot tell the vCPUs" in unknown[0]
+
+
+def test_a_multi_host_v5e_slice_counts_all_its_chips():
+    tpu = {"machineType": "ct5lp-hightpu-4t", "acceleratorType": "TPU_V5_LITEPOD",
+           "acceleratorCount": 4, "tpuTopology": "4x8"}
+    [d], _ = demands(spec([(tpu, 1)]))
+    assert d.metric.endswith("custom_model_training_tpu_v5e") and d.units == 32
+
+
+def test_a_v4_pod_metric_is_found_by_pattern_and_counted_in_cores():
+    tpu = {"machineType": "ct4p-hightpu-4t", "acceleratorType": "TPU_V4_POD",
+           "acceleratorCount": 4, "tpuTopology": "2x2x2"}
+    [d], unknown = demands(spec([(tpu, 1)]))
+    assert unknown == [] and d.pattern is not None and d.units == 8
+    metric = "aiplatform.googleapis.com/custom_model_training_tpu_v4_pod_cores"
+    listed = {metric: cloudquotas_v1.QuotaInfo(metric=metric, quota_id="V4",
+                                                metric_display_name="TPU v4 pod cores")}
+    resolved = resolve(d, listed)
+    assert (resolved.metric, resolved.units, resolved.unit) == (metric, 16, "cores")
+    assert resolve(d, {A100: cloudquotas_v1.QuotaInfo(metric=A100)}) is None
+    [spot], _ = demands(spec([(tpu, 1)], "SPOT"))
+    assert resolve(spot, listed) is None  # the on-demand metric is not the Spot one
 
 
 def test_spot_and_flex_start_use_the_preemptible_metric():

@@ -9,7 +9,7 @@ import pytest
 
 from trainguard.errors import ConfigError
 from trainguard.preflight import CHECKS, CheckResult, Status, run_preflight
-from trainguard.preflight.registry import Check
+from trainguard.preflight.checks import Check
 from trainguard.spec import JobSpec
 
 SPEC = JobSpec.create("my-project", "us-central1", machine_type="n1-standard-4", image_uri="i",
@@ -95,7 +95,7 @@ def test_a_hung_check_does_not_keep_the_process_alive(tmp_path):
     code = textwrap.dedent("""
         import time
         from trainguard.preflight import CHECKS, run_preflight
-        from trainguard.preflight.registry import Check
+        from trainguard.preflight.checks import Check
         from trainguard.spec import JobSpec
         CHECKS["zz_hang"] = Check("zz_hang", lambda ctx: time.sleep(60) or [], ("vertex",),
                                   False, "hangs")
@@ -109,3 +109,42 @@ def test_a_hung_check_does_not_keep_the_process_alive(tmp_path):
                           timeout=30)
     assert proc.stdout.strip() == "UNKNOWN", proc.stderr
     assert time.perf_counter() - started < 15
+
+
+def test_only_the_families_that_run_are_imported():
+    """``--only compat`` must not pay for the online families or any Google client."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import sys
+        from trainguard.preflight import available_checks, run_preflight
+        from trainguard.spec import JobSpec
+        assert "network" in available_checks() and "trainguard.preflight.network" not in sys.modules
+        spec = JobSpec.create("my-project", "us-central1", machine_type="a2-highgpu-1g",
+                              image_uri="i", accelerator_type="NVIDIA_TESLA_A100",
+                              accelerator_count=1)
+        run_preflight(spec, only=["compat"])
+        print(" ".join(sorted(m for m in sys.modules if m.startswith((
+            "trainguard.preflight.", "google.cloud.cloudquotas", "google.cloud.kms",
+            "google.cloud.policytroubleshooter", "google.cloud.storage", "google.cloud.compute",
+            "requests")))))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(proc.stdout.split())
+    assert {"trainguard.preflight.compat", "trainguard.preflight.runner"} <= loaded
+    for absent in ("trainguard.preflight.quota", "trainguard.preflight.iam",
+                   "trainguard.preflight.image", "trainguard.preflight.network",
+                   "trainguard.preflight.capacity", "trainguard.preflight.cmek",
+                   "google.cloud.cloudquotas_v1", "google.cloud.kms_v1",
+                   "google.cloud.policytroubleshooter_iam_v3", "google.cloud.storage"):
+        assert absent not in loaded, absent
+
+
+def test_an_unknown_fail_on_is_bad_input_listing_the_choices():
+    report = run_preflight(SPEC, only=["compat"])
+    with pytest.raises(ConfigError, match="fail, unknown, warn"):
+        report.passed("sometimes")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainguard.preflight.report import Status
+from trainguard.preflight.results import Status
 from trainguard.preflight.storage import assess_bucket
 
 

@@ -3,7 +3,8 @@
 Why not ``oras`` or ``python-dxf``: preflight needs four GETs (manifest, maybe a platform manifest,
 the config blob), the Bearer challenge flow with a pluggable Basic credential
 (``oauth2accesstoken`` + a Google access token for Artifact Registry and gcr.io), per-call time
-limits, 429/503 backoff and errors that name what is missing. Those libraries bring push/pull
+limits, 429/502/503 backoff (``trainguard.retry.RetryPolicy``, the one retry policy) and errors that
+name what is missing. Those libraries bring push/pull
 machinery and their own auth stores without the Google flow; this module is that flow and nothing
 more, on ``requests``.
 
@@ -19,11 +20,13 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import requests
+
+from trainguard.errors import TransientError
+from trainguard.retry import RetryPolicy
 
 __all__ = [
     "ImageRef",
@@ -67,6 +70,10 @@ class AccessDenied(RegistryError):
 
 class RegistryUnreachable(RegistryError):
     """No answer: connection refused, DNS, TLS or a time-out."""
+
+
+class _Retryable(Exception):
+    """A 429/502/503 answer, retried by the policy."""
 
 
 class PlatformMissing(RegistryError):
@@ -178,17 +185,20 @@ class RegistryClient:
         credential: returns (username, password) for the token realm or a Basic challenge, or None
             for anonymous; called lazily, at most once.
         timeout: the per-call time limit (seconds).
-        attempts: tries for a 429/502/503 answer, with exponential backoff.
+        retry: how 429/502/503 answers are retried (default: ``RetryPolicy.from_env()`` with its
+            deadline capped at twice ``timeout``).
     """
 
     def __init__(self, host: str, *, insecure: bool = False,
                  credential: Callable[[], tuple[str, str] | None] | None = None,
-                 timeout: float = 10.0, attempts: int = 4, backoff_s: float = 0.2) -> None:
+                 timeout: float = 10.0, retry: RetryPolicy | None = None) -> None:
         self.host = host
         self.base = f"{'http' if insecure else 'https'}://{host}"
         self.timeout = timeout
-        self.attempts = attempts
-        self.backoff_s = backoff_s
+        if retry is None:
+            retry = RetryPolicy.from_env(initial_s=0.2, max_delay_s=2.0)
+            retry = retry.with_deadline(min(retry.deadline_s, max(2 * timeout, 1.0)))
+        self.retry = retry
         self._credential = credential
         self._resolved_credential: tuple[str, str] | None = None
         self._credential_done = False
@@ -244,8 +254,9 @@ class RegistryClient:
 
     def _send(self, method: str, url: str, *, headers: dict | None = None, params: dict | None = None,
               auth: tuple[str, str] | None = None) -> requests.Response:
-        delay = self.backoff_s
-        for attempt in range(self.attempts):
+        last: list[requests.Response] = []
+
+        def attempt() -> requests.Response:
             try:
                 response = self._session.request(method, url, headers=headers, params=params,
                                                  auth=auth, timeout=self.timeout)
@@ -255,15 +266,16 @@ class RegistryClient:
             except requests.exceptions.RequestException as exc:
                 reason = type(exc).__name__
                 raise RegistryUnreachable(f"cannot reach {self.host} ({reason})") from None
-            if response.status_code not in _RETRYABLE or attempt == self.attempts - 1:
-                return response
-            wait = delay
-            retry_after = response.headers.get("Retry-After", "")
-            if retry_after.isdigit():
-                wait = min(float(retry_after), 5.0)
-            time.sleep(wait)
-            delay *= 2
-        raise AssertionError("unreachable")
+            if response.status_code in _RETRYABLE:
+                last[:] = [response]
+                raise _Retryable(response.status_code)
+            return response
+
+        try:
+            return self.retry.call(attempt, transient=(_Retryable,), what="registry",
+                                   where=self.host, unreachable=())
+        except TransientError:
+            return last[0]  # still 429/5xx at the deadline: the caller reports the status
 
     def _get(self, path: str, scope: str, accept: tuple[str, ...] = ()) -> requests.Response:
         url = self.base + path

@@ -1,10 +1,15 @@
-"""Preflight results: one ``CheckResult`` per check and subject, gathered in a ``Report``."""
+"""Preflight results: one ``CheckResult`` per check and subject, gathered in a ``Report``.
+
+(``trainguard.validation.report`` renders validation verdicts; this module holds preflight's.)
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
+
+from trainguard.choices import FailOn, parse
 
 __all__ = ["Status", "CheckResult", "Report"]
 
@@ -27,7 +32,8 @@ class CheckResult:
     """What one check found about one subject (a worker pool, a bucket, the spec).
 
     Attributes:
-        check: the check family (``compat``, ``quota``, ``iam``, ``image``, ``storage``, ``local``).
+        check: the check family (``compat``, ``quota``, ``iam``, ``image``, ``storage``,
+            ``network``, ``capacity``, ``local``).
         title: what was checked, one line (``A100 quota for workerPoolSpecs[0]``).
         status: PASS, WARN, UNKNOWN or FAIL.
         evidence: the facts behind the status (numbers, names), never a credential.
@@ -64,15 +70,21 @@ class Report:
         """The worst status, PASS for an empty report."""
         return max((r.status for r in self.results), key=lambda s: s.rank, default=Status.PASS)
 
-    def failing(self, fail_on: str = "fail") -> list[CheckResult]:
-        """Results that fail the run: FAIL, plus WARN/UNKNOWN when ``fail_on`` asks for it."""
-        threshold = {"fail": Status.FAIL, "unknown": Status.UNKNOWN, "warn": Status.WARN}[fail_on]
+    def failing(self, fail_on: FailOn | str = FailOn.FAIL) -> list[CheckResult]:
+        """Results that fail the run: FAIL, plus WARN/UNKNOWN when ``fail_on`` asks for it.
+
+        Raises:
+            ConfigError: ``fail_on`` is not one of ``FailOn``'s values.
+        """
+        fail_on = parse(FailOn, fail_on, "fail_on")
+        threshold = {FailOn.FAIL: Status.FAIL, FailOn.UNKNOWN: Status.UNKNOWN,
+                     FailOn.WARN: Status.WARN}[fail_on]
         failing = [r for r in self.results if r.status.rank >= threshold.rank]
-        if fail_on == "unknown":  # UNKNOWN ranks above WARN; 'unknown' must not fail on WARN
+        if fail_on is FailOn.UNKNOWN:  # UNKNOWN ranks above WARN; 'unknown' must not fail on WARN
             failing = [r for r in failing if r.status != Status.WARN]
         return failing
 
-    def passed(self, fail_on: str = "fail") -> bool:
+    def passed(self, fail_on: FailOn | str = FailOn.FAIL) -> bool:
         return not self.failing(fail_on)
 
     def counts(self) -> dict[str, int]:
@@ -81,22 +93,22 @@ class Report:
             out[r.status.value] += 1
         return out
 
-    def to_dict(self, fail_on: str = "fail") -> dict:
+    def to_dict(self, fail_on: FailOn | str = FailOn.FAIL) -> dict:
         return {
             "subject": self.subject,
             "backend": self.backend,
             "passed": self.passed(fail_on),
-            "fail_on": fail_on,
+            "fail_on": str(parse(FailOn, fail_on, "fail_on")),
             "worst": self.worst().value,
             "counts": self.counts(),
             "wall_s": round(self.wall_s, 3),
             "results": [r.to_dict() for r in self.results],
         }
 
-    def to_json(self, fail_on: str = "fail") -> str:
+    def to_json(self, fail_on: FailOn | str = FailOn.FAIL) -> str:
         return json.dumps(self.to_dict(fail_on), indent=2)
 
-    def to_markdown(self, fail_on: str = "fail") -> str:
+    def to_markdown(self, fail_on: FailOn | str = FailOn.FAIL) -> str:
         verdict = "passed" if self.passed(fail_on) else "FAILED"
         c = self.counts()
         lines = [

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from trainguard.errors import ConfigError
 from trainguard.launch.local import resolve_command
-from trainguard.preflight.registry import PreflightContext, register
-from trainguard.preflight.report import CheckResult, Status
+from trainguard.preflight.checks import PreflightContext, register
+from trainguard.preflight.results import CheckResult, Status
 from trainguard.spec import Pool
 
 __all__ = ["check_command", "check_output_dir", "local"]
@@ -117,7 +117,7 @@ def check_output_dir(base: str) -> CheckResult:
     return CheckResult(NAME, title, Status.PASS, f"{base} is writable ({free_gb:.0f} GB free)")
 
 
-@register(NAME, backends=("local",), description="command resolvable, output directory writable")
+@register(NAME)
 def local(ctx: PreflightContext) -> list[CheckResult]:
     """Command resolvable, output directory writable, accelerators noted."""
     results = [check_command(pool, dict(ctx.environ) or None) for pool in ctx.spec.pools]

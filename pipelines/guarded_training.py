@@ -25,6 +25,9 @@ def guarded_training(
     val_metric: str = "",
     validate_fail_on: str = "",
     validate_warn_on: str = "",
+    validate_thresholds: str = "",
+    validate_gates: str = "",
+    validate_gate_at: str = "best",
 ) -> bool:
     """Guards one training job.
 
@@ -42,6 +45,9 @@ def guarded_training(
         val_metric: validation-loss series name (detected when empty).
         validate_fail_on: failure classes that fail validation (defaults when empty).
         validate_warn_on: failure classes that only warn.
+        validate_thresholds: comma-separated ``name=value`` rule thresholds (see the README).
+        validate_gates: comma-separated quality gates, e.g. ``val_accuracy>=0.9@best``.
+        validate_gate_at: where gates without ``@`` read: ``best`` or ``last``.
 
     Returns:
         Whether validation passed.
@@ -57,6 +63,8 @@ def guarded_training(
     trained.set_caching_options(False)
     trained.set_display_name("train")
     judged = validate(history=trained.outputs["history"], train_metric=train_metric,
-                      val_metric=val_metric, fail_on=validate_fail_on, warn_on=validate_warn_on)
+                      val_metric=val_metric, fail_on=validate_fail_on, warn_on=validate_warn_on,
+                      thresholds=validate_thresholds, gates=validate_gates,
+                      gate_at=validate_gate_at)
     judged.set_display_name("validate")
     return judged.outputs["Output"]

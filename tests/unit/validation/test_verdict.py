@@ -14,6 +14,8 @@ from trainguard.validation import (
     Verdict,
     load_history,
     plot_png,
+    render_html,
+    render_markdown,
     render_plot,
     validate,
 )
@@ -60,7 +62,7 @@ def test_summary_metrics_are_finite_numbers(nan_verdict: Verdict,
 
 
 def test_markdown_gives_remedy_trap_and_what_was_read(overfit_verdict: Verdict) -> None:
-    text = overfit_verdict.to_markdown()
+    text = render_markdown(overfit_verdict)
     assert text.startswith("# Training validation: FAILED")
     assert "early stopping at the best validation step, 81" in text
     assert failure_class("overfit").trap in text
@@ -73,7 +75,7 @@ def test_html_is_self_contained_and_escaped(overfit_verdict: Verdict) -> None:
     hostile = Finding(finding.failure_class, finding.severity, finding.step_range,
                       finding.evidence, "<script>alert(1)</script>", finding.remedy, "x")
     verdict = Verdict(False, "overfit", [hostile], overfit_verdict.series)
-    page = verdict.to_html(PNG + b"rest")
+    page = render_html(verdict, PNG + b"rest")
     assert "<script>alert" not in page and "&lt;script&gt;" in page
     assert "src='data:image/png;base64,iVBORw0KGgpyZXN0'" in page
     assert "http" not in page  # nothing fetched from elsewhere
@@ -87,7 +89,7 @@ def test_plot_of_a_verdict_and_of_a_history(tmp_path, overfit_verdict: Verdict) 
 
 
 def test_plot_of_a_long_history_is_thinned(tmp_path) -> None:
-    from trainguard.validation.report import _thin
+    from trainguard.validation.render import _thin
 
     steps = np.arange(1_000_000, dtype=float)
     values = np.sin(steps / 1000)

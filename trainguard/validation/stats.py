@@ -110,5 +110,9 @@ def trend_z(values: np.ndarray) -> float:
 
 
 def head(values: np.ndarray) -> float:
-    """The level a series started at: the median of its first three points (one spike aside)."""
-    return float(np.median(values[:3])) if values.size else math.nan
+    """The level a series started at: the highest of its first three points.
+
+    A run starts at its worst, and a per-epoch log's first point is already a whole epoch's mean,
+    well below where the run began; so the highest, not the median.
+    """
+    return float(np.max(values[:3])) if values.size else math.nan

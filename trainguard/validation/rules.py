@@ -224,9 +224,11 @@ def instability(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: s
     near 0 does not "oscillate" by tiny amounts). Oscillation is at least
     ``instability_min_swings`` swings that are also at least ``instability_swing_fraction`` of
     the second half's steps, with no downward trend: when the second half falls with a
-    Mann-Kendall significance of ``instability_trend_z`` (or the ``confirm`` series, the
-    training curve, falls so over the same steps), the swings are noise around a falling trend,
-    as a small or resampled validation set gives. One spike that recovers is one swing.
+    Mann-Kendall significance of ``instability_trend_z``, the swings are noise around a falling
+    trend. So are they when the ``confirm`` series (the training curve) falls so over the same
+    steps while its own means per validation interval do not swing: the optimiser is fine and
+    the validation measurement is noisy, as a small or resampled validation set makes it. One
+    spike that recovers is one swing.
 
     Args:
         steps: finite points' steps.
@@ -238,8 +240,8 @@ def instability(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: s
             the second half is then judged one point per window.
         start: where the run started, in the metric's units (the training curve's first level,
             logged before the first evaluation); None: this series' own start.
-        confirm: (steps, values) of a series that must not fall over the same steps either
-            (the training curve, when judging validation).
+        confirm: (steps, values) of the training curve, when judging validation: smooth and
+            falling over the same steps, it makes the validation swings measurement noise.
     """
     y, sign = _orient(values, mode)
     n = y.size
@@ -269,14 +271,11 @@ def instability(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: s
         return None  # noise around a falling trend
     evidence = {"swings": count, "steps_judged": int(rises.size), "median_level": sign * level,
                 "largest_swing_ratio": float(rises.max()) / reference, "trend_z": trend}
-    if confirm is not None:
-        c_steps, c_values = confirm
-        c_y, _ = _orient(c_values[c_steps >= tail_steps[0]], mode)
-        if c_y.size >= 3:
-            confirm_trend = trend_z(c_y)
-            if confirm_trend <= -cfg.instability_trend_z:
-                return None  # training still falls: the swings are measurement noise
-            evidence["train_trend_z"] = confirm_trend
+    if confirm is not None and smoothing == 1:
+        calm, confirm_trend = _settling(confirm, steps, half, mode, cfg, reference, needed)
+        if calm and confirm_trend <= -cfg.instability_trend_z:
+            return None  # training falls smoothly: the swings are measurement noise
+        evidence["train_trend_z"] = confirm_trend
     first_swing = int(np.argmax(swings))
     low, high = sorted((sign * float(tail.min()), sign * float(tail.max())))
     evidence.update(low=low, high=high)
@@ -284,6 +283,19 @@ def instability(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: s
                f"level ({_fmt(sign * level)}) in the second half of the run, between "
                f"{_fmt(low)} and {_fmt(high)}, with no downward trend")
     return Detection((float(tail_steps[first_swing]), float(tail_steps[-1])), evidence, message)
+
+
+def _settling(confirm: tuple[np.ndarray, np.ndarray], steps: np.ndarray, half: int, mode: str,
+              cfg: RuleConfig, reference: float, needed: int) -> tuple[bool, float]:
+    """Whether the training curve is calm over the judged half (its means per validation
+    interval swing fewer than ``needed`` times), and its trend z there (negative: falling)."""
+    c_steps, c_values = confirm
+    c_y, _ = _orient(c_values, mode)
+    if c_y.size < 3:
+        return False, 0.0
+    means = interval_means(c_steps, c_y, steps)[half:]
+    swings = int(np.count_nonzero(np.diff(means) >= cfg.instability_swing * reference))
+    return swings < needed, trend_z(c_y[c_steps >= steps[half]])
 
 
 def plateau(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str = "loss",
@@ -358,16 +370,17 @@ def stalled(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig,
 def overfit(train_steps: np.ndarray, train_values: np.ndarray, val_steps: np.ndarray,
             val_values: np.ndarray, cfg: RuleConfig, label: str = "validation loss",
             mode: str = "min") -> Outcome:
-    """Validation got worse after its best, and kept getting worse, while training improved.
+    """Validation got worse after its best, and is not coming back, while training improved.
 
     Validation (smoothed over ``overfit_smoothing`` evaluations) must end ``overfit_min_rise``
     worse than its best, relative to the best, at least ``overfit_patience`` evaluations after
     it; that rise must be ``overfit_noise_k`` times the curve's own noise (the robust spread of
     its point-to-point changes, so a noisy small validation set needs a larger rise) and more
-    than ``overfit_min_delta``; the points from the best on must worsen with a Mann-Kendall
-    significance of ``overfit_trend_z`` (a spike that is still recovering falls after its peak;
-    overfitting keeps rising); and the training metric over those evaluations (its mean per
-    validation interval) must be better than at the best. Validation below training (dropout)
+    than ``overfit_min_delta``; validation must not be coming back: the points after its worst
+    (since the best) must not improve with a Mann-Kendall significance of ``overfit_trend_z`` (a
+    spike the run recovers from improves steadily after its peak; overfitting keeps rising or
+    stays up); and the training metric over those evaluations (its mean per validation interval)
+    must be better than at the best. Validation below training (dropout)
     is not overfit; neither is one bad evaluation, which the median of the last
     ``overfit_patience`` absorbs. With ``overfit_gap_ratio`` set, a gap ratio
     (val - train) / |train| above it on each of the last ``overfit_patience`` evaluations also
@@ -400,7 +413,8 @@ def overfit(train_steps: np.ndarray, train_values: np.ndarray, val_steps: np.nda
     rise_abs = end_level - best_smooth
     rise = rise_abs / max(abs(best_smooth), 1e-12)
     noise = noise_sigma(vy[min(best_index, nv // 2):])
-    trend = trend_z(vy[best_index:])
+    worst = best_index + int(np.argmax(vy[best_index:]))
+    recovery = trend_z(vy[worst + 1:])  # negative: coming back down
     after = nv - 1 - best_index
     train_at = interval_means(train_steps, ty, val_steps)
     train_at_best = float(train_at[best_index])
@@ -413,12 +427,12 @@ def overfit(train_steps: np.ndarray, train_values: np.ndarray, val_steps: np.nda
                 "final_value": float(val_values[-1]), "worsening": rise,
                 "evaluations_since_best": after, "noise": noise,
                 "rise_in_noise": rise_abs / noise if noise > 0 else math.inf,
-                "trend_z": trend, "train_at_best": sign * train_at_best,
+                "trend_after_worst_z": recovery, "train_at_best": sign * train_at_best,
                 "train_improvement": train_gain,
                 "train_final": sign * train_end, "gap": gap, "gap_ratio": gap_ratio}
     rising = (after >= patience and rise >= cfg.overfit_min_rise
               and rise_abs > cfg.overfit_min_delta and rise_abs >= cfg.overfit_noise_k * noise
-              and trend >= cfg.overfit_trend_z
+              and recovery > -cfg.overfit_trend_z
               and train_gain >= cfg.overfit_train_improvement)
     gapped = False
     if cfg.overfit_gap_ratio is not None:

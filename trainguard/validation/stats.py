@@ -22,7 +22,7 @@ _MAD_TO_SIGMA = 1.4826 / math.sqrt(2.0)
 
 
 def rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
-    """Centred moving average (the window shrinks at the edges), O(n) time, three arrays."""
+    """Centred moving average (the window shrinks at the edges), O(n) time, vectorised."""
     n = values.size
     window = max(1, min(int(window), n))
     if window == 1 or n == 0:
@@ -36,9 +36,13 @@ def rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
     lo, hi = half, n - window + half  # i in [lo, hi]
     np.subtract(csum[window:], csum[:n + 1 - window], out=out[lo:hi + 1])
     out[lo:hi + 1] /= window
-    for i in (*range(0, lo), *range(hi + 1, n)):  # the edges: fewer than ``window`` points
-        a, b = max(i - half, 0), min(i - half + window, n)
-        out[i] = (csum[b] - csum[a]) / (b - a)
+    # The edges average fewer than ``window`` points: [0, i - half + window) on the left,
+    # [i - half, n) on the right.
+    left = np.arange(lo)
+    ends = np.minimum(left - half + window, n)
+    out[:lo] = csum[ends] / ends
+    starts = np.arange(hi + 1, n) - half
+    out[hi + 1:] = (csum[n] - csum[starts]) / (n - starts)
     return out
 
 

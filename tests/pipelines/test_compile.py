@@ -117,3 +117,16 @@ def test_a_user_pipeline_composes_the_components(tmp_path):
 
     compiler.Compiler().compile(mine, str(tmp_path / "mine.yaml"))
     assert "condition" in (tmp_path / "mine.yaml").read_text()
+
+
+def test_validate_gates_and_thresholds_reach_the_component(compiled):
+    _, paths = compiled
+    spec = load(paths["guarded_training.yaml"])
+    params = spec["root"]["inputDefinitions"]["parameters"]
+    assert params["validate_gate_at"]["defaultValue"] == "best"
+    inputs = spec["root"]["dag"]["tasks"]["validate"]["inputs"]["parameters"]
+    for name, source in (("thresholds", "validate_thresholds"), ("gates", "validate_gates"),
+                         ("gate_at", "validate_gate_at")):
+        assert inputs[name]["componentInputParameter"] == source
+    component = load(paths["validate.yaml"])["root"]["inputDefinitions"]["parameters"]
+    assert {"thresholds", "gates", "gate_at", "directions"} <= set(component)

@@ -121,6 +121,7 @@ def _judge_pair(pair: Pair, cfg: RuleConfig) -> _Judgement:
     vx, vy = _finite(val, cfg.warmup_steps)
     # Judge the training curve when there is one; a validation-only pair is judged on it.
     main, mx, my = (train, tx, ty) if train is not None else (val, vx, vy)
+    assert main is not None  # a pair has at least one series
     out.record("divergence", rules.divergence(mx, my, cfg, main.name, mode), main)
     # Instability is judged on validation, a full evaluation: per-batch training losses swing by
     # half their level on healthy runs (training must not fall over the same steps). Without
@@ -131,7 +132,7 @@ def _judge_pair(pair: Pair, cfg: RuleConfig) -> _Judgement:
             vx, vy, cfg, val.name, mode, start=_start(train, val), confirm=confirm), val)
     else:
         window = max(5, tx.size // 20)
-        out.record("instability", rules.instability(tx, ty, cfg, train.name, mode, window), train)
+        out.record("instability", rules.instability(tx, ty, cfg, main.name, mode, window), main)
     if pair.primary and train is not None:
         out.record("stalled", rules.stalled(tx, ty, cfg, train.name), train)
         out.record("plateau", rules.plateau(tx, ty, cfg, train.name, mode), train)
@@ -310,7 +311,8 @@ def _series_summary(history: History, train: Series | None, val: Series | None,
 
 def _summary(train: Series | None, val: Series | None, tx: np.ndarray, ty: np.ndarray,
              vx: np.ndarray, vy: np.ndarray, mode: str) -> dict[str, float]:
-    metric = (val or train).metric or "value"
+    chosen = val if val is not None else train
+    metric = (chosen.metric if chosen is not None else "") or "value"
     out: dict[str, float] = {}
     if train is not None:
         out["train_points"] = float(len(train))

@@ -125,7 +125,8 @@ def find_pairs(history: History, train: Series | None, val: Series | None, mode:
         (pairs, skipped): skipped maps a series name to why it is not judged.
     """
     directions = directions or {}
-    primary_metric = (val or train).metric if (val or train) is not None else ""
+    chosen = val if val is not None else train
+    primary_metric = chosen.metric if chosen is not None else ""
     pairs = [Pair(primary_metric, Mode(mode), train, val, primary=True)]
     judged = [s for s in (train, val) if s is not None]
     groups: dict[str, dict[str, list[Series]]] = {}

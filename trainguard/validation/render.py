@@ -251,9 +251,9 @@ def plot_png(history_or_verdict: History | Verdict) -> bytes:
         mode, x_label = "min", history.x_label
     else:
         verdict = history_or_verdict
-        history = verdict.history
-        if history is None:
+        if verdict.history is None:
             raise ValueError("this verdict carries no history to plot")
+        history = verdict.history
         names = verdict.series
         train = history.series.get((names.get("train") or {}).get("name", ""))
         val = history.series.get((names.get("val") or {}).get("name", ""))
@@ -301,7 +301,8 @@ def plot_png(history_or_verdict: History | Verdict) -> bytes:
         title = f"{history.source}"
     ax.set_title(title if len(title) <= 90 else title[:87] + "...", fontsize=10)
     ax.set_xlabel(x_label)
-    ax.set_ylabel((train or val).metric or "value" if (train or val) else "value")
+    shown = train if train is not None else val
+    ax.set_ylabel((shown.metric if shown is not None else "") or "value")
     if mode == Mode.MAX:
         ax.set_ylabel(f"{ax.get_ylabel()} (higher is better)")
     ax.grid(True, alpha=0.3)

@@ -101,7 +101,7 @@ class Verdict:
     not_judged: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     thresholds: dict[str, float | None] = field(default_factory=dict)
-    severities: dict[str, str] = field(default_factory=dict)
+    severities: dict[str, Severity] = field(default_factory=dict)
     summary: dict[str, float] = field(default_factory=dict)
     gates: list[dict[str, Any]] = field(default_factory=list)
     undecided: str | None = None

@@ -178,16 +178,18 @@ def validate(
     fail_on: Annotated[str, typer.Option(help="classes that fail (comma-separated)")] = "",
     warn_on: Annotated[str, typer.Option(help="classes that only warn")] = "",
     threshold: Annotated[list[str] | None, typer.Option(
-        "--threshold", help="NAME=VALUE, repeatable: a rule threshold (README lists them)")] = None,
+        "--threshold", metavar="NAME=VALUE",
+        help="repeatable: a rule threshold (the README lists them)")] = None,
     gate: Annotated[list[str] | None, typer.Option(
-        "--gate", help="METRIC>=VALUE (or <=, >, <), repeatable, optionally @best or @last: "
-                       "a bar the model must clear, e.g. 'val_accuracy>=0.9'")] = None,
+        "--gate", metavar="METRIC>=VALUE[@best|@last]",
+        help="repeatable (or <=, >, <): a bar the model must clear, e.g. 'val_accuracy>=0.9'")]
+    = None,
     gate_at: Annotated[str, typer.Option(
         help="where gates read: best (the best validation step, what --model best ships) or "
              "last")] = "best",
     direction: Annotated[list[str] | None, typer.Option(
-        "--direction", help="METRIC=min|max, repeatable: which way a metric improves, when its "
-                            "name does not say")] = None,
+        "--direction", metavar="METRIC=min|max",
+        help="repeatable: which way a metric improves, when its name does not say")] = None,
     json_path: JsonOut = None,
     markdown: Annotated[Path | None, typer.Option(help="write the Markdown report")] = None,
     html: Annotated[Path | None, typer.Option(help="write the HTML report with curves")] = None,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trainguard.choices import GateAt, Mode, Severity, parse
-from trainguard.errors import ConfigError, HistoryError
+from trainguard.errors import ConfigError
 from trainguard.failure_classes import get as failure_class
 from trainguard.validation import rules
 from trainguard.validation.gates import GateResult, find_metric, judge_gate, parse_gates
@@ -156,17 +156,6 @@ def _primary_mode(mode: str | None, train_metric: str | None, val_metric: str | 
     return Mode.MIN
 
 
-def _select(history: History, train_metric: str | None, val_metric: str | None, mode: Mode,
-            guessed: bool) -> tuple[Series | None, Series | None, Mode]:
-    """The primary pair; with no mode given and no loss logged, an accuracy-like metric."""
-    try:
-        return (*select_series(history, train_metric, val_metric, mode), mode)
-    except HistoryError:
-        if not guessed or train_metric or val_metric:
-            raise
-        return (*select_series(history, None, None, Mode.MAX), Mode.MAX)
-
-
 def validate(source: str | os.PathLike | History, format: str | None = None,  # noqa: A002
              train_metric: str | None = None, val_metric: str | None = None,
              mode: str | None = None, fail_on: Iterable[str] | None = None,
@@ -184,8 +173,7 @@ def validate(source: str | os.PathLike | History, format: str | None = None,  # 
             metric); None finds the training loss.
         val_metric: likewise for validation.
         mode: ``min`` for a loss, ``max`` for an accuracy-like metric (the primary pair); None
-            infers it from the metric named (accuracy, AUC, F1... maximise), else ``min`` (or
-            ``max`` when the history logs no loss but an accuracy-like metric).
+            infers it from the metric named (accuracy, AUC, F1... maximise), else ``min``.
         fail_on: classes that fail the verdict (in addition to, or moved from, the defaults).
         warn_on: classes that only warn.
         thresholds: :class:`RuleConfig` field -> value, overriding the defaults.
@@ -212,8 +200,7 @@ def validate(source: str | os.PathLike | History, format: str | None = None,  # 
     primary_mode = _primary_mode(mode, train_metric, val_metric)
     history = source if isinstance(source, History) else load_history(source, format)
     gated = [(gate, find_metric(history, gate.metric)) for gate in gate_list]
-    train, val, primary_mode = _select(history, train_metric, val_metric, primary_mode,
-                                       guessed=not mode)
+    train, val = select_series(history, train_metric, val_metric, primary_mode)
     pairs, skipped = find_pairs(history, train, val, primary_mode, modes)
     judgements = [_judge_pair(pair, cfg) for pair in pairs]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainguard.errors import ConfigError, HistoryError
+from trainguard.errors import ConfigError
 from trainguard.validation import (
     RuleConfig,
     render_markdown,
@@ -510,13 +510,3 @@ def test_threshold_assignments() -> None:
     cfg = RuleConfig().with_overrides(parse_assignments("warmup_steps=200,overfit_noise_k=2",
                                                         "--threshold"))
     assert cfg.warmup_steps == 200 and cfg.overfit_noise_k == 2
-
-
-def test_a_history_of_accuracy_alone_is_judged_as_maximised() -> None:
-    epochs = np.arange(1, 31, dtype=float)
-    train_acc = 1 - 0.9 * np.exp(-epochs / 5)
-    val_acc = 0.95 - 0.002 * (epochs - 10) ** 2
-    verdict = validate(history((epochs, train_acc), (epochs, val_acc), metric="accuracy"))
-    assert verdict.series["mode"] == "max" and verdict.failure_class == "overfit"
-    with pytest.raises(HistoryError, match="for an accuracy-like metric use mode max"):
-        validate(history((epochs, train_acc), (epochs, val_acc), metric="accuracy"), mode="min")

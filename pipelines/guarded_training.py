@@ -28,6 +28,9 @@ def guarded_training(
     validate_warn_on: str = "",
     guard: str = "fail",
     model_choice: str = "best",
+    validate_thresholds: str = "",
+    validate_gates: str = "",
+    validate_gate_at: str = "best",
 ) -> bool:
     """Guards one training job.
 
@@ -50,6 +53,9 @@ def guarded_training(
         guard: the in-flight guard during training: ``off``, ``nonfinite`` or ``fail``.
         model_choice: the model shipped: ``best`` (checkpoint nearest the best validation step)
             or ``last``.
+        validate_thresholds: comma-separated ``name=value`` rule thresholds (see the README).
+        validate_gates: comma-separated quality gates, e.g. ``val_accuracy>=0.9@best``.
+        validate_gate_at: where gates without ``@`` read: ``best`` or ``last``.
 
     Returns:
         Whether validation passed.
@@ -66,6 +72,8 @@ def guarded_training(
     trained.set_caching_options(False)
     trained.set_display_name("train")
     judged = validate(history=trained.outputs["history"], train_metric=train_metric,
-                      val_metric=val_metric, fail_on=validate_fail_on, warn_on=validate_warn_on)
+                      val_metric=val_metric, fail_on=validate_fail_on, warn_on=validate_warn_on,
+                      thresholds=validate_thresholds, gates=validate_gates,
+                      gate_at=validate_gate_at)
     judged.set_display_name("validate")
     return judged.outputs["Output"]

@@ -65,6 +65,15 @@ class ModelChoice(StrEnum):
     BEST = "best"
 
 
+class GateAt(StrEnum):
+    """Where a quality gate reads its metric."""
+
+    BEST = "best"  # at the best validation step: the checkpoint ``--model best`` ships
+    LAST = "last"  # the last value logged
+
+
+__all__ += ["GateAt"]
+
 _E = TypeVar("_E", bound=StrEnum)
 
 

@@ -213,28 +213,44 @@ def validate(
     format: Annotated[str, typer.Option(help="jsonl, keras_csv, lightning_csv, tensorboard")] = "",
     train_metric: Annotated[str, typer.Option(help="training-loss series")] = "",
     val_metric: Annotated[str, typer.Option(help="validation-loss series")] = "",
-    mode: Annotated[str, typer.Option(help="min for a loss, max for accuracy-like")] = "min",
+    mode: Annotated[str, typer.Option(help="min for a loss, max for accuracy-like (default: "
+                                           "from the metric's name, else min)")] = "",
     fail_on: Annotated[str, typer.Option(help="classes that fail (comma-separated)")] = "",
     warn_on: Annotated[str, typer.Option(help="classes that only warn")] = "",
+    threshold: Annotated[list[str] | None, typer.Option(
+        "--threshold", metavar="NAME=VALUE",
+        help="repeatable: a rule threshold (the README lists them)")] = None,
+    gate: Annotated[list[str] | None, typer.Option(
+        "--gate", metavar="METRIC>=VALUE[@best|@last]",
+        help="repeatable (or <=, >, <): a bar the model must clear, e.g. 'val_accuracy>=0.9'")]
+    = None,
+    gate_at: Annotated[str, typer.Option(
+        help="where gates read: best (the best validation step, what --model best ships) or "
+             "last")] = "best",
+    direction: Annotated[list[str] | None, typer.Option(
+        "--direction", metavar="METRIC=min|max",
+        help="repeatable: which way a metric improves, when its name does not say")] = None,
     json_path: JsonOut = None,
     markdown: Annotated[Path | None, typer.Option(help="write the Markdown report")] = None,
     html: Annotated[Path | None, typer.Option(help="write the HTML report with curves")] = None,
     plot: Annotated[Path | None, typer.Option(help="write the curves as PNG")] = None,
 ):
-    """Judge a training history: fail on divergence or overfit, with a diagnosis."""
+    """Judge a training history: fail on divergence, instability, overfit or a missed gate."""
     from trainguard.stages import validate_stage
+    from trainguard.validation import render_markdown
 
     try:
         verdict = validate_stage(history, format=format, train_metric=train_metric,
                                  val_metric=val_metric, mode=mode, fail_on=fail_on,
-                                 warn_on=warn_on,
+                                 warn_on=warn_on, thresholds=threshold or None, gates=gate or None,
+                                 gate_at=gate_at, directions=direction or None,
                                  json_path=str(json_path) if json_path else None,
                                  markdown_path=str(markdown) if markdown else None,
                                  html_path=str(html) if html else None,
                                  plot_path=str(plot) if plot else None, raise_on_fail=False)
     except TrainguardError as exc:
         _fail(exc)
-    out.print(verdict.to_markdown(), markup=False)
+    out.print(render_markdown(verdict), markup=False)
     if not verdict.passed:
         raise typer.Exit(1)
 

@@ -209,10 +209,13 @@ def validate_stage(
     format: str = "",
     train_metric: str = "",
     val_metric: str = "",
-    mode: str = "min",
+    mode: str = "",
     fail_on: str | list[str] = "",
     warn_on: str | list[str] = "",
-    thresholds: Mapping[str, float] | None = None,
+    thresholds: Mapping[str, float] | str | list[str] | None = None,
+    gates: str | list[str] | None = None,
+    gate_at: str = "best",
+    directions: str | list[str] | None = None,
     json_path: str | None = None,
     markdown_path: str | None = None,
     html_path: str | None = None,
@@ -223,16 +226,31 @@ def validate_stage(
 ):
     """Judges a training history; writes the verdict (JSON, Markdown, HTML with the curves).
 
+    ``thresholds`` and ``directions`` are ``name=value`` items (a mapping, a list, or one string
+    separated by commas); ``gates`` are ``metric>=value[@best|@last]`` texts.
+
     Raises:
-        HistoryError / ConfigError: unreadable history, bad options.
+        HistoryError / ConfigError: unreadable history, bad options, or a history where nothing
+            could be judged (a 1-point history must not pass silently).
         ValidationFailed: a failing finding, when ``raise_on_fail``.
     """
-    from trainguard.validation import validate
+    from trainguard.errors import HistoryError
+    from trainguard.validation import (
+        RuleConfig,
+        parse_assignments,
+        render_html,
+        render_markdown,
+        validate,
+    )
 
     verdict = validate(history, format=format or None, train_metric=train_metric or None,
-                       val_metric=val_metric or None, mode=mode,
+                       val_metric=val_metric or None, mode=mode or None,
                        fail_on=split_names(fail_on) or None, warn_on=split_names(warn_on) or None,
-                       thresholds=dict(thresholds) if thresholds else None)
+                       thresholds=parse_assignments(thresholds, "--threshold", RuleConfig.names()),
+                       gates=gates or None, gate_at=gate_at or "best",
+                       directions=directions or None)
+    if verdict.undecided:
+        raise HistoryError(f"{history}: {verdict.undecided}")
     png: bytes | None = None
     if plot_path or html_path:  # the HTML embeds the curves; no stray PNG beside the artifact
         from trainguard.validation import plot_png
@@ -241,11 +259,11 @@ def validate_stage(
     if plot_path and png is not None:  # a directory or an unwritable path: exit 2, like --json
         _write(plot_path, png)
     _write(json_path, json.dumps(verdict.to_dict(), indent=2))
-    _write(markdown_path, verdict.to_markdown())
-    _write(html_path, verdict.to_html(png) if html_path else "")
+    _write(markdown_path, render_markdown(verdict))
+    _write(html_path, render_html(verdict, png) if html_path else "")
     _log_metrics(metrics, verdict.summary_metrics())
     if stream is not None:
-        print(verdict.to_markdown(), file=stream, flush=True)
+        print(render_markdown(verdict), file=stream, flush=True)
     if raise_on_fail and not verdict.passed:
         first = next(f for f in verdict.findings if f.severity == "fail")
         raise ValidationFailed(f"validation failed [{verdict.failure_class}]: {first.message} "

@@ -9,7 +9,9 @@ NCCL (CUDA).
 
 Scenario flags (for validation fixtures): ``--lr`` high enough diverges, ``--repeat-batch`` feeds the
 same batch forever (a stalled input pipeline), ``--train-fraction`` small + big ``--hidden``
-overfits, ``--dropout`` makes validation loss sit below training loss.
+overfits, ``--dropout`` makes validation loss sit below training loss, ``--val-resample`` makes
+validation noisy (a small set drawn afresh each epoch), ``--lr-spike`` makes a spike the run recovers
+from.
 """
 
 from __future__ import annotations
@@ -61,6 +63,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="feed the first batch forever (simulates a broken input pipeline)")
     p.add_argument("--clip-grad", type=float, default=0.0, help="clip gradients by global norm")
     p.add_argument("--warmup-steps", type=int, default=0, help="linear LR warm-up steps")
+    p.add_argument("--lr-spike", default="",
+                   help="STEP:FACTOR[:STEPS]: the LR times FACTOR for STEPS steps (default 1) from "
+                        "STEP, a bad stretch the run recovers from")
+    p.add_argument("--val-resample", type=int, default=0,
+                   help="evaluate each epoch on N examples drawn with replacement from the "
+                        "validation split (a small, resampled validation set)")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast on CUDA")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-every", type=int, default=5, help="log the train loss every N steps")
@@ -92,6 +100,16 @@ def load_data(train_fraction: float, seed: int, label_noise: float, raw: bool = 
     x_val, y_val = x[len(x) - n_val:], y[len(x) - n_val:]
     return (torch.from_numpy(x_train), torch.from_numpy(y_train).long(),
             torch.from_numpy(x_val), torch.from_numpy(y_val).long())
+
+
+def lr_spike(text: str) -> tuple[int, float, int]:
+    """``--lr-spike STEP:FACTOR[:STEPS]`` as (first step, factor, steps); (0, 1.0, 0) when unset."""
+    if not text:
+        return 0, 1.0, 0
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise SystemExit(f"--lr-spike {text!r}: use STEP:FACTOR[:STEPS]")
+    return int(parts[0]), float(parts[1]), int(parts[2]) if len(parts) == 3 else 1
 
 
 def build_model(hidden: int, layers: int, dropout: float, activation: str = "relu") -> nn.Module:
@@ -163,8 +181,13 @@ def main(argv=None) -> int:
         optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
                                     weight_decay=args.weight_decay)
     warmup = max(0, args.warmup_steps)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+    spike_at, spike_factor, spike_steps = lr_spike(args.lr_spike)
+
+    def lr_factor(s: int) -> float:
+        factor = min(1.0, (s + 1) / warmup) if warmup else 1.0
+        return factor * (spike_factor if spike_at <= s + 1 < spike_at + spike_steps else 1.0)
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
     if distributed:
         model = nn.parallel.DistributedDataParallel(model)
 
@@ -214,8 +237,12 @@ def main(argv=None) -> int:
             position = {"epoch": epoch, "batch": b + 1, "step": step}
             if b + 1 == len(batches):
                 position = {"epoch": epoch + 1, "batch": 0, "step": step}
-                val_loss, val_acc = evaluate(model, x_val, y_val, device, autocast,
-                                             args.naive_loss)
+                xv, yv = x_val, y_val
+                if args.val_resample:  # a fresh draw per epoch, reproducible from the seed
+                    g = torch.Generator().manual_seed(args.seed * 7919 + epoch)
+                    pick = torch.randint(len(x_val), (args.val_resample,), generator=g)
+                    xv, yv = x_val[pick], y_val[pick]
+                val_loss, val_acc = evaluate(model, xv, yv, device, autocast, args.naive_loss)
                 history.log(step, "val", epoch=epoch, loss=val_loss, accuracy=val_acc)
                 print(f"epoch {epoch} step {step}: train loss {loss.item():.4f} "
                       f"val loss {val_loss:.4f} val acc {val_acc:.3f}", flush=True)

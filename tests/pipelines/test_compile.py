@@ -127,3 +127,16 @@ def test_a_user_pipeline_composes_the_components(tmp_path):
     assert dag["train"]["dependentTasks"] == ["preflight"]
     inner = spec["components"][branch["componentRef"]["name"]]["dag"]["tasks"]
     assert [t["componentRef"]["name"] for t in inner.values()] == ["comp-preflight-2"]
+
+
+def test_validate_gates_and_thresholds_reach_the_component(compiled):
+    _, paths = compiled
+    spec = load(paths["guarded_training.yaml"])
+    params = spec["root"]["inputDefinitions"]["parameters"]
+    assert params["validate_gate_at"]["defaultValue"] == "best"
+    inputs = spec["root"]["dag"]["tasks"]["validate"]["inputs"]["parameters"]
+    for name, source in (("thresholds", "validate_thresholds"), ("gates", "validate_gates"),
+                         ("gate_at", "validate_gate_at")):
+        assert inputs[name]["componentInputParameter"] == source
+    component = load(paths["validate.yaml"])["root"]["inputDefinitions"]["parameters"]
+    assert {"thresholds", "gates", "gate_at", "directions"} <= set(component)

@@ -2,33 +2,37 @@
 
 Every rule sees values *oriented* so that lower is better (``values`` for a loss, ``-values`` for
 an accuracy-like metric in mode max), finite points only unless it is about non-finite points.
-Thresholds live in :class:`RuleConfig`, severities in :data:`DEFAULT_SEVERITY`, the order in
-which classes are named in :data:`RULE_ORDER`, and which finding makes another redundant in
-:data:`SUPPRESSES`: one table each.
+Thresholds live in :class:`~trainguard.validation.thresholds.RuleConfig`, severities in
+:data:`DEFAULT_SEVERITY`, the order in which classes are named in :data:`RULE_ORDER`, and which
+finding makes another redundant in :data:`SUPPRESSES`: one table each.
 
 Expected patterns must not fire: validation below training (dropout), noisy validation around a
-falling trend, a short warm-up bump, a single spike that recovers. Each rule says how it avoids
-them.
+falling trend (a small or resampled validation set), a short warm-up bump, a single spike that
+recovers. A rise is judged against the series' own noise (its robust point-to-point spread) and
+its trend (a Mann-Kendall rank test, see :mod:`~trainguard.validation.stats`); each rule says how
+it avoids them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from trainguard.errors import ConfigError
+from trainguard.choices import Mode, Severity
+from trainguard.validation.stats import interval_means, noise_sigma, rolling_mean, trend_z
+from trainguard.validation.thresholds import RuleConfig
 
 __all__ = [
     "RuleConfig",
     "Detection",
     "NotJudged",
+    "Outcome",
     "DEFAULT_SEVERITY",
     "RULE_ORDER",
+    "CURVE_RULES",
     "SUPPRESSES",
-    "SEVERITIES",
     "non_finite",
     "divergence",
     "instability",
@@ -39,21 +43,21 @@ __all__ = [
     "rolling_mean",
 ]
 
-SEVERITIES = ("fail", "warn")
-
 # Default severity per class (overridable with fail_on / warn_on).
-DEFAULT_SEVERITY: dict[str, str] = {
-    "non_finite": "fail",
-    "divergence": "fail",
-    "instability": "fail",
-    "overfit": "fail",
-    "plateau": "warn",
-    "stalled": "warn",
+DEFAULT_SEVERITY: dict[str, Severity] = {
+    "non_finite": Severity.FAIL,
+    "divergence": Severity.FAIL,
+    "instability": Severity.FAIL,
+    "overfit": Severity.FAIL,
+    "gate": Severity.FAIL,
+    "plateau": Severity.WARN,
+    "stalled": Severity.WARN,
 }
 
-# The order in which classes are named: the first failing one is the verdict's failure class.
+# The order in which classes are named: the first failing one is the verdict's failure class
+# (a run that overfit and so missed its gate is named for the overfit).
 RULE_ORDER: tuple[str, ...] = (
-    "non_finite", "divergence", "instability", "overfit", "stalled", "plateau")
+    "non_finite", "divergence", "instability", "overfit", "gate", "stalled", "plateau")
 
 # A finding of the key class makes those of the listed classes redundant (dropped): a loss that
 # turned NaN or exploded is neither "flat" nor merely "oscillating", and a stalled pipeline
@@ -65,121 +69,9 @@ SUPPRESSES: dict[str, tuple[str, ...]] = {
     "stalled": ("plateau",),
 }
 
-
-@dataclass(frozen=True)
-class RuleConfig:
-    """Every threshold of every rule, with its default (one table).
-
-    Attributes:
-        divergence_factor: the loss diverged when it stays above ``best + factor * scale``,
-            ``scale`` being the larger of (first value - best) and |best|: 0.5 means "back more
-            than half-way to where it started, or 50 % above a best that was never left".
-        divergence_min_points: the excursion must last at least this many logged points up to the
-            end of the run (one spike that recovers is not divergence).
-        divergence_min_fraction: and this share of the points from its start on must be above the
-            line (noisy per-batch losses dip now and then).
-        instability_swing: a rise between consecutive points of at least this share of the
-            series' median level (over the second half of the run) is a swing.
-        instability_min_swings: at least this many swings in the second half, ...
-        instability_swing_fraction: ... and at least this share of its steps, make oscillation
-            (one spike that recovers is one swing).
-        instability_min_points: fewer points in the judged series are not judged.
-        instability_start_share: a swing is also measured against this share of the run's
-            starting level, so that a loss near 0 is not "oscillating" by tiny amounts.
-        plateau_min_improvement: the training loss plateaued when its best (smoothed) level is
-            less than this share below its start.
-        plateau_min_points: fewer training points are not judged for plateau.
-        stalled_min_repeats: this many consecutive identical training values is a stall.
-        stalled_rel_tol: values closer than this (relative) count as identical.
-        overfit_patience: validation evaluations after the best one before overfit is judged.
-        overfit_min_rise: validation (smoothed) must end at least this share above its best, ...
-        overfit_smoothing: ... smoothed over this many evaluations at least (noisy validation;
-            with many evaluations, over a twentieth of them).
-        overfit_train_improvement: and training must have improved by at least this share since
-            the best validation step (training that also stalled is not overfitting).
-        overfit_gap_ratio: when set, (val - train) / |train| above it over the last
-            ``overfit_patience`` evaluations is also overfit, as SageMaker Debugger's Overfit rule
-            (ratio_threshold 0.1) judges it. Off by default: on a converged run the training loss
-            nears 0 and that ratio exceeds 0.1 on almost every healthy run.
-    """
-
-    divergence_factor: float = 0.5
-    divergence_min_points: int = 3
-    divergence_min_fraction: float = 0.9
-    instability_swing: float = 0.25
-    instability_min_swings: int = 2
-    instability_swing_fraction: float = 0.15
-    instability_min_points: int = 8
-    instability_start_share: float = 0.1
-    plateau_min_improvement: float = 0.2
-    plateau_min_points: int = 8
-    stalled_min_repeats: int = 5
-    stalled_rel_tol: float = 1e-9
-    overfit_patience: int = 3
-    overfit_min_rise: float = 0.1
-    overfit_smoothing: int = 3
-    overfit_train_improvement: float = 0.05
-    overfit_gap_ratio: float | None = None
-
-    def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if value is None and f.name == "overfit_gap_ratio":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or \
-                    not math.isfinite(value) or value < 0:
-                raise ConfigError(f"threshold {f.name} must be a non-negative number, "
-                                  f"not {value!r}")
-            if f.type == "int" and value != int(value):
-                raise ConfigError(f"threshold {f.name} must be a whole number, not {value!r}")
-        for name in ("divergence_min_points", "instability_min_points", "plateau_min_points",
-                     "stalled_min_repeats", "overfit_patience", "overfit_smoothing",
-                     "instability_min_swings"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"threshold {name} must be at least 1")
-        if self.stalled_min_repeats < 2:
-            raise ConfigError("threshold stalled_min_repeats must be at least 2")
-        if not 0 < self.divergence_min_fraction <= 1:
-            raise ConfigError("threshold divergence_min_fraction must be in (0, 1]")
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        """The threshold names a user may set."""
-        return tuple(f.name for f in dataclasses.fields(cls))
-
-    def with_overrides(self, overrides: dict[str, float | None] | None) -> RuleConfig:
-        """A copy with ``overrides`` (name -> value) applied.
-
-        Raises:
-            ConfigError: an unknown name or a bad value.
-        """
-        if not overrides:
-            return self
-        unknown = sorted(set(overrides) - set(self.names()))
-        if unknown:
-            raise ConfigError(f"unknown threshold(s) {', '.join(unknown)}; known: "
-                              f"{', '.join(self.names())}")
-        clean = {}
-        for name, value in overrides.items():
-            if isinstance(value, str):
-                text = value.strip().lower()
-                if name == "overfit_gap_ratio" and text in ("", "none", "off"):
-                    clean[name] = None
-                    continue
-                try:
-                    value = float(value)
-                except ValueError:
-                    raise ConfigError(f"threshold {name} must be a number, not {value!r}") \
-                        from None
-            kind = next(f.type for f in dataclasses.fields(self) if f.name == name)
-            if kind == "int" and isinstance(value, float) and value.is_integer():
-                value = int(value)
-            clean[name] = value
-        return dataclasses.replace(self, **clean)
-
-    def to_dict(self) -> dict[str, float | None]:
-        """Every threshold by name."""
-        return {name: getattr(self, name) for name in self.names()}
+# The rules that judge a curve's shape (and so need enough points); non_finite judges any point
+# and gate any value.
+CURVE_RULES: tuple[str, ...] = ("divergence", "instability", "overfit", "stalled", "plateau")
 
 
 @dataclass(frozen=True)
@@ -212,55 +104,14 @@ def _step(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-def rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
-    """Centred moving average (the window shrinks at the edges), O(n) time, three arrays."""
-    n = values.size
-    window = max(1, min(int(window), n))
-    if window == 1 or n == 0:
-        return values.astype(np.float64, copy=True)
-    half = window // 2
-    csum = np.empty(n + 1)
-    csum[0] = 0.0
-    np.cumsum(values, out=csum[1:])
-    out = np.empty(n)
-    # Interior: index i averages values[i - half : i - half + window].
-    lo, hi = half, n - window + half  # i in [lo, hi]
-    np.subtract(csum[window:], csum[:n + 1 - window], out=out[lo:hi + 1])
-    out[lo:hi + 1] /= window
-    for i in (*range(0, lo), *range(hi + 1, n)):  # the edges: fewer than ``window`` points
-        a, b = max(i - half, 0), min(i - half + window, n)
-        out[i] = (csum[b] - csum[a]) / (b - a)
-    return out
-
-
-def interval_means(steps: np.ndarray, values: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """For each step in ``at``: the mean of ``values`` logged since the previous one.
-
-    With training logged per step and validation per epoch this is each epoch's mean training
-    loss, the number to set against the validation loss. An interval without points takes the
-    last value before it (or the first after, before any).
-    """
-    n = values.size
-    if n == 0:
-        return np.full(at.size, np.nan)
-    upto = np.searchsorted(steps, at, side="right")
-    since = np.concatenate(([0], upto[:-1]))
-    csum = np.concatenate(([0.0], np.cumsum(values, dtype=np.float64)))
-    count = upto - since
-    nearest = values[np.clip(upto - 1, 0, n - 1)]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = (csum[upto] - csum[since]) / np.maximum(count, 1)
-    return np.where(count > 0, means, nearest)
-
-
 def _orient(values: np.ndarray, mode: str) -> tuple[np.ndarray, float]:
     """Values with lower = better, and the sign that turns them back into the metric's units."""
-    return (values, 1.0) if mode == "min" else (-values, -1.0)
+    return (values, 1.0) if mode == Mode.MIN else (-values, -1.0)
 
 
 def _words(mode: str) -> tuple[str, str]:
     """How a worsening reads: ("rose", "above") for a loss, ("fell", "below") for accuracy."""
-    return ("rose", "above") if mode == "min" else ("fell", "below")
+    return ("rose", "above") if mode == Mode.MIN else ("fell", "below")
 
 
 def _head(values: np.ndarray) -> float:
@@ -363,14 +214,21 @@ def divergence(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: st
 
 
 def instability(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str = "loss",
-                mode: str = "min", smoothing: int = 1) -> Outcome:
-    """Large oscillation that goes on: repeated big swings for the worse in the run's second half.
+                mode: str = "min", smoothing: int = 1, *, start: float | None = None,
+                confirm: tuple[np.ndarray, np.ndarray] | None = None) -> Outcome:
+    """Large oscillation that goes on: repeated big swings, and no downward trend, late in the run.
 
     A swing is a worsening between consecutive (smoothed) points of at least
-    ``instability_swing`` times the second half's median level. Oscillation is at least
+    ``instability_swing`` times the reference level: the second half's median, or
+    ``instability_start_share`` of where the run started if that is larger (a converged loss
+    near 0 does not "oscillate" by tiny amounts). Oscillation is at least
     ``instability_min_swings`` swings that are also at least ``instability_swing_fraction`` of
-    the second half's steps. A falling curve rarely rises; noise around a falling trend rises by
-    less than a swing; one spike that recovers is one swing.
+    the second half's steps, with no downward trend: when the second half falls with a
+    Mann-Kendall significance of ``instability_trend_z``, the swings are noise around a falling
+    trend. So are they when the ``confirm`` series (the training curve) falls so over the same
+    steps while its own means per validation interval do not swing: the optimiser is fine and
+    the validation measurement is noisy, as a small or resampled validation set makes it. One
+    spike that recovers is one swing.
 
     Args:
         steps: finite points' steps.
@@ -380,6 +238,10 @@ def instability(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: s
         mode: ``min`` (a loss) or ``max`` (accuracy-like).
         smoothing: points to average first (per-batch training losses: about one epoch's worth);
             the second half is then judged one point per window.
+        start: where the run started, in the metric's units (the training curve's first level,
+            logged before the first evaluation); None: this series' own start.
+        confirm: (steps, values) of the training curve, when judging validation: smooth and
+            falling over the same steps, it makes the validation swings measurement noise.
     """
     y, sign = _orient(values, mode)
     n = y.size
@@ -395,9 +257,8 @@ def instability(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: s
         if tail.size < 4:
             return NotJudged(f"{tail.size} points once averaged over {smoothing} (needs 4)")
     level = float(np.median(tail))
-    # Near-zero losses (a converged per-batch loss) swing by large ratios of a tiny level; a
-    # swing must also be large against where the run started.
-    reference = max(abs(level), cfg.instability_start_share * abs(_head(y)), 1e-12)
+    begin = abs(_head(y)) if start is None else max(abs(start), abs(_head(y)))
+    reference = max(abs(level), cfg.instability_start_share * begin, 1e-12)
     rises = np.diff(tail)
     swings = rises >= cfg.instability_swing * reference
     count = int(np.count_nonzero(swings))
@@ -405,15 +266,36 @@ def instability(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: s
                  math.ceil(cfg.instability_swing_fraction * rises.size))
     if count < needed:
         return None
-    first_swing = int(np.argmax(swings))
-    largest = float(rises.max()) / reference
-    low, high = sorted((sign * float(tail.min()), sign * float(tail.max())))
+    trend = trend_z(tail)
+    if trend <= -cfg.instability_trend_z:
+        return None  # noise around a falling trend
     evidence = {"swings": count, "steps_judged": int(rises.size), "median_level": sign * level,
-                "largest_swing_ratio": largest, "low": low, "high": high}
+                "largest_swing_ratio": float(rises.max()) / reference, "trend_z": trend}
+    if confirm is not None and smoothing == 1:
+        calm, confirm_trend = _settling(confirm, steps, half, mode, cfg, reference, needed)
+        if calm and confirm_trend <= -cfg.instability_trend_z:
+            return None  # training falls smoothly: the swings are measurement noise
+        evidence["train_trend_z"] = confirm_trend
+    first_swing = int(np.argmax(swings))
+    low, high = sorted((sign * float(tail.min()), sign * float(tail.max())))
+    evidence.update(low=low, high=high)
     message = (f"{label} oscillates: {count} swings of {cfg.instability_swing:.0%} or more of its "
                f"level ({_fmt(sign * level)}) in the second half of the run, between "
                f"{_fmt(low)} and {_fmt(high)}, with no downward trend")
     return Detection((float(tail_steps[first_swing]), float(tail_steps[-1])), evidence, message)
+
+
+def _settling(confirm: tuple[np.ndarray, np.ndarray], steps: np.ndarray, half: int, mode: str,
+              cfg: RuleConfig, reference: float, needed: int) -> tuple[bool, float]:
+    """Whether the training curve is calm over the judged half (its means per validation
+    interval swing fewer than ``needed`` times), and its trend z there (negative: falling)."""
+    c_steps, c_values = confirm
+    c_y, _ = _orient(c_values, mode)
+    if c_y.size < 3:
+        return False, 0.0
+    means = interval_means(c_steps, c_y, steps)[half:]
+    swings = int(np.count_nonzero(np.diff(means) >= cfg.instability_swing * reference))
+    return swings < needed, trend_z(c_y[c_steps >= steps[half]])
 
 
 def plateau(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str = "loss",
@@ -488,14 +370,19 @@ def stalled(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig,
 def overfit(train_steps: np.ndarray, train_values: np.ndarray, val_steps: np.ndarray,
             val_values: np.ndarray, cfg: RuleConfig, label: str = "validation loss",
             mode: str = "min") -> Outcome:
-    """Validation got worse after its best while training kept improving.
+    """Validation got worse after its best, and is not coming back, while training improved.
 
-    Validation (smoothed over ``overfit_smoothing`` evaluations, so noise around a falling trend
-    does not count) must end ``overfit_min_rise`` worse than its best, relative to the best, at
-    least ``overfit_patience`` evaluations after it, while the training metric over those
-    evaluations (its mean per validation interval) is better than at the best. Validation below
-    training (dropout) is not overfit; neither is one bad evaluation, which the median of the
-    last ``overfit_patience`` absorbs. With ``overfit_gap_ratio`` set, a gap ratio
+    Validation (smoothed over ``overfit_smoothing`` evaluations) must end ``overfit_min_rise``
+    worse than its best, relative to the best, at least ``overfit_patience`` evaluations after
+    it; that rise must be ``overfit_noise_k`` times the curve's own noise (the robust spread of
+    its point-to-point changes, so a noisy small validation set needs a larger rise) and more
+    than ``overfit_min_delta``; validation must not be coming back: the points after its worst
+    (since the best) must not improve with a Mann-Kendall significance of ``overfit_trend_z`` (a
+    spike the run recovers from improves steadily after its peak; overfitting keeps rising or
+    stays up); and the training metric over those evaluations (its mean per validation interval)
+    must be better than at the best. Validation below training (dropout)
+    is not overfit; neither is one bad evaluation, which the median of the last
+    ``overfit_patience`` absorbs. With ``overfit_gap_ratio`` set, a gap ratio
     (val - train) / |train| above it on each of the last ``overfit_patience`` evaluations also
     counts.
 
@@ -518,11 +405,16 @@ def overfit(train_steps: np.ndarray, train_values: np.ndarray, val_steps: np.nda
         return NotJudged("no finite training points to compare with")
     window = max(cfg.overfit_smoothing, nv // 20)
     smooth = rolling_mean(vy, window)
-    best_index = int(np.argmin(vy))  # the checkpoint early stopping would keep
+    # The checkpoint early stopping would keep: the first within min_delta of the minimum.
+    best_index = int(np.argmax(vy <= float(vy.min()) + cfg.overfit_min_delta))
     best_smooth = float(smooth.min())
     patience = cfg.overfit_patience
     end_level = float(np.median(vy[-max(patience, window):]))
-    rise = (end_level - best_smooth) / max(abs(best_smooth), 1e-12)
+    rise_abs = end_level - best_smooth
+    rise = rise_abs / max(abs(best_smooth), 1e-12)
+    noise = noise_sigma(vy[min(best_index, nv // 2):])
+    worst = best_index + int(np.argmax(vy[best_index:]))
+    recovery = trend_z(vy[worst + 1:])  # negative: coming back down
     after = nv - 1 - best_index
     train_at = interval_means(train_steps, ty, val_steps)
     train_at_best = float(train_at[best_index])
@@ -533,10 +425,14 @@ def overfit(train_steps: np.ndarray, train_values: np.ndarray, val_steps: np.nda
     best_step = float(val_steps[best_index])
     evidence = {"best_step": best_step, "best_value": sign * float(vy[best_index]),
                 "final_value": float(val_values[-1]), "worsening": rise,
-                "evaluations_since_best": after, "train_at_best": sign * train_at_best,
+                "evaluations_since_best": after, "noise": noise,
+                "rise_in_noise": rise_abs / noise if noise > 0 else math.inf,
+                "trend_after_worst_z": recovery, "train_at_best": sign * train_at_best,
                 "train_improvement": train_gain,
                 "train_final": sign * train_end, "gap": gap, "gap_ratio": gap_ratio}
     rising = (after >= patience and rise >= cfg.overfit_min_rise
+              and rise_abs > cfg.overfit_min_delta and rise_abs >= cfg.overfit_noise_k * noise
+              and recovery > -cfg.overfit_trend_z
               and train_gain >= cfg.overfit_train_improvement)
     gapped = False
     if cfg.overfit_gap_ratio is not None:

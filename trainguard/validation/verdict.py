@@ -1,7 +1,8 @@
 """The verdict on a training run: pass or fail, the findings behind it, and what was read.
 
 A :class:`Verdict` is what the CLI prints and writes as JSON, what the KFP component turns into
-Metrics, a Markdown and an HTML report, and the "blessing" a pipeline branches on. Everything
+Metrics, a Markdown and an HTML report (:mod:`~trainguard.validation.render`, which imports this
+module and never the other way round), and the "blessing" a pipeline branches on. Everything
 ``to_dict`` returns is JSON-safe: non-finite numbers become None.
 """
 
@@ -12,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from trainguard.choices import Severity
 
 if TYPE_CHECKING:
     from trainguard.validation.history import History
@@ -44,7 +47,7 @@ class Finding:
 
     Attributes:
         failure_class: a class of ``trainguard.failure_classes`` (``overfit``, ``non_finite``...).
-        severity: ``fail`` or ``warn``.
+        severity: :class:`~trainguard.choices.Severity` (``fail`` or ``warn``).
         step_range: (first step, last step) where it shows.
         evidence: the numbers behind it.
         message: one line saying what happened.
@@ -53,7 +56,7 @@ class Finding:
     """
 
     failure_class: str
-    severity: str
+    severity: Severity
     step_range: tuple[float, float]
     evidence: dict[str, float]
     message: str
@@ -63,7 +66,7 @@ class Finding:
     def to_dict(self) -> dict:
         """JSON-safe form."""
         return json_safe({
-            "failure_class": self.failure_class, "severity": self.severity,
+            "failure_class": self.failure_class, "severity": str(self.severity),
             "step_range": list(self.step_range), "evidence": self.evidence,
             "message": self.message, "remedy": self.remedy, "series": self.series,
         })
@@ -79,11 +82,16 @@ class Verdict:
         findings: fails first, then warnings, each group in rule order.
         series: what was read: the training and validation series judged (name, points, steps),
             every series available, the format, the source, the mode, the x axis.
-        not_judged: rule -> why it could not judge (too few points, no validation series).
+        not_judged: rule -> why it could not judge on the primary pair (too few points, no
+            validation series); the other pairs' reasons are in ``series["pairs"]``.
         notes: what the reader skipped or repaired.
         thresholds: the thresholds used.
         severities: the severity of each class used.
         summary: finite numbers for KFP Metrics (see :meth:`summary_metrics`).
+        gates: each quality gate judged (gate, series, value, step, passed), missed or not.
+        undecided: when no rule could judge anything (a 1-point history), what was found and
+            what to log; None when the verdict rests on something. The CLI and the component
+            turn it into bad input (exit 2) rather than a silent pass.
     """
 
     passed: bool
@@ -93,30 +101,44 @@ class Verdict:
     not_judged: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     thresholds: dict[str, float | None] = field(default_factory=dict)
-    severities: dict[str, str] = field(default_factory=dict)
+    severities: dict[str, Severity] = field(default_factory=dict)
     summary: dict[str, float] = field(default_factory=dict)
+    gates: list[dict[str, Any]] = field(default_factory=list)
+    undecided: str | None = None
     history: History | None = field(default=None, repr=False, compare=False)
 
     @property
     def failures(self) -> list[Finding]:
         """Findings with severity ``fail``."""
-        return [f for f in self.findings if f.severity == "fail"]
+        return [f for f in self.findings if f.severity == Severity.FAIL]
 
     @property
     def warnings(self) -> list[Finding]:
         """Findings with severity ``warn``."""
-        return [f for f in self.findings if f.severity == "warn"]
+        return [f for f in self.findings if f.severity == Severity.WARN]
+
+    @property
+    def judged(self) -> bool:
+        """Whether any rule or gate could judge the history (see ``undecided``)."""
+        return self.undecided is None
 
     @property
     def headline(self) -> str:
-        """One line: PASSED / PASSED with warnings / FAILED (class): message."""
+        """One line naming the worst finding: FAILED (class): message [and how many more]."""
         if not self.passed:
-            first = self.failures[0]
-            return f"FAILED ({first.failure_class}): {first.message}"
+            first, rest = self.failures[0], self.failures[1:]
+            more = ""
+            if rest:
+                named = ", ".join(dict.fromkeys(f"{f.failure_class} in {f.series}" for f in rest))
+                more = f" [{len(rest)} more failing: {named}]"
+            return f"FAILED ({first.failure_class}): {first.message}{more}"
+        if self.undecided:
+            return f"NOT JUDGED: {self.undecided}"
         if self.warnings:
             classes = ", ".join(dict.fromkeys(f.failure_class for f in self.warnings))
             return f"PASSED with warnings ({classes})"
-        return "PASSED: no divergence, instability or overfit found"
+        gates = f"; {len(self.gates)} gate(s) met" if self.gates else ""
+        return f"PASSED: no divergence, instability or overfit found{gates}"
 
     def to_dict(self) -> dict:
         """The machine-readable verdict (what ``--json`` writes), JSON-safe."""
@@ -129,7 +151,9 @@ class Verdict:
             "not_judged": self.not_judged,
             "notes": self.notes,
             "thresholds": self.thresholds,
-            "severities": self.severities,
+            "severities": {k: str(v) for k, v in self.severities.items()},
+            "gates": self.gates,
+            "undecided": self.undecided,
             "summary_metrics": self.summary_metrics(),
         })
 
@@ -140,22 +164,13 @@ class Verdict:
         best validation step), ``best_val_<metric>``, ``final_train_<metric>`` (the mean over the
         last validation interval, i.e. the last epoch, when there is validation; else the last
         value), ``final_val_<metric>``, ``final_gap`` (final validation minus final training),
-        ``train_points``, ``val_points``, ``failed_findings``, ``warned_findings``.
+        ``train_points``, ``val_points``, ``failed_findings``, ``warned_findings``, and with gates
+        ``gates_missed``.
         """
         out = {k: float(v) for k, v in self.summary.items()
                if isinstance(v, int | float | np.generic) and math.isfinite(float(v))}
         out["failed_findings"] = float(len(self.failures))
         out["warned_findings"] = float(len(self.warnings))
+        if self.gates:
+            out["gates_missed"] = float(sum(not g["passed"] for g in self.gates))
         return out
-
-    def to_markdown(self) -> str:
-        """A Markdown report: verdict, findings with remedy and trap, series read, not judged."""
-        from trainguard.validation.report import render_markdown
-
-        return render_markdown(self)
-
-    def to_html(self, plot_png: bytes | None = None) -> str:
-        """A self-contained HTML report; ``plot_png`` is embedded as a base64 data URI."""
-        from trainguard.validation.report import render_html
-
-        return render_html(self, plot_png)

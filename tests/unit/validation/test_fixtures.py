@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from trainguard.validation import detect_format, load_history, validate
+from trainguard.validation import detect_format, load_history, render_markdown, validate
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "histories"
 
@@ -55,7 +55,7 @@ def test_verdict_matches_what_the_run_did(scenario: str, name: str) -> None:
     passed, classes = EXPECTED[scenario]
     verdict = validate(FIXTURES / scenario / name)
     found = list(dict.fromkeys((f.failure_class, f.severity) for f in verdict.findings))
-    assert found == classes, verdict.to_markdown()
+    assert found == classes, render_markdown(verdict)
     assert verdict.passed is passed
     assert verdict.failure_class == (None if passed else classes[0][0])
     assert verdict.series["format"] == FORMATS[name]

@@ -14,6 +14,8 @@ from trainguard.validation import (
     Verdict,
     load_history,
     plot_png,
+    render_html,
+    render_markdown,
     render_plot,
     validate,
 )
@@ -60,7 +62,7 @@ def test_summary_metrics_are_finite_numbers(nan_verdict: Verdict,
 
 
 def test_markdown_gives_remedy_trap_and_what_was_read(overfit_verdict: Verdict) -> None:
-    text = overfit_verdict.to_markdown()
+    text = render_markdown(overfit_verdict)
     assert text.startswith("# Training validation: FAILED")
     assert "early stopping at the best validation step, 81" in text
     assert failure_class("overfit").trap in text
@@ -73,7 +75,7 @@ def test_html_is_self_contained_and_escaped(overfit_verdict: Verdict) -> None:
     hostile = Finding(finding.failure_class, finding.severity, finding.step_range,
                       finding.evidence, "<script>alert(1)</script>", finding.remedy, "x")
     verdict = Verdict(False, "overfit", [hostile], overfit_verdict.series)
-    page = verdict.to_html(PNG + b"rest")
+    page = render_html(verdict, PNG + b"rest")
     assert "<script>alert" not in page and "&lt;script&gt;" in page
     assert "src='data:image/png;base64,iVBORw0KGgpyZXN0'" in page
     assert "http" not in page  # nothing fetched from elsewhere
@@ -87,7 +89,7 @@ def test_plot_of_a_verdict_and_of_a_history(tmp_path, overfit_verdict: Verdict) 
 
 
 def test_plot_of_a_long_history_is_thinned(tmp_path) -> None:
-    from trainguard.validation.report import _thin
+    from trainguard.validation.render import _thin
 
     steps = np.arange(1_000_000, dtype=float)
     values = np.sin(steps / 1000)
@@ -109,3 +111,81 @@ def test_remedies_come_from_the_failure_class_table() -> None:
         verdict = validate(FIXTURES / scenario / "history.jsonl")
         for finding in verdict.findings:
             assert finding.remedy == failure_class(finding.failure_class).remedy
+
+
+def test_validation_modules_import_each_other_without_a_cycle() -> None:
+    import ast
+
+    import trainguard.validation as package
+
+    folder = Path(package.__file__).parent
+    graph: dict[str, set[str]] = {}
+    for path in folder.glob("*.py"):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):  # function-level imports count too
+            if isinstance(node, ast.ImportFrom) and node.module:
+                if node.module == "trainguard.validation":
+                    names |= {a.name for a in node.names}
+                elif node.module.startswith("trainguard.validation."):
+                    names.add(node.module.rsplit(".", 1)[1])
+        graph[path.stem] = {n for n in names if (folder / f"{n}.py").exists()}
+    assert "render" not in graph["verdict"] and "verdict" in graph["render"]
+    assert not (folder / "report.py").exists()  # one report.py in the project: preflight's
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(n == goal or (n not in seen and reaches(n, goal, seen | {n}))
+                   for n in graph.get(start, ()))
+
+    cycles = [m for m in graph if m != "__init__" and reaches(m, m, set())]
+    assert cycles == []
+
+
+def test_the_headline_names_the_worst_and_counts_the_rest() -> None:
+    verdict = validate(FIXTURES / "explode" / "history.jsonl")
+    assert [f.series for f in verdict.findings] == ["train/loss", "val/accuracy"]
+    assert verdict.headline.startswith("FAILED (divergence): train/loss rose from its best")
+    assert verdict.headline.endswith("[1 more failing: divergence in val/accuracy]")
+    data = verdict.to_dict()
+    assert data["findings"][0]["severity"] == "fail" and data["severities"]["plateau"] == "warn"
+
+
+def test_every_pair_is_in_the_report() -> None:
+    verdict = validate(FIXTURES / "keras_overfit" / "history.jsonl")
+    text = render_markdown(verdict)
+    assert "- Also judged: accuracy (max): `train/accuracy` / `val/accuracy`" in text
+    assert [(f.failure_class, f.series) for f in verdict.findings] == [
+        ("overfit", "val/loss"), ("overfit", "val/accuracy")]
+    pairs = verdict.to_dict()["series"]["pairs"]
+    assert [(p["metric"], p["mode"], p["primary"]) for p in pairs] == [
+        ("loss", "min", True), ("accuracy", "max", False)]
+
+
+def test_a_one_point_history_is_bad_input_not_a_pass(tmp_path) -> None:
+    from tests.fuzz.contract import assert_contract, run_cli
+
+    path = tmp_path / "history.jsonl"
+    path.write_text('{"step": 1, "split": "train", "metrics": {"loss": 2.3}}\n')
+    verdict = validate(path)  # the library says so; the guard polls early histories like it
+    assert verdict.passed and not verdict.judged
+    assert verdict.to_dict()["undecided"] == verdict.undecided
+    out = run_cli("validate", path, "--json", tmp_path / "v.json")
+    assert_contract(out, max_seconds=120)
+    assert out.exit_code == 2
+    assert ("1 point of train/loss: nothing can be judged; log at least 4 finite points (8 for "
+            "every rule, and 5 validation evaluations for overfit)") in out.output
+    assert not (tmp_path / "v.json").exists()
+    # once enough is logged, the same file is judged
+    with path.open("a") as handle:
+        for step in range(2, 10):
+            handle.write(f'{{"step": {step}, "split": "train", "metrics": {{"loss": '
+                         f'{2.3 / step}}}}}\n')
+    assert run_cli("validate", path).exit_code == 0
+
+
+def test_a_nan_in_a_short_history_is_still_judged() -> None:
+    from trainguard.validation.history import History, SeriesParts
+
+    part = SeriesParts("loss", "train")
+    part.add([1.0, 2.0], [2.3, np.nan])
+    verdict = validate(History.build({"train/loss": part}, "jsonl", "<two points>"))
+    assert verdict.judged and verdict.failure_class == "non_finite"

@@ -1,4 +1,7 @@
-"""Reports on a verdict: Markdown, self-contained HTML, and a plot of the curves (matplotlib Agg).
+"""Renders a verdict: Markdown, self-contained HTML, and a plot of the curves (matplotlib Agg).
+
+(Preflight has its own report module; this one only renders validation verdicts. It imports the
+verdict, never the other way round.)
 
 The plot draws the training and validation series judged, shades each finding's step range (red
 for fail, amber for warn), marks the best validation step and the first non-finite step. It uses
@@ -17,11 +20,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from trainguard.choices import Mode
 from trainguard.failure_classes import get as failure_class
+from trainguard.validation.history import History, select_series
+from trainguard.validation.verdict import Finding, Verdict
 
 if TYPE_CHECKING:
-    from trainguard.validation.history import History, Series
-    from trainguard.validation.verdict import Finding, Verdict
+    from trainguard.validation.history import Series
 
 __all__ = ["render_markdown", "render_html", "render_plot", "plot_png"]
 
@@ -61,10 +66,26 @@ def _series_line(info: dict | None) -> str:
     return f"`{info['name']}`: {info['points']} points{finite}{span}"
 
 
+def _state(verdict: Verdict) -> str:
+    if not verdict.passed:
+        return "FAILED"
+    return "NOT JUDGED" if verdict.undecided else "PASSED"
+
+
+def _gate_line(gate: dict) -> str:
+    state = "met" if gate["passed"] else "MISSED"
+    return (f"{gate['gate']}: {state}, {gate['series']} = {_num(gate['value'])} at step "
+            f"{_num(gate['step'])}")
+
+
+def _pair_line(pair: dict) -> str:
+    names = " / ".join(f"`{pair[k]}`" for k in ("train", "val") if pair.get(k))
+    return f"{pair['metric'] or 'value'} ({pair['mode']}): {names}"
+
+
 def render_markdown(verdict: Verdict) -> str:
     """The report as Markdown (the component's Markdown artifact, the CLI's ``--markdown``)."""
-    lines = [f"# Training validation: {'PASSED' if verdict.passed else 'FAILED'}", "",
-             f"**{verdict.headline}**", ""]
+    lines = [f"# Training validation: {_state(verdict)}", "", f"**{verdict.headline}**", ""]
     if verdict.findings:
         lines += ["| severity | class | steps | what happened |", "|---|---|---|---|"]
         for f in verdict.findings:
@@ -87,13 +108,20 @@ def render_markdown(verdict: Verdict) -> str:
               f"- Training: {_series_line(series.get('train'))}",
               f"- Validation: {_series_line(series.get('val'))}",
               f"- Mode: {series.get('mode', 'min')} (lower is better)"
-              if series.get("mode", "min") == "min" else "- Mode: max (higher is better)"]
+              if series.get("mode", "min") == Mode.MIN else "- Mode: max (higher is better)"]
+    others_judged = [p for p in series.get("pairs", []) if not p.get("primary")]
+    if others_judged:
+        lines.append(f"- Also judged: {'; '.join(_pair_line(p) for p in others_judged)}")
     others = [s["name"] for s in series.get("available", [])
               if s["name"] not in {(series.get("train") or {}).get("name"),
                                    (series.get("val") or {}).get("name")}]
     if others:
         lines.append(f"- Also in the file: {', '.join(f'`{n}`' for n in others)}")
+    for name, reason in series.get("skipped", {}).items():
+        lines.append(f"- Not judged: `{name}`: {reason}")
     lines.append("")
+    if verdict.gates:
+        lines += ["## Quality gates", ""] + [f"- {_gate_line(g)}" for g in verdict.gates] + [""]
     if verdict.not_judged:
         lines += ["## Not judged", ""]
         lines += [f"- `{rule}`: {reason}" for rule, reason in verdict.not_judged.items()]
@@ -126,8 +154,8 @@ def render_html(verdict: Verdict, plot: bytes | None = None) -> str:
     state = "pass" if verdict.passed else "fail"
     out = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
            "<title>Training validation</title>", f"<style>{_CSS}</style></head><body>",
-           f"<h1 class='{state}'>Training validation: {'PASSED' if verdict.passed else 'FAILED'}"
-           f"</h1>", f"<p><strong>{e(verdict.headline)}</strong></p>"]
+           f"<h1 class='{state}'>Training validation: {_state(verdict)}</h1>",
+           f"<p><strong>{e(verdict.headline)}</strong></p>"]
     if plot:
         data = base64.b64encode(plot).decode("ascii")
         out.append(f"<img alt='training curves' src='data:image/png;base64,{data}'>")
@@ -158,6 +186,10 @@ def render_html(verdict: Verdict, plot: bytes | None = None) -> str:
         text = _series_line(series.get(key)).replace("`", "")
         out.append(f"<li>{label}: {e(text)}</li>")
     out.append(f"<li>Mode: {e(str(series.get('mode', 'min')))}</li></ul>")
+    if verdict.gates:
+        out.append("<h2>Quality gates</h2><ul>")
+        out += [f"<li>{e(_gate_line(g))}</li>" for g in verdict.gates]
+        out.append("</ul>")
     if verdict.not_judged:
         out.append("<h2>Not judged</h2><ul>")
         out += [f"<li><code>{e(k)}</code>: {e(v)}</li>" for k, v in verdict.not_judged.items()]
@@ -213,17 +245,15 @@ def plot_png(history_or_verdict: History | Verdict) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from trainguard.validation.history import History, select_series
-
     if isinstance(history_or_verdict, History):
         history, verdict = history_or_verdict, None
         train, val = select_series(history)
         mode, x_label = "min", history.x_label
     else:
         verdict = history_or_verdict
-        history = verdict.history
-        if history is None:
+        if verdict.history is None:
             raise ValueError("this verdict carries no history to plot")
+        history = verdict.history
         names = verdict.series
         train = history.series.get((names.get("train") or {}).get("name", ""))
         val = history.series.get((names.get("val") or {}).get("name", ""))
@@ -271,8 +301,9 @@ def plot_png(history_or_verdict: History | Verdict) -> bytes:
         title = f"{history.source}"
     ax.set_title(title if len(title) <= 90 else title[:87] + "...", fontsize=10)
     ax.set_xlabel(x_label)
-    ax.set_ylabel((train or val).metric or "value" if (train or val) else "value")
-    if mode == "max":
+    shown = train if train is not None else val
+    ax.set_ylabel((shown.metric if shown is not None else "") or "value")
+    if mode == Mode.MAX:
         ax.set_ylabel(f"{ax.get_ylabel()} (higher is better)")
     ax.grid(True, alpha=0.3)
     if plotted:

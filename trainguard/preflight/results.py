@@ -1,6 +1,6 @@
 """Preflight results: one ``CheckResult`` per check and subject, gathered in a ``Report``.
 
-(``trainguard.validation.report`` renders validation verdicts; this module holds preflight's.)
+(``trainguard.validation.render`` renders validation verdicts; this module holds preflight's.)
 """
 
 from __future__ import annotations

@@ -24,8 +24,11 @@ def train(
     max_queued: str = "",
     guard: str = "fail",
     model_choice: str = "best",
-):
+) -> int:
     """Launches the training job, waits for it, cancels it with the pipeline, classifies failures.
+
+    Returns the step of the checkpoint shipped as ``model`` (-1 when the final weights, or
+    unknown), for ``validate``'s ``shipped_step``.
 
     Args:
         job_spec: the CustomJobSpec (camelCase).
@@ -48,8 +51,9 @@ def train(
     """
     from trainguard.stages import train_stage
 
-    train_stage(job_spec, project=project, region=region, display_name=display_name,
-                backend=backend, output_dir=output_dir, preempt_after=preempt_after,
-                gcp_resources_path=gcp_resources, model=model, history=history,
-                diagnosis_path=diagnosis.path, max_queued=max_queued, guard=guard,
-                model_choice=model_choice)
+    result = train_stage(job_spec, project=project, region=region, display_name=display_name,
+                         backend=backend, output_dir=output_dir, preempt_after=preempt_after,
+                         gcp_resources_path=gcp_resources, model=model, history=history,
+                         diagnosis_path=diagnosis.path, max_queued=max_queued, guard=guard,
+                         model_choice=model_choice)
+    return int(getattr(result, "model", {}).get("model_step", -1))

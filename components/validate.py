@@ -26,6 +26,7 @@ def validate(
     gates: str = "",
     gate_at: str = "best",
     directions: str = "",
+    shipped_step: int = -1,
     fail_pipeline: bool = True,
 ) -> bool:
     """Reads the training history and judges it; returns whether it passed (for ``dsl.If``).
@@ -50,6 +51,8 @@ def validate(
         gate_at: where gates without ``@`` read: ``best`` (the best validation step) or
             ``last``.
         directions: comma-separated ``metric=min|max`` for metrics whose name does not say.
+        shipped_step: the step of the checkpoint the train task shipped (its output); an overfit
+            that model escaped is a warning, not a failure. -1: unknown.
         fail_pipeline: raise on a failing verdict (False: only return it).
     """
     from trainguard.stages import validate_stage
@@ -57,6 +60,6 @@ def validate(
     return validate_stage(history.path, format=history_format, train_metric=train_metric,
                           val_metric=val_metric, mode=mode, fail_on=fail_on, warn_on=warn_on,
                           thresholds=thresholds, gates=gates, gate_at=gate_at,
-                          directions=directions,
+                          directions=directions, shipped_step=shipped_step,
                           json_path=verdict.path, markdown_path=report.path, html_path=curves.path,
                           metrics=metrics, raise_on_fail=fail_pipeline).passed

@@ -74,6 +74,6 @@ def guarded_training(
     judged = validate(history=trained.outputs["history"], train_metric=train_metric,
                       val_metric=val_metric, fail_on=validate_fail_on, warn_on=validate_warn_on,
                       thresholds=validate_thresholds, gates=validate_gates,
-                      gate_at=validate_gate_at)
+                      gate_at=validate_gate_at, shipped_step=trained.outputs["Output"])
     judged.set_display_name("validate")
     return judged.outputs["Output"]

@@ -216,6 +216,7 @@ def validate_stage(
     gates: str | list[str] | None = None,
     gate_at: str = "best",
     directions: str | list[str] | None = None,
+    shipped_step: float | None = None,
     json_path: str | None = None,
     markdown_path: str | None = None,
     html_path: str | None = None,
@@ -227,7 +228,8 @@ def validate_stage(
     """Judges a training history; writes the verdict (JSON, Markdown, HTML with the curves).
 
     ``thresholds`` and ``directions`` are ``name=value`` items (a mapping, a list, or one string
-    separated by commas); ``gates`` are ``metric>=value[@best|@last]`` texts.
+    separated by commas); ``gates`` are ``metric>=value[@best|@last]`` texts. ``shipped_step``
+    is the step of the checkpoint the train task shipped: an overfit it escaped only warns.
 
     Raises:
         HistoryError / ConfigError: unreadable history, bad options, or a history where nothing
@@ -248,7 +250,9 @@ def validate_stage(
                        fail_on=split_names(fail_on) or None, warn_on=split_names(warn_on) or None,
                        thresholds=parse_assignments(thresholds, "--threshold", RuleConfig.names()),
                        gates=gates or None, gate_at=gate_at or "best",
-                       directions=directions or None)
+                       directions=directions or None,
+                       shipped_step=shipped_step if shipped_step is not None and shipped_step >= 0
+                       else None)
     if verdict.undecided:
         raise HistoryError(f"{history}: {verdict.undecided}")
     png: bytes | None = None

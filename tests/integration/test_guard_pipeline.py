@@ -29,6 +29,10 @@ def test_guard_and_model_choice_are_parameters_of_train_and_of_the_pipeline(comp
     inputs = pipeline["dag"]["tasks"]["train"]["inputs"]["parameters"]
     assert inputs["guard"] == {"componentInputParameter": "guard"}
     assert inputs["model_choice"] == {"componentInputParameter": "model_choice"}
+    # validate learns which checkpoint shipped, so an overfit that model escaped only warns.
+    shipped = pipeline["dag"]["tasks"]["validate"]["inputs"]["parameters"]["shipped_step"]
+    assert shipped["taskOutputParameter"] == {"outputParameterKey": "Output",
+                                              "producerTask": "train"}
 
 
 def test_the_diverging_example_fails_the_pipeline_at_train_with_the_class_and_hours_saved(
@@ -45,3 +49,21 @@ def test_the_diverging_example_fails_the_pipeline_at_train_with_the_class_and_ho
     assert "learning rate" in detail
     history = Path(outcome.artifact("train", "history"))
     assert history.read_text().count("\n") < 60  # stopped long before the 12 epochs' ~70 lines
+
+
+def test_an_early_stop_on_overfit_ships_the_best_checkpoint_and_the_pipeline_passes(tmp_path):
+    pytest.importorskip("torch")
+    from tests.integration.test_guard_local import example
+    from trainguard.pipelines.local_runner import run_local
+
+    # The pause per step gives the guard (1 s polls) time to act before the run's natural end.
+    outcome = run_local("guarded_training", example("local-overfitting.yaml", "--step-sleep=0.05"),
+                        pipeline_root=str(tmp_path))
+    assert outcome.succeeded, outcome.message
+    model = outcome.metadata("train", "model")
+    assert model["model_source"] == "checkpoint" and model["model_step"] < 180
+    verdict = outcome.read_json("validate", "verdict")
+    # Success with a finding: the verdict still says overfit, as a warning naming the shipped step.
+    (finding,) = [f for f in verdict["findings"] if f["failure_class"] == "overfit"]
+    assert verdict["passed"] and finding["severity"] == "warn"
+    assert f"checkpoint at step {model['model_step']}" in finding["message"]

@@ -33,6 +33,7 @@ from trainguard.validation.rules import (
     NotJudged,
     RuleConfig,
 )
+from trainguard.validation.shipped import account_for_shipped_model
 from trainguard.validation.stats import head, interval_means
 from trainguard.validation.verdict import Finding, Verdict
 
@@ -162,7 +163,8 @@ def validate(source: str | os.PathLike | History, format: str | None = None,  # 
              warn_on: Iterable[str] | None = None,
              thresholds: Mapping[str, float | str | None] | None = None,
              gates: str | Iterable[str] | None = None, gate_at: str = GateAt.BEST,
-             directions: str | Iterable[str] | Mapping[str, str] | None = None) -> Verdict:
+             directions: str | Iterable[str] | Mapping[str, str] | None = None,
+             shipped_step: float | None = None) -> Verdict:
     """Judges a training run from its history.
 
     Args:
@@ -182,6 +184,9 @@ def validate(source: str | os.PathLike | History, format: str | None = None,  # 
         gate_at: where gates without ``@best``/``@last`` read: ``best`` (the best validation
             step) or ``last``.
         directions: ``metric=min|max`` overriding the inferred direction of the other pairs.
+        shipped_step: the step of the checkpoint the train task shipped as the model; an
+            overfit it escaped (its validation value within ``overfit_min_rise`` of the best) is
+            a warning, not a failure (see :mod:`~trainguard.validation.shipped`).
 
     Returns:
         The verdict; ``passed`` is False when a finding of severity ``fail`` was made, and
@@ -217,7 +222,7 @@ def validate(source: str | os.PathLike | History, format: str | None = None,  # 
     series = _series_summary(history, train, val, primary_mode)
     series["pairs"] = [dict(j.pair.describe(), not_judged=j.not_judged) for j in judgements]
     series["skipped"] = skipped
-    return Verdict(
+    verdict = Verdict(
         passed=not failing,
         failure_class=failing[0].failure_class if failing else None,
         findings=findings,
@@ -231,6 +236,7 @@ def validate(source: str | os.PathLike | History, format: str | None = None,  # 
         undecided=undecided,
         history=history,
     )
+    return account_for_shipped_model(verdict, shipped_step, cfg.overfit_min_rise)
 
 
 def _findings(judgements: list[_Judgement], gate_results: list[GateResult],

@@ -183,8 +183,10 @@ def train(
         if exc.diagnosis is not None:
             data["diagnosis"] = exc.diagnosis.to_dict()
             d = exc.diagnosis
-            saved = (exc.result.stopped or {}).get("details", {}).get("saved", "")
-            err.print(f"[bold red]training failed[/]: {escape(exc.result.error)}\n"
+            stopped = exc.result.stopped if exc.result is not None else {}
+            saved = (stopped or {}).get("details", {}).get("saved", "")
+            error = exc.result.error if exc.result is not None else str(exc)
+            err.print(f"[bold red]training failed[/]: {escape(error)}\n"
                       f"  class:    [bold]{d.failure_class}[/]\n"
                       f"  evidence: {escape(d.evidence)}\n  remedy:   {escape(d.remedy)}"
                       + (f"\n  not this: {escape(d.trap)}" if d.trap else "")

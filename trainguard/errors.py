@@ -7,6 +7,12 @@ Transient errors (a 503, a timeout) are retried where it is safe and otherwise r
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainguard.launch.base import TrainResult
+    from trainguard.triage import Diagnosis
+
 __all__ = [
     "EXIT_OK",
     "EXIT_FAILED",
@@ -63,7 +69,7 @@ class GuardFailed(TrainguardError):
 
     exit_code = EXIT_FAILED
 
-    def __init__(self, message: str, result: object = None) -> None:
+    def __init__(self, message: str, result: Any = None) -> None:
         self.result = result
         super().__init__(message)
 
@@ -75,7 +81,10 @@ class PreflightFailed(GuardFailed):
 class TrainingFailed(GuardFailed):
     """The training job failed; ``diagnosis`` names the failure class when known."""
 
-    def __init__(self, message: str, result: object = None, diagnosis: object = None) -> None:
+    result: TrainResult | None
+
+    def __init__(self, message: str, result: TrainResult | None = None,
+                 diagnosis: Diagnosis | None = None) -> None:
         self.diagnosis = diagnosis
         super().__init__(message, result)
 

@@ -163,7 +163,7 @@ class RetryPolicy:
             f"{what}{place} kept failing for {elapsed:.0f} s: {detail}; try again later "
             f"(retries stop after {self.deadline_s:g} s; {DEADLINE_ENV} sets it)")
 
-    def api_core(self, *types: type[BaseException]):
+    def api_core(self, *types: type[Exception]):
         """This policy as a ``google.api_core.retry.Retry`` for GAPIC and storage calls.
 
         Args:

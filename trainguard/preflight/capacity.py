@@ -50,7 +50,7 @@ class Claim:
 
 def claims(spec: JobSpec) -> list[Claim]:
     """SPECIFIC_RESERVATION claims per reservation (well-formed names in the region only)."""
-    by_value: dict[str, list[Pool]] = {}
+    by_value: dict[str, tuple[ReservationRef, list[Pool]]] = {}
     pools = {p.index: p for p in spec.pools}
     for aff in affinities(spec):
         if aff.kind != "SPECIFIC_RESERVATION":
@@ -58,8 +58,8 @@ def claims(spec: JobSpec) -> list[Claim]:
         for value in aff.values[:1]:  # Vertex consumes the first named reservation
             ref = parse_reservation(value)
             if ref is not None and ref.region == spec.region:
-                by_value.setdefault(value, []).append(pools[aff.pool])
-    return [Claim(parse_reservation(v), v, tuple(ps)) for v, ps in by_value.items()]
+                by_value.setdefault(value, (ref, []))[1].append(pools[aff.pool])
+    return [Claim(ref, v, tuple(ps)) for v, (ref, ps) in by_value.items()]
 
 
 def _int(value) -> int:
@@ -81,8 +81,8 @@ def _vm_problems(claim: Claim, props: dict) -> list[str]:
             problems.append(f"{where} is {pool.machine_type}, the reservation holds {reserved} VMs")
             continue
         accel = catalog.ACCELERATORS.get(pool.accelerator_type or "")
-        bundled = bool(catalog.machine_rule(pool.machine_type)
-                       and catalog.machine_rule(pool.machine_type).needs_accelerator)
+        rule = catalog.machine_rule(pool.machine_type)
+        bundled = bool(rule and rule.needs_accelerator)
         if accel is not None and got and got.get(accel.compute_name) != pool.accelerator_count:
             problems.append(f"{where} wants {pool.accelerator_count} × {accel.compute_name}, the "
                             f"reservation's VMs have {got or 'none'}")

@@ -225,6 +225,7 @@ def check_key(ctx: PreflightContext) -> list[CheckResult]:
 
             if isinstance(exc, exceptions.NotFound):
                 m = KEY_NAME.match(name)
+                assert m is not None  # names that do not parse are refused before any call
                 results.append(CheckResult(
                     NAME, title, Status.FAIL, f"{name} does not exist (Cloud KMS: not found)",
                     f"gcloud kms keys create {m['key']} --keyring={m['ring']} "

@@ -77,8 +77,8 @@ def assess_image(pool: Pool, region: str, found: ImageInfo | BaseException) -> C
     except ValueError as exc:
         return CheckResult(NAME, title, Status.FAIL, str(exc),
                            f"set {path}.imageUri to HOST/PROJECT/REPO/IMAGE:TAG", "container")
-    details = {"image": uri, "host": ref.host, "repository": ref.repository,
-               "reference": ref.reference}
+    details: dict[str, object] = {"image": uri, "host": ref.host, "repository": ref.repository,
+                                  "reference": ref.reference}
     if isinstance(found, ImageNotFound):
         return CheckResult(NAME, title, Status.FAIL,
                            f"{uri} does not exist: {found}; the job would fail pulling it",

@@ -124,7 +124,7 @@ def local(ctx: PreflightContext) -> list[CheckResult]:
     results.append(check_output_dir(ctx.spec.base_output_dir or ctx.local_output_dir))
     accelerated = [p for p in ctx.spec.pools if p.accelerator_type]
     if accelerated and not shutil.which("nvidia-smi"):
-        names = ", ".join(sorted({p.accelerator_type for p in accelerated}))
+        names = ", ".join(sorted({p.accelerator_type or "" for p in accelerated}))
         results.append(CheckResult(NAME, "accelerators", Status.PASS,
                                    f"the spec asks for {names}; this machine has no GPU, so the "
                                    "local run uses the CPU"))

@@ -91,6 +91,7 @@ def run_preflight(
     finished = threading.Condition()
 
     def run_one(name: str) -> None:
+        outcome: tuple[list[CheckResult] | None, BaseException | None]
         try:
             outcome = (_timed(checks[name].func, ctx), None)
         except BaseException as exc:  # reported as UNKNOWN below
@@ -121,7 +122,7 @@ def run_preflight(
                 "see the evidence; rerun with --only " + name,
                 duration_s=time.perf_counter() - started))
             continue
-        results.extend(found)
+        results.extend(found or ())
     order = {n: i for i, n in enumerate(names)}
     results.sort(key=lambda r: order.get(r.check, len(order)))
     subject = f"{spec.display_name} in {spec.project}/{spec.region}"

@@ -355,7 +355,7 @@ def _number(value: object) -> float | None:
     try:
         return float(value)
     except OverflowError:  # an integer literal past float range, as 1e999 reads: infinite
-        return math.copysign(math.inf, value)
+        return math.inf if value > 0 else -math.inf
 
 
 def _text(name: str) -> str:

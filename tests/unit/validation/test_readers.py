@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
+import random
 import shutil
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +15,7 @@ import pytest
 from trainguard.errors import ConfigError, HistoryError
 from trainguard.runtime import storage
 from trainguard.validation import load_history, select_series, validate
+from trainguard.validation.csv_reader import _Irregular, read_csv_arrow, read_csv_exact
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "histories"
 
@@ -80,6 +84,61 @@ def test_header_only(tmp_path) -> None:
 def test_repeated_header_is_skipped(tmp_path) -> None:
     path = write(tmp_path, "log.csv", "epoch,loss\n0,2.0\nepoch,loss\n1,1.0\n")
     assert load_history(path).series["loss"].values.tolist() == [2.0, 1.0]
+
+
+def _csv_cells(rng: random.Random) -> str:
+    return rng.choice([repr(rng.random()), repr(-rng.random() * 1e-9), str(rng.randint(0, 9)),
+                       "nan", "NaN", "inf", "-inf", "Infinity", "1e300", "5e-324", "1E5", " 0.5",
+                       "", "", "9007199254740993", "0.30000000000000004"])
+
+
+@pytest.mark.parametrize("fmt", ["keras_csv", "lightning_csv"])
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+def test_arrow_csv_reads_what_the_csv_module_reads(fmt: str, seed: int, ending: str) -> None:
+    rng = random.Random(seed)
+    header = (["epoch", "loss", "val_loss", "lr"] if fmt == "keras_csv"
+              else ["epoch", "step", "train_loss_step", "val_loss", "val_acc"])
+    rows = []
+    for i in range(400):
+        x = [str(i)] if fmt == "keras_csv" else [str(i // 50), str(i * 7)]
+        rows.append(",".join(x + [_csv_cells(rng) for _ in header[len(x):]]))
+    text = ending.join([",".join(header), *rows]) + rng.choice([ending, "", ending + ending])
+    data = text.encode()
+    fast = read_csv_arrow(iter([data]), "log.csv", fmt)
+    exact = read_csv_exact(iter([data]), "log.csv", fmt)
+    assert list(fast.series) == list(exact.series)
+    assert (fast.records, fast.notes) == (exact.records, exact.notes)
+    for name, series in exact.series.items():
+        np.testing.assert_array_equal(series.steps, fast.series[name].steps)
+        np.testing.assert_array_equal(series.values, fast.series[name].values)
+
+
+@pytest.mark.parametrize("text", [
+    'epoch,loss\n0,"1.5"\n1,2.0\n',  # quoted
+    "epoch,loss\n0,1.5\repoch,loss\n1,2.0\n",  # a bare carriage return
+    "epoch,loss\n0,nan(1)\n",  # float() refuses what strtod takes
+    "epoch,loss\n0,1_000\n",  # float() takes what pyarrow refuses
+    "epoch,loss\n0,1.5\nepoch,loss\n1,2.0\n",  # a repeated header
+    "epoch,loss\n0,1.5\n,\n1,2.0\n",  # a row of empty cells
+    "epoch,loss,loss\n0,1.5,2.5\n",  # two columns, one name
+    "epoch,loss,phase\n0,1.5,warmup\n",  # a text column
+    "epoch,loss\n0,1.5\n1\n",  # a short last row with its line end
+])
+def test_irregular_csv_is_read_by_the_csv_module(tmp_path, text: str) -> None:
+    path = write(tmp_path, "log.csv", text)
+    with pytest.raises(_Irregular):
+        read_csv_arrow(iter([text.encode()]), str(path), "keras_csv")
+
+    def outcome(read) -> tuple:
+        try:
+            history = read()
+        except HistoryError as exc:
+            return ("error", str(exc))
+        return ("read", list(history.series), history.notes, history.points)
+
+    exact = outcome(lambda: read_csv_exact(iter([text.encode()]), str(path), "keras_csv"))
+    assert outcome(lambda: load_history(path)) == exact
 
 
 # --- Lightning CSV -----------------------------------------------------------------------------
@@ -160,6 +219,60 @@ def test_corrupt_event_file_is_a_history_error(tmp_path) -> None:
 def test_missing_path(tmp_path) -> None:
     with pytest.raises(HistoryError, match="no such file or directory"):
         load_history(tmp_path / "nope.jsonl")
+
+
+def test_a_fifo_is_refused_at_once(tmp_path) -> None:
+    fifo = tmp_path / "history.jsonl"
+    os.mkfifo(fifo)  # opening it would wait for a writer forever
+    with pytest.raises(HistoryError, match="a FIFO .named pipe., not a regular file"):
+        load_history(fifo)
+    with pytest.raises(HistoryError, match="FIFO"):
+        load_history(fifo, format="jsonl")
+
+
+def test_a_device_and_a_socket_are_refused(tmp_path) -> None:
+    with pytest.raises(HistoryError, match="a device, not a regular file"):
+        load_history("/dev/zero")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(tmp_path / "s.csv"))
+        with pytest.raises(HistoryError, match="a socket, not a regular file"):
+            load_history(tmp_path / "s.csv")
+
+
+def test_a_fifo_named_like_a_history_in_a_directory_is_refused(tmp_path) -> None:
+    os.mkfifo(tmp_path / "metrics.csv")
+    with pytest.raises(HistoryError, match="FIFO"):
+        load_history(tmp_path)
+
+
+def test_an_unreadable_file_is_a_history_error(tmp_path) -> None:
+    path = write(tmp_path, "h.jsonl", '{"step":1,"metrics":{"loss":1}}\n')
+    path.chmod(0)
+    if os.access(path, os.R_OK):
+        pytest.skip("running as a user who reads everything (root)")
+    with pytest.raises(HistoryError, match="cannot read"):
+        load_history(path)
+
+
+@pytest.mark.parametrize("head", [b"epoch,lo\rss\n0,1\n", b"a\rb,c\n", b"\r\n\r", b"x,\x00y\n",
+                                  b'"a,b\n', b"epoch,loss\r0,1.5\r1,1.0\r"])
+def test_carriage_returns_and_nul_bytes_in_the_first_line(tmp_path, head: bytes) -> None:
+    path = tmp_path / "log.csv"
+    path.write_bytes(head)
+    try:
+        history = load_history(path)
+    except HistoryError:
+        return
+    assert history.points  # a bare-CR file is still CSV to the csv module
+
+
+def test_random_binary_is_a_history_error(tmp_path) -> None:
+    rng = random.Random(3)
+    for i in range(40):
+        path = tmp_path / f"blob{i}.csv"
+        path.write_bytes(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 3000))))
+        with pytest.raises(HistoryError):
+            load_history(path)
 
 
 def test_unknown_format(tmp_path) -> None:

@@ -47,6 +47,7 @@ _GRANULARITY_TOKENS = {
     "epoch": "epoch", "epochs": "epoch",
 }
 _TOKEN_SPLIT = re.compile(r"[/_\-.\s:]+")
+MAX_SERIES_NOTES = 10  # a note per repaired series, then one line for the rest
 
 
 def describe_name(name: str, split: str | None = None, context: str = "") -> tuple[str, str, str]:
@@ -212,6 +213,7 @@ class History:
         """
         notes = list(notes or [])
         series: dict[str, Series] = {}
+        repaired = 0
         for name in list(parts):
             part = parts.pop(name)
             steps, values = part.arrays()
@@ -219,10 +221,15 @@ class History:
                 continue
             steps, values, note = _ordered(steps, values, name)
             if note:
-                notes.append(note)
+                repaired += 1
+                if repaired <= MAX_SERIES_NOTES:
+                    notes.append(note)
             split, metric, granularity = describe_name(part.tag or name, part.split or None,
                                                        part.context)
             series[name] = Series(name, split, metric, granularity, steps, values)
+        if repaired > MAX_SERIES_NOTES:
+            notes.append(f"… and {repaired - MAX_SERIES_NOTES} more series re-ordered or "
+                         f"de-duplicated the same way")
         if not series:
             raise HistoryError(f"{source}: no metric values found ({records} records read)")
         return cls(series, fmt, source, x_label, records, notes)
@@ -255,6 +262,13 @@ def _ordered(steps: np.ndarray, values: np.ndarray,
     elif diffs.min() < 0:
         note = f"{name}: points were out of step order and have been sorted"
     return steps[last], values[last], note
+
+
+def _names(history: History, shown: int = 40) -> str:
+    """The series names for a message: sorted, the first ``shown``, each bounded."""
+    names = sorted(history.series)
+    text = ", ".join(name[:80] for name in names[:shown]) or "(none)"
+    return text + (f", … ({len(names)} series)" if len(names) > shown else "")
 
 
 def _match(history: History, wanted: str, split: str) -> list[Series]:
@@ -316,7 +330,7 @@ def select_series(history: History, train_metric: str | None = None,
     """
     if mode not in MODES:
         raise ConfigError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    available = ", ".join(sorted(history.series)) or "(none)"
+    available = _names(history)
     val = None
     if val_metric:
         val = _best(_match(history, val_metric, "val"))

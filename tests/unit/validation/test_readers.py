@@ -347,3 +347,19 @@ def test_gs_tensorboard_directory(bucket) -> None:
 def test_gs_missing_object(bucket) -> None:
     with pytest.raises(HistoryError, match="gs://bucket/none.jsonl: cannot read"):
         load_history("gs://bucket/none.jsonl")
+
+
+def test_messages_and_notes_stay_short_with_many_series(tmp_path) -> None:
+    import json
+
+    path = tmp_path / "h.jsonl"
+    names = [f"metric_number_{i:04d}_with_a_long_name" for i in range(2000)]
+    # Every series logs step 2 before step 1: each gets a re-ordering note.
+    path.write_text("".join(json.dumps({"step": s, "metrics": dict.fromkeys(names, 1.0)}) + "\n"
+                            for s in (2, 1)))
+    history = load_history(path)
+    assert len(history.series) == 2000 and len(history.notes) == 11
+    assert "1990 more series" in history.notes[-1]
+    with pytest.raises(ConfigError) as info:
+        validate(path, val_metric="nope")
+    assert len(str(info.value)) < 4000 and "(2000 series)" in str(info.value)

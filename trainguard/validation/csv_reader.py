@@ -128,7 +128,7 @@ def read_csv_arrow(blocks: Iterator[bytes], source: str, fmt: str, total_bytes: 
         collector.read_bytes += len(chunk)
     if columns is None:
         raise _Irregular  # a header without a line end, or nothing
-    notes = []
+    notes: list[str] = []
     if tail.data.strip():
         records += _arrow_tail(tail.data, columns, collector, lines + 1, notes)
     if records == 0:

@@ -87,7 +87,7 @@ def read_jsonl(blocks: Iterator[bytes], source: str, total_bytes: int = 0) -> Hi
     except LineError as exc:
         raise HistoryError(f"{source}: line {line + exc.line - 1}: {exc.reason}; every line must "
                            f"be a history record such as {EXAMPLE}") from None
-    notes = []
+    notes: list[str] = []
     if tail.data.strip():
         try:
             records += _collect(collector, parse_lines_json(tail.data), 0)

@@ -175,7 +175,7 @@ def download_tensorboard(store: BoundedStore, uri: str, events: list[str]) -> Hi
             local.parent.mkdir(parents=True, exist_ok=True)
             store.download_file(obj, str(local))
             local_files.append(local)
-        notes = []
+        notes: list[str] = []
         if refused:
             shown = ", ".join(repr(bound(redact(o), 200)) for o in refused[:_SHOWN_NAMES])
             more = f" and {len(refused) - _SHOWN_NAMES} more" if len(refused) > _SHOWN_NAMES else ""

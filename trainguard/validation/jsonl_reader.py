@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import itertools
 import json
 import math
 from collections.abc import Iterator
@@ -111,9 +112,15 @@ def _collect(collector: Collector, batch: Batch, size: int) -> int:
 def _parsed_in_order(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, Batch]]:
     """(chunk, batch) in file order; the next chunk is parsed while this one is collected (pyarrow
     releases the GIL), at most two in flight so memory stays bounded."""
+    first = next(chunks, None)
+    second = next(chunks, None) if first is not None else None
+    if second is None:  # one block (a small file, a guard's appended lines): no thread
+        if first is not None:
+            yield first, parse_lines(first)
+        return
     window: collections.deque = collections.deque()
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jsonl") as pool:
-        for chunk in chunks:
+        for chunk in itertools.chain((first, second), chunks):
             window.append((chunk, pool.submit(parse_lines, chunk)))
             if len(window) >= 2:
                 done, future = window.popleft()

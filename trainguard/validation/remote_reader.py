@@ -91,24 +91,26 @@ class BoundedStore:
         return self._call(lambda: blob.download_as_bytes(retry=None, timeout=self._timeout),
                           "read", uri)
 
-    def blocks(self, uri: str, size: int | None = None) -> Iterator[bytes]:
-        """The object's bytes in ranges of ``size`` (default :data:`CHUNK_BYTES`), all of one
-        generation (memory stays at one range, however big the object)."""
+    def stream(self, uri: str, size: int | None = None) -> tuple[int, Iterator[bytes]]:
+        """The object's size, and its bytes in ranges of ``size`` (default
+        :data:`~trainguard.validation.collect.CHUNK_BYTES`), all of one generation: memory
+        stays at one range, however big the object."""
         size = size or collect.CHUNK_BYTES
         if not self._gcs:
-            yield from bytes_blocks(self._store.read_bytes(uri), size)
-            return
+            data = self._store.read_bytes(uri)
+            return len(data), bytes_blocks(data, size)
         blob = self._store._blob(uri)
         self._call(lambda: blob.reload(retry=None, timeout=self._timeout), "read", uri)
         total, generation = int(blob.size or 0), blob.generation
-        for start in range(0, total, size):
+
+        def part(start: int) -> bytes:
             end = min(start + size, total) - 1
+            return blob.download_as_bytes(start=start, end=end, if_generation_match=generation,
+                                          retry=None, timeout=self._timeout)
 
-            def part(start: int = start, end: int = end) -> bytes:
-                return blob.download_as_bytes(start=start, end=end, if_generation_match=generation,
-                                              retry=None, timeout=self._timeout)
-
-            yield self._call(part, "read", uri)
+        ranges = (self._call(lambda start=start: part(start), "read", uri)
+                  for start in range(0, total, size))
+        return total, ranges
 
     def download_file(self, uri: str, local_path: str) -> None:
         """Copies the object to a local file."""
@@ -214,11 +216,11 @@ def _looks_like_file(uri: str) -> bool:
 
 
 def _load_object(store: BoundedStore, uri: str, fmt: str | None) -> History:
-    blocks = store.blocks(uri)
+    total, blocks = store.stream(uri)
     first = next(blocks, b"")
     fmt = fmt or detect_format(uri, first[:4096])
     if fmt == "jsonl":
-        return read_jsonl(chain([first], blocks), uri)
+        return read_jsonl(chain([first], blocks), uri, total)
     if fmt == "tensorboard":
         with tempfile.TemporaryDirectory(prefix="trainguard-tb-") as tmp:
             local = Path(tmp) / "events.out.tfevents"
@@ -230,11 +232,11 @@ def _load_object(store: BoundedStore, uri: str, fmt: str | None) -> History:
 
     def open_blocks() -> Iterator[bytes]:  # the first pass reuses what detection read
         if used[0]:
-            return store.blocks(uri)
+            return store.stream(uri)[1]
         used[0] = True
         return chain([first], blocks)
 
-    return read_csv(open_blocks, uri, fmt)
+    return read_csv(open_blocks, uri, fmt, total)
 
 
 def _load_prefix(store: BoundedStore, uri: str, objects: list[str], fmt: str | None) -> History:

@@ -172,7 +172,7 @@ def _arrow_rows(body: bytes, columns: Columns, collector: Collector) -> int:
     try:
         table = pa_csv.read_csv(pa.BufferReader(body),
                                 read_options=pa_csv.ReadOptions(column_names=names),
-                                convert_options=convert)
+                                convert_options=convert, memory_pool=pa.system_memory_pool())
     except (pa.ArrowException, ValueError):  # a short row, a cell that is not a number, ...
         raise _Irregular from None
     x_column = table.column(names[columns.x])

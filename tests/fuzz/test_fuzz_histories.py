@@ -238,16 +238,16 @@ def bounded_memory(data: bytes) -> None:
 
 PROPERTIES = {
     # name: (property, strategies, examples in the default suite)
-    "jsonl_keeps_the_contract": (jsonl_contract, {"data": st.booleans().flatmap(jsonl_files)}, 50),
+    "jsonl_keeps_the_contract": (jsonl_contract, {"data": st.booleans().flatmap(jsonl_files)}, 40),
     "arrow_reads_jsonl_as_json_does": (jsonl_arrow_is_json, {"data": jsonl_files(wild=False)}, 80),
-    "csv_keeps_the_contract": (csv_contract, {"file": st.booleans().flatmap(csv_files)}, 50),
+    "csv_keeps_the_contract": (csv_contract, {"file": st.booleans().flatmap(csv_files)}, 40),
     "arrow_reads_csv_as_the_csv_module_does": (csv_arrow_is_csv_module,
                                                {"file": csv_files(wild=False)}, 80),
     "binary_keeps_the_contract": (binary_contract, {
         "data": st.binary(max_size=4000),
         "name": st.sampled_from(["history.jsonl", "log.csv", "metrics.csv", "history", "h.txt"]),
         "fmt": st.sampled_from([(), ("--format", "jsonl"), ("--format", "keras_csv"),
-                                ("--format", "lightning_csv")])}, 40),
+                                ("--format", "lightning_csv")])}, 30),
     "tensorboard_event_files_keep_the_contract": (tensorboard_contract, {
         "data": st.builds(_event_file).flatmap(mutated)}, 25),
     "memory_stays_bounded_on_repeated_garbage": (bounded_memory, {

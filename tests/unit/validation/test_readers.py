@@ -207,6 +207,36 @@ def test_tensorboard_directory_without_scalars(tmp_path) -> None:
         load_history(tmp_path)
 
 
+def test_a_crafted_tensor_shape_is_not_expanded(tmp_path) -> None:
+    from tensorboard.compat.proto import (
+        event_pb2,
+        summary_pb2,
+        tensor_pb2,
+        tensor_shape_pb2,
+        types_pb2,
+    )
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    from tests.fuzz.contract import peak_memory
+
+    def value(tag: str, dims: list[int]) -> summary_pb2.Summary.Value:
+        shape = tensor_shape_pb2.TensorShapeProto(
+            dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in dims])
+        return summary_pb2.Summary.Value(tag=tag, tensor=tensor_pb2.TensorProto(
+            dtype=types_pb2.DT_FLOAT, tensor_shape=shape, float_val=[0.5]))
+
+    writer = EventFileWriter(str(tmp_path))
+    for step in (1, 2):
+        # One float_val with a shape of 10**8 elements: make_ndarray would fill all (400 MB).
+        writer.add_event(event_pb2.Event(step=step, summary=summary_pb2.Summary(
+            value=[value("bomb", [10**8]), value("loss", []), value("acc", [1, 1])])))
+    writer.close()
+    history, peak = peak_memory(lambda: load_history(tmp_path))
+    assert sorted(history.series) == ["acc", "loss"]
+    assert history.series["loss"].values.tolist() == [0.5, 0.5]
+    assert peak < 32 * 2**20
+
+
 def test_corrupt_event_file_is_a_history_error(tmp_path) -> None:
     (tmp_path / "events.out.tfevents.1.host").write_bytes(b"\x00" * 40)
     with pytest.raises(HistoryError):

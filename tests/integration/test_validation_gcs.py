@@ -39,7 +39,8 @@ def _same(a, b) -> None:
 def test_an_object_is_read_in_ranges_as_the_local_file_is(bucket, monkeypatch, name):
     local = FIXTURES / "oscillate" / name
     GCSStore().write_bytes(f"{bucket}/run/{name}", local.read_bytes())
-    monkeypatch.setattr(collect, "CHUNK_BYTES", 1000)  # many ranged reads, lines across them
+    monkeypatch.setattr(collect, "READ_BYTES", 1000)  # many ranged reads, lines across them
+    monkeypatch.setattr(collect, "CHUNK_BYTES", 300)
     _same(load_history(f"{bucket}/run/{name}"), load_history(local))
 
 

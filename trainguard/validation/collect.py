@@ -19,12 +19,14 @@ from trainguard.errors import HistoryError
 from trainguard.redaction import bound, redact
 from trainguard.validation.history import History, SeriesParts
 
-__all__ = ["CHUNK_BYTES", "MAX_LINE_BYTES", "MAX_SERIES", "MAX_NAME_CHARS", "Tail",
+__all__ = ["CHUNK_BYTES", "READ_BYTES", "MAX_LINE_BYTES", "MAX_SERIES", "MAX_NAME_CHARS", "Tail",
            "file_blocks", "bytes_blocks", "whole_lines", "Collector", "echo"]
 
 # One parse call's worth. pyarrow's JSON parse holds ~5x its input while it runs: 2 MiB keeps a
 # read's overhead near 50 MiB whatever the file's size, at the per-call cost of 4 MiB or 8 MiB.
 CHUNK_BYTES = 2 << 20
+# One read: a file read, or one ranged request to Cloud Storage (few requests, one memory bound).
+READ_BYTES = 8 << 20
 MAX_LINE_BYTES = 1 << 20  # no history record or CSV row is this long
 MAX_SERIES = 10_000  # a metrics history has tens; more is not one
 MAX_NAME_CHARS = 200
@@ -37,16 +39,16 @@ def echo(text: str, limit: int = 120) -> str:
 
 
 def file_blocks(path: str | os.PathLike, size: int | None = None) -> Iterator[bytes]:
-    """A file's bytes in blocks of ``size`` (default :data:`CHUNK_BYTES`)."""
-    size = size or CHUNK_BYTES
+    """A file's bytes in blocks of ``size`` (default :data:`READ_BYTES`)."""
+    size = size or READ_BYTES
     with open(path, "rb") as handle:
         while block := handle.read(size):
             yield block
 
 
 def bytes_blocks(data: bytes, size: int | None = None) -> Iterator[bytes]:
-    """Bytes already in memory, in blocks of ``size`` (default :data:`CHUNK_BYTES`)."""
-    size = size or CHUNK_BYTES
+    """Bytes already in memory, in blocks of ``size`` (default :data:`READ_BYTES`)."""
+    size = size or READ_BYTES
     view = memoryview(data)
     for start in range(0, len(data), size):
         yield bytes(view[start:start + size])
@@ -63,7 +65,8 @@ class Tail:
 
 def whole_lines(blocks: Iterator[bytes], source: str, tail: Tail,
                 max_line: int = MAX_LINE_BYTES) -> Iterator[bytes]:
-    """Blocks of whole lines, each ending with a newline; the unfinished rest goes to ``tail``.
+    """Chunks of whole lines, each ending with a newline and about :data:`CHUNK_BYTES` long
+    (longer only to finish a line); the unfinished rest goes to ``tail``.
 
     A UTF-8 byte-order mark at the very start is dropped.
 
@@ -79,14 +82,24 @@ def whole_lines(blocks: Iterator[bytes], source: str, tail: Tail,
         if not tail.saw_text:
             tail.saw_text = bool(block.strip())
         data = rest + block if rest else block
-        cut = data.rfind(b"\n") + 1
-        chunk, rest = data[:cut], data[cut:]
-        if len(rest) > max_line:
+        end = data.rfind(b"\n") + 1
+        if len(data) - end > max_line:
             raise HistoryError(f"{source}: more than {max_line >> 20} MiB without a line end: "
                                f"not a history written line by line (JSONL or CSV)")
-        if chunk:
-            yield chunk
+        yield from _pieces(data, end, CHUNK_BYTES)
+        rest = data[end:]
     tail.data = rest
+
+
+def _pieces(data: bytes, end: int, size: int) -> Iterator[bytes]:
+    """``data[:end]`` (whole lines) cut at line ends into pieces of about ``size``."""
+    start = 0
+    while start < end:
+        cut = end
+        if end - start > size:
+            cut = data.rfind(b"\n", start, start + size) + 1 or data.find(b"\n", start + size) + 1
+        yield data[start:cut]
+        start = cut
 
 
 @dataclass

@@ -11,7 +11,7 @@ and nested values are not points). Other keys are ignored. A torn last line (the
 mid-record) is skipped with a note; any other line that is not such a record is an error naming
 its line.
 
-How it is read: whole lines in blocks of :data:`~trainguard.validation.collect.CHUNK_BYTES`, each
+How it is read: whole lines in chunks of :data:`~trainguard.validation.collect.CHUNK_BYTES`, each
 parsed by ``pyarrow.json`` (C++, on every core) into columns; only ``step``, ``split`` and the
 numeric ``metrics`` fields are kept. pyarrow is trusted only where it provably reads what ``json``
 reads: a block with a line that is not exactly one object, a type that changes within a column, a

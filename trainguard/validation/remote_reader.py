@@ -93,9 +93,9 @@ class BoundedStore:
 
     def stream(self, uri: str, size: int | None = None) -> tuple[int, Iterator[bytes]]:
         """The object's size, and its bytes in ranges of ``size`` (default
-        :data:`~trainguard.validation.collect.CHUNK_BYTES`), all of one generation: memory
+        :data:`~trainguard.validation.collect.READ_BYTES`), all of one generation: memory
         stays at one range, however big the object."""
-        size = size or collect.CHUNK_BYTES
+        size = size or collect.READ_BYTES
         if not self._gcs:
             data = self._store.read_bytes(uri)
             return len(data), bytes_blocks(data, size)

@@ -133,7 +133,8 @@ def test_chunk_boundaries_do_not_matter(tmp_path, monkeypatch) -> None:
     path = tmp_path / "h.jsonl"
     path.write_text("".join(_dump(r, "compact") + "\n" for r in _random_records(rng, 400)))
     whole = load_history(path)
-    monkeypatch.setattr(collect, "CHUNK_BYTES", 97)  # lines straddle every block
+    monkeypatch.setattr(collect, "READ_BYTES", 97)  # lines straddle every block
+    monkeypatch.setattr(collect, "CHUNK_BYTES", 50)  # and every parse chunk is one line
     pieces = load_history(path)
     assert list(whole.series) == list(pieces.series)
     for name, series in whole.series.items():
@@ -170,6 +171,7 @@ def test_the_line_is_named_in_a_later_block(tmp_path, monkeypatch) -> None:
     good = '{"step":%d,"metrics":{"loss":1.0}}\n'
     path.write_text("".join(good % i for i in range(1, 500)) + '{"step":500,"metrics":{"loss":tru}}\n'
                     + "".join(good % i for i in range(501, 600)))
+    monkeypatch.setattr(collect, "READ_BYTES", 3000)
     monkeypatch.setattr(collect, "CHUNK_BYTES", 1000)
     with pytest.raises(HistoryError, match="line 500: not JSON"):
         load_history(path)
@@ -293,3 +295,15 @@ def test_deep_nesting_in_a_long_line_goes_to_json(opens: str) -> None:
     data = (line + "\n").encode()
     assert parse_lines_arrow(data) is None
     assert parse_lines_json(data).records == 1
+
+
+@pytest.mark.parametrize("read,chunk", [(7, 5), (64, 1000), (1000, 64), (3, 1)])
+def test_whole_lines_cut_only_at_line_ends(monkeypatch, read: int, chunk: int) -> None:
+    monkeypatch.setattr(collect, "CHUNK_BYTES", chunk)
+    rng = random.Random(read * chunk)
+    data = b"".join(rng.choice([b"a", b"bb\r", b"", b"x" * 150]) + b"\n" for _ in range(300))
+    data += b"torn"
+    tail = collect.Tail()
+    pieces = list(collect.whole_lines(collect.bytes_blocks(data, read), "h", tail))
+    assert b"".join(pieces) + tail.data == data and tail.data == b"torn"
+    assert all(p.endswith(b"\n") and len(p) <= max(chunk, 151) for p in pieces)

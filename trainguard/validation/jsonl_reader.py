@@ -27,6 +27,7 @@ import concurrent.futures
 import itertools
 import json
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -46,6 +47,7 @@ SHORT_LINE_BYTES = 512
 MAX_OPENS = 256
 FAST_LINE_BYTES = 256 << 10
 EXAMPLE = '{"step": 1, "split": "train", "metrics": {"loss": 0.5}}'
+_MAX_WORKERS = 4  # parse threads; memory grows with them (a parse holds ~5x its chunk)
 
 
 class LineError(ValueError):
@@ -110,19 +112,21 @@ def _collect(collector: Collector, batch: Batch, size: int) -> int:
 
 
 def _parsed_in_order(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, Batch]]:
-    """(chunk, batch) in file order; the next chunk is parsed while this one is collected (pyarrow
-    releases the GIL), at most two in flight so memory stays bounded."""
+    """(chunk, batch) in file order, chunks parsed on a thread per core (pyarrow releases the
+    GIL; one single-threaded parse per chunk keeps the cores busier than pyarrow's own threads
+    on chunks this small), at most one more chunk in flight than threads: bounded memory."""
     first = next(chunks, None)
     second = next(chunks, None) if first is not None else None
-    if second is None:  # one block (a small file, a guard's appended lines): no thread
+    if second is None:  # one chunk (a small file, a guard's appended lines): no thread
         if first is not None:
             yield first, parse_lines(first)
         return
+    workers = max(1, min(_MAX_WORKERS, os.cpu_count() or 1))
     window: collections.deque = collections.deque()
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jsonl") as pool:
+    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="jsonl") as pool:
         for chunk in itertools.chain((first, second), chunks):
             window.append((chunk, pool.submit(parse_lines, chunk)))
-            if len(window) >= 2:
+            if len(window) > workers:
                 done, future = window.popleft()
                 yield done, future.result()
         while window:
@@ -157,7 +161,9 @@ def parse_lines_arrow(data: bytes) -> Batch | None:
     try:
         # The system allocator hands a parse's scratch back at once; pyarrow's default pool
         # keeps it, which adds tens of MiB to a read that should cost only its points.
-        table = pa_json.read_json(pa.BufferReader(data), memory_pool=pa.system_memory_pool())
+        options = pa_json.ReadOptions(use_threads=False, block_size=max(1 << 20, len(data)))
+        table = pa_json.read_json(pa.BufferReader(data), read_options=options,
+                                  memory_pool=pa.system_memory_pool())
     except (pa.ArrowException, ValueError):  # not JSON, a type change in a column, ...
         return None
     lines, records = layout

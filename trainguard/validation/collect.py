@@ -22,8 +22,9 @@ from trainguard.validation.history import History, SeriesParts
 __all__ = ["CHUNK_BYTES", "READ_BYTES", "MAX_LINE_BYTES", "MAX_SERIES", "MAX_NAME_CHARS", "Tail",
            "file_blocks", "bytes_blocks", "whole_lines", "Collector", "echo"]
 
-# One parse call's worth. pyarrow's JSON parse holds ~5x its input while it runs: 2 MiB keeps a
-# read's overhead near 50 MiB whatever the file's size, at the per-call cost of 4 MiB or 8 MiB.
+# One parse call's worth. pyarrow's JSON parse holds ~5x its input while it runs: 2 MiB chunks,
+# a few in flight, keep a read's overhead under ~100 MiB whatever the file's size, at the CPU
+# cost of 4 or 8 MiB chunks.
 CHUNK_BYTES = 2 << 20
 # One read: a file read, or one ranged request to Cloud Storage (few requests, one memory bound).
 READ_BYTES = 8 << 20

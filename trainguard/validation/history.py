@@ -47,6 +47,7 @@ _GRANULARITY_TOKENS = {
     "epoch": "epoch", "epochs": "epoch",
 }
 _TOKEN_SPLIT = re.compile(r"[/_\-.\s:]+")
+MAX_SERIES_NOTES = 10  # a note per repaired series, then one line for the rest
 
 
 def describe_name(name: str, split: str | None = None, context: str = "") -> tuple[str, str, str]:
@@ -212,6 +213,7 @@ class History:
         """
         notes = list(notes or [])
         series: dict[str, Series] = {}
+        repaired = 0
         for name in list(parts):
             part = parts.pop(name)
             steps, values = part.arrays()
@@ -219,10 +221,15 @@ class History:
                 continue
             steps, values, note = _ordered(steps, values, name)
             if note:
-                notes.append(note)
+                repaired += 1
+                if repaired <= MAX_SERIES_NOTES:
+                    notes.append(note)
             split, metric, granularity = describe_name(part.tag or name, part.split or None,
                                                        part.context)
             series[name] = Series(name, split, metric, granularity, steps, values)
+        if repaired > MAX_SERIES_NOTES:
+            notes.append(f"… and {repaired - MAX_SERIES_NOTES} more series re-ordered or "
+                         f"de-duplicated the same way")
         if not series:
             raise HistoryError(f"{source}: no metric values found ({records} records read)")
         return cls(series, fmt, source, x_label, records, notes)
@@ -240,8 +247,8 @@ class History:
 def _ordered(steps: np.ndarray, values: np.ndarray,
              name: str) -> tuple[np.ndarray, np.ndarray, str]:
     """Sorts by step; a step logged twice keeps its last value (a restarted run re-logged it)."""
-    diffs = np.diff(steps)
-    if diffs.size == 0 or diffs.min() > 0:
+    # A bool per point, not a float difference: the common case (in order) stays cheap.
+    if steps.size < 2 or bool(np.all(steps[1:] > steps[:-1])):
         return steps, values, ""
     order = np.argsort(steps, kind="stable")
     steps, values = steps[order], values[order]
@@ -252,9 +259,16 @@ def _ordered(steps: np.ndarray, values: np.ndarray,
     if dropped:
         note = (f"{name}: {dropped} point(s) at a step logged again were replaced by the later "
                 f"value (a restarted run re-logging steps)")
-    elif diffs.min() < 0:
+    else:  # no step twice, yet not increasing: some went back
         note = f"{name}: points were out of step order and have been sorted"
     return steps[last], values[last], note
+
+
+def _names(history: History, shown: int = 40) -> str:
+    """The series names for a message: sorted, the first ``shown``, each bounded."""
+    names = sorted(history.series)
+    text = ", ".join(name[:80] for name in names[:shown]) or "(none)"
+    return text + (f", … ({len(names)} series)" if len(names) > shown else "")
 
 
 def _match(history: History, wanted: str, split: str) -> list[Series]:
@@ -316,7 +330,7 @@ def select_series(history: History, train_metric: str | None = None,
     """
     if mode not in MODES:
         raise ConfigError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    available = ", ".join(sorted(history.series)) or "(none)"
+    available = _names(history)
     val = None
     if val_metric:
         val = _best(_match(history, val_metric, "val"))

@@ -1,4 +1,5 @@
-"""The JSONL history reader: the vectorised path agrees with json, and bad input is named."""
+"""The JSONL history reader: pyarrow reads what json reads, or hands the block to json; bad input
+is named by its line; torn, empty, huge and hostile input gives a HistoryError."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import numpy as np
 import pytest
 
 from trainguard.errors import HistoryError
-from trainguard.validation import _jsonl, load_history, readers
-from trainguard.validation._jsonl import parse_chunk_exact, parse_chunk_fast
+from trainguard.validation import collect, load_history
+from trainguard.validation.jsonl_reader import LineError, parse_lines_arrow, parse_lines_json
+from trainguard.validation.readers import read_jsonl_bytes
 
 
 def _dump(record: dict, style: str) -> str:
@@ -27,18 +29,20 @@ def _random_records(rng: random.Random, n: int) -> list[dict]:
     for step in range(1, n + 1):
         metrics: dict[str, object] = {"loss": rng.choice([
             rng.random() * 3, rng.random() * 1e-8, -rng.random(), rng.randint(0, 5),
-            math.nan, math.inf, -math.inf, 1e300, 5e-324])}
+            math.nan, math.inf, -math.inf, 1e300, 5e-324, 2**53 + 1, 10**30])}
         if rng.random() < 0.5:
             metrics["accuracy"] = rng.random()
         if rng.random() < 0.1:
-            metrics["note"] = rng.choice([None, True, "text", {"nested": 1}])
+            metrics["note"] = rng.choice([None, "text"])
         if rng.random() < 0.1:
             metrics[f"a_rather_long_metric_name_{rng.randint(0, 3)}"] = rng.random()
         record: dict[str, object] = {"step": step, "epoch": rng.choice([step // 10, None]),
-                                     "split": rng.choice(["train", "train", "val", "test"]),
+                                     "split": rng.choice(["train", "train", "val", "tést"]),
                                      "time": 1732981000.5 + step, "metrics": metrics}
         if rng.random() < 0.1:
             del record["split"]  # defaults to train
+        if rng.random() < 0.05:
+            record["split"] = None  # so does null
         if rng.random() < 0.1:
             record["extra"] = {"host": "w-0", "rank": 0}
         out.append(record)
@@ -46,46 +50,72 @@ def _random_records(rng: random.Random, n: int) -> list[dict]:
 
 
 def _same(a, b) -> None:
-    assert a.records == b.records
-    assert set(a.groups) == set(b.groups)
-    for key in a.groups:
-        np.testing.assert_array_equal(a.groups[key][0], b.groups[key][0])
-        np.testing.assert_array_equal(a.groups[key][1], b.groups[key][1])
+    assert a.records == b.records and a.lines == b.lines
+    assert [g[:2] for g in a.groups] == [g[:2] for g in b.groups]
+    for (_, _, sa, va), (_, _, sb, vb) in zip(a.groups, b.groups, strict=True):
+        np.testing.assert_array_equal(sa, sb)
+        np.testing.assert_array_equal(va, vb)
 
 
 @pytest.mark.parametrize("style", ["compact", "spaced", "odd"])
 @pytest.mark.parametrize("seed", range(4))
-def test_fast_path_reads_what_json_reads(style: str, seed: int) -> None:
+def test_arrow_reads_what_json_reads(style: str, seed: int) -> None:
     rng = random.Random(seed)
-    text = "".join(_dump(r, style) + "\n" for r in _random_records(rng, 300))
-    data = text.encode()
-    fast = parse_chunk_fast(data)
-    assert fast is not None, "plain records must take the vectorised path"
-    _same(fast, parse_chunk_exact(data))
+    data = "".join(_dump(r, style) + "\n" for r in _random_records(rng, 300)).encode()
+    fast = parse_lines_arrow(data)
+    assert fast is not None, "plain records must take the pyarrow path"
+    _same(fast, parse_lines_json(data))
 
 
 @pytest.mark.parametrize("line", [
-    '{"step":1,"split":"tr\\"ain","metrics":{"loss":1.0}}',  # an escape
-    '{"step":1,"split":"train","metrics":{"loss":[1.0]}}',  # an array
-    '{"step":1,"split":"a:b,c{d}","metrics":{"loss":1.0}}',  # structure inside a string
     '{"step":1,"step":2,"metrics":{"loss":1.0}}',  # a repeated key: json keeps the last
     '{"step":1,"metrics":{"loss":1.0,"loss":2.0}}',
+    '{"step":1,"metrics":{"loss":1e999}}',  # json: inf; pyarrow: too big
+    '{"step":1,"metrics":{"loss":"1.5"}}',  # a type change within the column
+    '{"step":1,"metrics":{"loss":true}}',
+    '{"step":1,"metrics":{"loss":{"nested":1}}}',
+    '{"step":1,"split":"tr\\"ain","metrics":{"loss":1.0}}',  # an escape
+    '{"step":1,"split":"\\ud800","metrics":{"loss":1.0}}',  # a lone surrogate
+    '{"step":1,"metrics":{"loss":1.0}} {"step":1,"metrics":{"loss":1.0}}',  # two on a line
+    '{"step":1,"metrics":5}',
+    '{"step":1,"metrics":null}',
+    '{"step":"1","metrics":{"loss":1.0}}',
+    '{"step":1,"split":7,"metrics":{"loss":1.0}}',
+    '{"metrics":{"loss":1.0}}',
+    '{"step":null,"metrics":{"loss":1.0}}',
+    '{"step":NaN,"metrics":{"loss":1.0}}',
     '{"step":1,"metrics":{"loss":0x10}}',  # not JSON
     '{"step":1,"metrics":{"loss":nan}}',
+    '{"step":1,"metrics":{"loss":Inf}}',  # pyarrow takes it, json does not
+    '{"step":1,"metrics":{"loss":-NaN}}',
     '{"step":1,"metrics":{"loss":1.2.3}}',
-    '{"step":null,"metrics":{"loss":1.0}}',
+    '{"step":1,"metrics":{"loss":1.0},}',
+    '  {"step":1,"metrics":{"loss":1.0}}',
+    '{"step":1,\r"metrics":{"loss":1.0}}',
+    '{"step":1,"metrics":{"loss":1.0}}\x00',
+    '{"step":1,"x":' + "[" * 20000 + "]" * 20000 + ',"metrics":{"loss":1.0}}',  # deep nesting
     '[1, 2]',
+    '5',
     'garbage',
 ])
-def test_anything_unusual_goes_to_json(line: str) -> None:
+def test_arrow_agrees_with_json_or_steps_aside(line: str) -> None:
     data = ('{"step":0,"split":"train","metrics":{"loss":0.5}}\n' + line + "\n").encode()
-    assert parse_chunk_fast(data) is None
+    fast = parse_lines_arrow(data)
     try:
-        exact = parse_chunk_exact(data)
-    except _jsonl.JsonlLineError as exc:
+        exact = parse_lines_json(data)
+    except LineError as exc:
         assert exc.line == 2
+        assert fast is None, "pyarrow accepted a line json refuses"
     else:
-        assert exact.records == 2
+        if fast is not None:
+            _same(fast, exact)
+
+
+def test_not_utf8_goes_to_json() -> None:
+    data = b'{"step":1,"split":"\xff","metrics":{"loss":1.0}}\n'
+    assert parse_lines_arrow(data) is None
+    with pytest.raises(LineError, match="not UTF-8"):
+        parse_lines_json(data)
 
 
 def test_non_finite_spellings(tmp_path) -> None:
@@ -103,9 +133,10 @@ def test_chunk_boundaries_do_not_matter(tmp_path, monkeypatch) -> None:
     path = tmp_path / "h.jsonl"
     path.write_text("".join(_dump(r, "compact") + "\n" for r in _random_records(rng, 400)))
     whole = load_history(path)
-    monkeypatch.setattr(readers, "CHUNK_BYTES", 97)  # lines straddle every chunk
+    monkeypatch.setattr(collect, "READ_BYTES", 97)  # lines straddle every block
+    monkeypatch.setattr(collect, "CHUNK_BYTES", 50)  # and every parse chunk is one line
     pieces = load_history(path)
-    assert whole.series.keys() == pieces.series.keys()
+    assert list(whole.series) == list(pieces.series)
     for name, series in whole.series.items():
         np.testing.assert_array_equal(series.values, pieces.series[name].values)
         np.testing.assert_array_equal(series.steps, pieces.series[name].steps)
@@ -135,11 +166,47 @@ def test_a_broken_line_mid_file_is_named(tmp_path) -> None:
         load_history(path)
 
 
+def test_the_line_is_named_in_a_later_block(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "h.jsonl"
+    good = '{"step":%d,"metrics":{"loss":1.0}}\n'
+    path.write_text("".join(good % i for i in range(1, 500)) + '{"step":500,"metrics":{"loss":tru}}\n'
+                    + "".join(good % i for i in range(501, 600)))
+    monkeypatch.setattr(collect, "READ_BYTES", 3000)
+    monkeypatch.setattr(collect, "CHUNK_BYTES", 1000)
+    with pytest.raises(HistoryError, match="line 500: not JSON"):
+        load_history(path)
+
+
+def test_two_records_on_one_line_are_an_error(tmp_path) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_text('{"step":1,"metrics":{"loss":2.0}} {"step":2,"metrics":{"loss":1.0}}\n'
+                    '{"step":3,"metrics":{"loss":1.0}}\n')
+    with pytest.raises(HistoryError, match="line 1: not JSON"):
+        load_history(path)
+
+
 def test_a_record_without_step_is_named(tmp_path) -> None:
     path = tmp_path / "h.jsonl"
     path.write_text('{"step":1,"metrics":{"loss":2.0}}\n{"metrics":{"loss":1.0}}\n')
     with pytest.raises(HistoryError, match="line 2: the record has no numeric 'step'"):
         load_history(path)
+
+
+def test_null_split_is_train_and_null_metrics_no_points(tmp_path) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_text('{"step":1,"split":null,"metrics":{"loss":2.0}}\n'
+                    '{"step":2,"split":"train","metrics":null}\n'
+                    '{"step":3,"metrics":{"loss":1.0}}\n')
+    history = load_history(path)
+    assert history.series["train/loss"].steps.tolist() == [1, 3]
+    assert history.records == 3
+
+
+def test_an_integer_past_float_range_is_infinite(tmp_path) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_text('{"step":1,"metrics":{"loss":1.0}}\n{"step":2,"metrics":{"loss":1%s}}\n'
+                    % ("0" * 400))
+    assert load_history(path).series["train/loss"].values.tolist() == [1.0, math.inf]
 
 
 @pytest.mark.parametrize("text", ["", "\n\n  \n"])
@@ -175,3 +242,68 @@ def test_byte_order_mark_and_crlf(tmp_path) -> None:
     path.write_bytes(b'\xef\xbb\xbf{"step":1,"metrics":{"loss":2.0}}\r\n'
                      b'{"step":2,"metrics":{"loss":1.0}}\r\n')
     assert load_history(path).series["train/loss"].values.tolist() == [2.0, 1.0]
+
+
+def test_a_line_without_end_is_refused_without_reading_it_all(tmp_path) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_bytes(b'{"step":1,"metrics":{"loss":2.0}}\n{"step": "' + b"x" * (3 << 20))
+    with pytest.raises(HistoryError, match="1 MiB without a line end"):
+        load_history(path)
+
+
+def test_read_jsonl_bytes_names_its_source() -> None:
+    history = read_jsonl_bytes(b'{"step":1,"metrics":{"loss":2.0}}\n{"step":2,"metr',
+                               "gs://b/h.jsonl (from line 10)")
+    assert history.source == "gs://b/h.jsonl (from line 10)"
+    assert history.series["train/loss"].values.tolist() == [2.0]
+    with pytest.raises(HistoryError, match=r"\(from line 10\): line 1: not JSON"):
+        read_jsonl_bytes(b"{oops}\n", "gs://b/h.jsonl (from line 10)")
+
+
+def test_too_many_series_is_not_a_history(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(collect, "MAX_SERIES", 50)
+    path = tmp_path / "h.jsonl"
+    path.write_text("".join(json.dumps({"step": i, "metrics": {f"m{i}": 1.0}}) + "\n"
+                            for i in range(60)))
+    with pytest.raises(HistoryError, match="more than 50 distinct series"):
+        load_history(path)
+
+
+def test_overlong_names_are_left_out_with_a_note(tmp_path) -> None:
+    path = tmp_path / "h.jsonl"
+    long_name = "x" * 5000
+    path.write_text("".join(json.dumps({"step": i, "metrics": {"loss": 1.0, long_name: 2.0}})
+                            + "\n" for i in range(3)))
+    history = load_history(path)
+    assert list(history.series) == ["train/loss"]
+    assert any("ignored 1 series with names longer than" in note for note in history.notes)
+
+
+def test_a_record_with_many_metrics_stays_on_the_arrow_path() -> None:
+    metrics = {f"layer_{i}_grad_norm": i / 7 for i in range(300)}
+    data = "".join(json.dumps({"step": s, "split": "train", "metrics": metrics}) + "\n"
+                   for s in range(5)).encode()
+    fast = parse_lines_arrow(data)
+    assert fast is not None and len(fast.groups) == 300
+    _same(fast, parse_lines_json(data))
+
+
+@pytest.mark.parametrize("opens", ["[", '{"a":'])
+def test_deep_nesting_in_a_long_line_goes_to_json(opens: str) -> None:
+    closes = "]" if opens == "[" else "}"
+    line = '{"step":1,"x":' + opens * 300 + "1" + closes * 300 + ',"metrics":{"loss":1.0}}'
+    data = (line + "\n").encode()
+    assert parse_lines_arrow(data) is None
+    assert parse_lines_json(data).records == 1
+
+
+@pytest.mark.parametrize("read,chunk", [(7, 5), (64, 1000), (1000, 64), (3, 1)])
+def test_whole_lines_cut_only_at_line_ends(monkeypatch, read: int, chunk: int) -> None:
+    monkeypatch.setattr(collect, "CHUNK_BYTES", chunk)
+    rng = random.Random(read * chunk)
+    data = b"".join(rng.choice([b"a", b"bb\r", b"", b"x" * 150]) + b"\n" for _ in range(300))
+    data += b"torn"
+    tail = collect.Tail()
+    pieces = list(collect.whole_lines(collect.bytes_blocks(data, read), "h", tail))
+    assert b"".join(pieces) + tail.data == data and tail.data == b"torn"
+    assert all(p.endswith(b"\n") and len(p) <= max(chunk, 151) for p in pieces)

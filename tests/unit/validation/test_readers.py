@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
+import random
 import shutil
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +15,7 @@ import pytest
 from trainguard.errors import ConfigError, HistoryError
 from trainguard.runtime import storage
 from trainguard.validation import load_history, select_series, validate
+from trainguard.validation.csv_reader import _Irregular, read_csv_arrow, read_csv_exact
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "histories"
 
@@ -82,6 +86,61 @@ def test_repeated_header_is_skipped(tmp_path) -> None:
     assert load_history(path).series["loss"].values.tolist() == [2.0, 1.0]
 
 
+def _csv_cells(rng: random.Random) -> str:
+    return rng.choice([repr(rng.random()), repr(-rng.random() * 1e-9), str(rng.randint(0, 9)),
+                       "nan", "NaN", "inf", "-inf", "Infinity", "1e300", "5e-324", "1E5", " 0.5",
+                       "", "", "9007199254740993", "0.30000000000000004"])
+
+
+@pytest.mark.parametrize("fmt", ["keras_csv", "lightning_csv"])
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+def test_arrow_csv_reads_what_the_csv_module_reads(fmt: str, seed: int, ending: str) -> None:
+    rng = random.Random(seed)
+    header = (["epoch", "loss", "val_loss", "lr"] if fmt == "keras_csv"
+              else ["epoch", "step", "train_loss_step", "val_loss", "val_acc"])
+    rows = []
+    for i in range(400):
+        x = [str(i)] if fmt == "keras_csv" else [str(i // 50), str(i * 7)]
+        rows.append(",".join(x + [_csv_cells(rng) for _ in header[len(x):]]))
+    text = ending.join([",".join(header), *rows]) + rng.choice([ending, "", ending + ending])
+    data = text.encode()
+    fast = read_csv_arrow(iter([data]), "log.csv", fmt)
+    exact = read_csv_exact(iter([data]), "log.csv", fmt)
+    assert list(fast.series) == list(exact.series)
+    assert (fast.records, fast.notes) == (exact.records, exact.notes)
+    for name, series in exact.series.items():
+        np.testing.assert_array_equal(series.steps, fast.series[name].steps)
+        np.testing.assert_array_equal(series.values, fast.series[name].values)
+
+
+@pytest.mark.parametrize("text", [
+    'epoch,loss\n0,"1.5"\n1,2.0\n',  # quoted
+    "epoch,loss\n0,1.5\repoch,loss\n1,2.0\n",  # a bare carriage return
+    "epoch,loss\n0,nan(1)\n",  # float() refuses what strtod takes
+    "epoch,loss\n0,1_000\n",  # float() takes what pyarrow refuses
+    "epoch,loss\n0,1.5\nepoch,loss\n1,2.0\n",  # a repeated header
+    "epoch,loss\n0,1.5\n,\n1,2.0\n",  # a row of empty cells
+    "epoch,loss,loss\n0,1.5,2.5\n",  # two columns, one name
+    "epoch,loss,phase\n0,1.5,warmup\n",  # a text column
+    "epoch,loss\n0,1.5\n1\n",  # a short last row with its line end
+])
+def test_irregular_csv_is_read_by_the_csv_module(tmp_path, text: str) -> None:
+    path = write(tmp_path, "log.csv", text)
+    with pytest.raises(_Irregular):
+        read_csv_arrow(iter([text.encode()]), str(path), "keras_csv")
+
+    def outcome(read) -> tuple:
+        try:
+            history = read()
+        except HistoryError as exc:
+            return ("error", str(exc))
+        return ("read", list(history.series), history.notes, history.points)
+
+    exact = outcome(lambda: read_csv_exact(iter([text.encode()]), str(path), "keras_csv"))
+    assert outcome(lambda: load_history(path)) == exact
+
+
 # --- Lightning CSV -----------------------------------------------------------------------------
 
 
@@ -148,6 +207,36 @@ def test_tensorboard_directory_without_scalars(tmp_path) -> None:
         load_history(tmp_path)
 
 
+def test_a_crafted_tensor_shape_is_not_expanded(tmp_path) -> None:
+    from tensorboard.compat.proto import (
+        event_pb2,
+        summary_pb2,
+        tensor_pb2,
+        tensor_shape_pb2,
+        types_pb2,
+    )
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    from tests.fuzz.contract import peak_memory
+
+    def value(tag: str, dims: list[int]) -> summary_pb2.Summary.Value:
+        shape = tensor_shape_pb2.TensorShapeProto(
+            dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in dims])
+        return summary_pb2.Summary.Value(tag=tag, tensor=tensor_pb2.TensorProto(
+            dtype=types_pb2.DT_FLOAT, tensor_shape=shape, float_val=[0.5]))
+
+    writer = EventFileWriter(str(tmp_path))
+    for step in (1, 2):
+        # One float_val with a shape of 10**8 elements: make_ndarray would fill all (400 MB).
+        writer.add_event(event_pb2.Event(step=step, summary=summary_pb2.Summary(
+            value=[value("bomb", [10**8]), value("loss", []), value("acc", [1, 1])])))
+    writer.close()
+    history, peak = peak_memory(lambda: load_history(tmp_path))
+    assert sorted(history.series) == ["acc", "loss"]
+    assert history.series["loss"].values.tolist() == [0.5, 0.5]
+    assert peak < 32 * 2**20
+
+
 def test_corrupt_event_file_is_a_history_error(tmp_path) -> None:
     (tmp_path / "events.out.tfevents.1.host").write_bytes(b"\x00" * 40)
     with pytest.raises(HistoryError):
@@ -160,6 +249,60 @@ def test_corrupt_event_file_is_a_history_error(tmp_path) -> None:
 def test_missing_path(tmp_path) -> None:
     with pytest.raises(HistoryError, match="no such file or directory"):
         load_history(tmp_path / "nope.jsonl")
+
+
+def test_a_fifo_is_refused_at_once(tmp_path) -> None:
+    fifo = tmp_path / "history.jsonl"
+    os.mkfifo(fifo)  # opening it would wait for a writer forever
+    with pytest.raises(HistoryError, match="a FIFO .named pipe., not a regular file"):
+        load_history(fifo)
+    with pytest.raises(HistoryError, match="FIFO"):
+        load_history(fifo, format="jsonl")
+
+
+def test_a_device_and_a_socket_are_refused(tmp_path) -> None:
+    with pytest.raises(HistoryError, match="a device, not a regular file"):
+        load_history("/dev/zero")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(tmp_path / "s.csv"))
+        with pytest.raises(HistoryError, match="a socket, not a regular file"):
+            load_history(tmp_path / "s.csv")
+
+
+def test_a_fifo_named_like_a_history_in_a_directory_is_refused(tmp_path) -> None:
+    os.mkfifo(tmp_path / "metrics.csv")
+    with pytest.raises(HistoryError, match="FIFO"):
+        load_history(tmp_path)
+
+
+def test_an_unreadable_file_is_a_history_error(tmp_path) -> None:
+    path = write(tmp_path, "h.jsonl", '{"step":1,"metrics":{"loss":1}}\n')
+    path.chmod(0)
+    if os.access(path, os.R_OK):
+        pytest.skip("running as a user who reads everything (root)")
+    with pytest.raises(HistoryError, match="cannot read"):
+        load_history(path)
+
+
+@pytest.mark.parametrize("head", [b"epoch,lo\rss\n0,1\n", b"a\rb,c\n", b"\r\n\r", b"x,\x00y\n",
+                                  b'"a,b\n', b"epoch,loss\r0,1.5\r1,1.0\r"])
+def test_carriage_returns_and_nul_bytes_in_the_first_line(tmp_path, head: bytes) -> None:
+    path = tmp_path / "log.csv"
+    path.write_bytes(head)
+    try:
+        history = load_history(path)
+    except HistoryError:
+        return
+    assert history.points  # a bare-CR file is still CSV to the csv module
+
+
+def test_random_binary_is_a_history_error(tmp_path) -> None:
+    rng = random.Random(3)
+    for i in range(40):
+        path = tmp_path / f"blob{i}.csv"
+        path.write_bytes(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 3000))))
+        with pytest.raises(HistoryError):
+            load_history(path)
 
 
 def test_unknown_format(tmp_path) -> None:
@@ -234,3 +377,19 @@ def test_gs_tensorboard_directory(bucket) -> None:
 def test_gs_missing_object(bucket) -> None:
     with pytest.raises(HistoryError, match="gs://bucket/none.jsonl: cannot read"):
         load_history("gs://bucket/none.jsonl")
+
+
+def test_messages_and_notes_stay_short_with_many_series(tmp_path) -> None:
+    import json
+
+    path = tmp_path / "h.jsonl"
+    names = [f"metric_number_{i:04d}_with_a_long_name" for i in range(2000)]
+    # Every series logs step 2 before step 1: each gets a re-ordering note.
+    path.write_text("".join(json.dumps({"step": s, "metrics": dict.fromkeys(names, 1.0)}) + "\n"
+                            for s in (2, 1)))
+    history = load_history(path)
+    assert len(history.series) == 2000 and len(history.notes) == 11
+    assert "1990 more series" in history.notes[-1]
+    with pytest.raises(ConfigError) as info:
+        validate(path, val_metric="nope")
+    assert len(str(info.value)) < 4000 and "(2000 series)" in str(info.value)

@@ -1,0 +1,330 @@
+"""Keras' and Lightning's ``CSVLogger`` files, read with pyarrow's CSV reader in batches.
+
+- ``keras_csv``: ``epoch,loss,val_loss,...``, one row per epoch.
+- ``lightning_csv``: ``metrics.csv``, sparse rows (training and validation metrics on different
+  rows) with ``step`` and ``epoch`` columns.
+
+What a file means: the header names the columns (case-insensitive ``epoch`` for Keras, ``step``
+for Lightning is the x axis; other ``epoch``/``step`` columns are not metrics). Each row's x cell
+must be a number (not NaN); an empty metric cell is no point (Lightning's sparse rows); numbers
+are read as Python's ``float`` reads them (``nan``, ``inf`` included). Blank rows and a repeated
+header (a logger that re-opened the file) are skipped, and so is a torn last row (too few cells),
+with a note. A column without a single number is ignored with a note; a non-number in a numeric
+column, a short row mid-file or a NaN step is an error naming the line.
+
+How it is read: whole lines in blocks, only the x and metric columns converted, by
+``pyarrow.csv`` as float64. pyarrow is trusted only where it reads exactly what ``float`` reads;
+a file with quotes, bare carriage returns, parentheses (``nan(…)``), a repeated header, a cell
+pyarrow cannot convert, or any irregular row is read again from the start with the ``csv``
+module, which also writes the messages.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from trainguard.errors import HistoryError
+from trainguard.validation.collect import Collector, Tail, echo, whole_lines
+from trainguard.validation.history import History
+
+__all__ = ["read_csv", "read_csv_arrow", "read_csv_exact", "Columns", "header_columns"]
+
+_WRITER = {"keras_csv": "Keras' CSVLogger", "lightning_csv": "Lightning's CSVLogger"}
+_SHOWN_COLUMNS = 30
+
+
+class _Irregular(Exception):
+    """The file is outside what the pyarrow path proves exact: the csv module reads it."""
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The header, understood.
+
+    Attributes:
+        header: the column names, stripped.
+        x: the x column's index.
+        metrics: the metric columns' indices.
+        x_name: ``epoch`` or ``step``.
+    """
+
+    header: list[str]
+    x: int
+    metrics: list[int]
+    x_name: str
+
+
+def _column_list(header: list[str]) -> str:
+    shown = ", ".join(echo(c, 40)[1:-1] for c in header[:_SHOWN_COLUMNS])
+    more = f", … ({len(header)} columns)" if len(header) > _SHOWN_COLUMNS else ""
+    return shown + more
+
+
+def header_columns(header: list[str], source: str, fmt: str) -> Columns:
+    """Finds the x and metric columns.
+
+    Raises:
+        HistoryError: no x column, or nothing but it.
+    """
+    x_name = "epoch" if fmt == "keras_csv" else "step"
+    lowered = [c.lower() for c in header]
+    if x_name not in lowered:
+        raise HistoryError(f"{source}: no '{x_name}' column (columns: {_column_list(header)}); "
+                           f"{_WRITER[fmt]} writes one")
+    x = lowered.index(x_name)
+    skip = {x} | {i for i, c in enumerate(lowered) if c in ("epoch", "step")}
+    metrics = [i for i in range(len(header)) if i not in skip and header[i]]
+    if not metrics:
+        raise HistoryError(f"{source}: only the {x_name} column, no metrics")
+    return Columns(header, x, metrics, x_name)
+
+
+def read_csv(open_blocks: Callable[[], Iterator[bytes]], source: str, fmt: str,
+             total_bytes: int = 0) -> History:
+    """Reads a Keras or Lightning CSV log.
+
+    Args:
+        open_blocks: gives the input's bytes in blocks, from the start, each time it is called.
+        source: the path or URI, for messages.
+        fmt: ``keras_csv`` or ``lightning_csv``.
+        total_bytes: the input's size when known.
+
+    Raises:
+        HistoryError: the file is empty or malformed (the message names the line and column).
+    """
+    try:
+        return read_csv_arrow(open_blocks(), source, fmt, total_bytes)
+    except _Irregular:
+        return read_csv_exact(open_blocks(), source, fmt)
+
+
+# --- pyarrow ----------------------------------------------------------------------------------
+
+
+def read_csv_arrow(blocks: Iterator[bytes], source: str, fmt: str, total_bytes: int = 0) -> History:
+    """The pyarrow path alone.
+
+    Raises:
+        _Irregular: anything but plain rows of numbers (the caller reads with the csv module).
+    """
+    tail = Tail()
+    collector = Collector(source, total_bytes)
+    columns: Columns | None = None
+    records, lines = 0, 0
+    for chunk in whole_lines(blocks, source, tail):
+        body = chunk
+        if columns is None:
+            first, _, body = chunk.partition(b"\n")
+            columns = _arrow_header(first, source, fmt)
+            lines = 1
+        records += _arrow_rows(body, columns, collector)
+        lines += body.count(b"\n")
+        collector.read_bytes += len(chunk)
+    if columns is None:
+        raise _Irregular  # a header without a line end, or nothing
+    notes: list[str] = []
+    if tail.data.strip():
+        records += _arrow_tail(tail.data, columns, collector, lines + 1, notes)
+    if records == 0:
+        raise _Irregular  # the csv module says what is wrong
+    return collector.build(fmt, columns.x_name, records, notes)
+
+
+def _plain(data: bytes) -> bool:
+    """No quoting, no bare carriage return, no ``nan(...)``: what pyarrow and float agree on."""
+    if data.find(b'"') >= 0 or data.find(b"(") >= 0:
+        return False
+    return data.find(b"\r") < 0 or data.count(b"\r") == data.count(b"\r\n")
+
+
+def _arrow_header(line: bytes, source: str, fmt: str) -> Columns:
+    if not _plain(line + b"\n"):
+        raise _Irregular
+    header = [c.strip() for c in line.decode("utf-8", "replace").rstrip("\r").split(",")]
+    try:
+        columns = header_columns(header, source, fmt)
+    except HistoryError:
+        raise _Irregular from None
+    if len(set(header)) != len(header):
+        raise _Irregular  # the csv path keeps the last of two same-named columns
+    return columns
+
+
+def _arrow_rows(body: bytes, columns: Columns, collector: Collector) -> int:
+    if not body.strip():
+        return 0
+    if not _plain(body):
+        raise _Irregular
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    names = [f"c{i}" for i in range(len(columns.header))]
+    keep = [columns.x, *columns.metrics]
+    convert = pa_csv.ConvertOptions(
+        column_types={names[i]: pa.float64() for i in keep}, include_columns=[names[i] for i in keep],
+        null_values=[""], strings_can_be_null=False, quoted_strings_can_be_null=False)
+    try:
+        table = pa_csv.read_csv(pa.BufferReader(body),
+                                read_options=pa_csv.ReadOptions(column_names=names),
+                                convert_options=convert, memory_pool=pa.system_memory_pool())
+    except (pa.ArrowException, ValueError):  # a short row, a cell that is not a number, ...
+        raise _Irregular from None
+    x_column = table.column(names[columns.x])
+    if x_column.null_count:
+        raise _Irregular  # a row of empty cells: the csv path decides
+    x = np.asarray(x_column.to_numpy(), dtype=np.float64)
+    if np.isnan(x).any():
+        raise _Irregular
+    for i in columns.metrics:
+        column = table.column(names[i])
+        values = np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64)
+        if column.null_count:
+            valid = column.is_valid().to_numpy(zero_copy_only=False)
+            _add(collector, columns.header[i], x[valid], values[valid], len(body))
+        else:
+            _add(collector, columns.header[i], x, values, len(body))
+    return table.num_rows
+
+
+def _add(collector: Collector, name: str, x: np.ndarray, y: np.ndarray, size: int) -> None:
+    if y.size:
+        collector.add(name, name, "", "", x, y, size)
+
+
+def _arrow_tail(data: bytes, columns: Columns, collector: Collector, line: int,
+                notes: list[str]) -> int:
+    """The last line, without a line end: a whole row, or a torn one to skip."""
+    if not _plain(data + b"\n"):
+        raise _Irregular
+    cells = data.decode("utf-8", "replace").split(",")
+    if len(cells) != len(columns.header):
+        notes.append(f"skipped the truncated last line (line {line}: {len(cells)} of "
+                     f"{len(columns.header)} cells)")
+        return 0
+    if not cells[columns.x].strip() or [c.strip() for c in cells] == columns.header:
+        raise _Irregular
+    x = _cell_number(cells[columns.x])
+    if x is None or math.isnan(x):
+        raise _Irregular
+    for i in columns.metrics:
+        cell = cells[i].strip()
+        if cell:
+            value = _cell_number(cell)
+            if value is None:
+                raise _Irregular
+            _add(collector, columns.header[i], np.array([x]), np.array([value]), 0)
+    return 1
+
+
+# --- the csv module: any file, and the messages -----------------------------------------------
+
+
+def _text_lines(blocks: Iterator[bytes], source: str) -> Iterator[str]:
+    """Lines as ``open(..., newline="")`` splits them (``\\n``, ``\\r\\n``, a bare ``\\r``),
+    decoded leniently, never longer than a line may be."""
+    tail = Tail()
+    for chunk in whole_lines(blocks, source, tail):
+        yield from io.StringIO(chunk.decode("utf-8", "replace"), newline="")
+    if tail.data:
+        yield from io.StringIO(tail.data.decode("utf-8", "replace"), newline="")
+
+
+def read_csv_exact(blocks: Iterator[bytes], source: str, fmt: str) -> History:
+    """Reads with the ``csv`` module: every file, slower; the messages name line and column.
+
+    Raises:
+        HistoryError: the file is empty or malformed.
+    """
+    rows = csv.reader(_text_lines(blocks, source))
+    try:
+        return _read_rows(rows, source, fmt)
+    except csv.Error as exc:
+        raise HistoryError(f"{source}: line {rows.line_num}: not CSV ({exc})") from None
+
+
+def _read_rows(rows, source: str, fmt: str) -> History:
+    try:
+        header = [c.strip() for c in next(rows)]
+    except StopIteration:
+        raise HistoryError(f"{source}: the file is empty; the training wrote no history") from None
+    columns = header_columns(header, source, fmt)
+    state = _RowState(columns, source)
+    for row in rows:
+        state.row(row, rows.line_num)
+    return state.finish(fmt)
+
+
+class _RowState:
+    """Rows read so far, the first bad cell of each column, a short row waiting to be judged."""
+
+    def __init__(self, columns: Columns, source: str) -> None:
+        self.columns = columns
+        self.source = source
+        self.xs: dict[int, list[float]] = {i: [] for i in columns.metrics}
+        self.ys: dict[int, list[float]] = {i: [] for i in columns.metrics}
+        self.bad: dict[int, tuple[int, str]] = {}  # column -> first (line, cell) not a number
+        self.records = 0
+        self.pending_short: tuple[int, int] | None = None
+
+    def row(self, row: list[str], line: int) -> None:
+        header = self.columns.header
+        if not row or not any(cell.strip() for cell in row):
+            return
+        if [c.strip() for c in row] == header:
+            return  # a header repeated by a logger that re-opened the file
+        if self.pending_short is not None:
+            raise HistoryError(f"{self.source}: line {self.pending_short[0]}: "
+                               f"{self.pending_short[1]} cells where the header has {len(header)}")
+        if len(row) != len(header):
+            self.pending_short = (line, len(row))  # fine only if it is the torn last line
+            return
+        x_cell = row[self.columns.x]
+        x = _cell_number(x_cell)
+        if x is None or math.isnan(x):
+            raise HistoryError(f"{self.source}: line {line}: the {self.columns.x_name} cell "
+                               f"{echo(x_cell, 60)} is not a number")
+        self.records += 1
+        for i in self.columns.metrics:
+            cell = row[i].strip()
+            if not cell:
+                continue  # Lightning's sparse rows
+            value = _cell_number(cell)
+            if value is None:
+                self.bad.setdefault(i, (line, cell))
+                continue
+            self.xs[i].append(x)
+            self.ys[i].append(value)
+
+    def finish(self, fmt: str) -> History:
+        header = self.columns.header
+        notes: list[str] = []
+        if self.pending_short is not None:
+            notes.append(f"skipped the truncated last line (line {self.pending_short[0]}: "
+                         f"{self.pending_short[1]} of {len(header)} cells)")
+        for i, (line, cell) in self.bad.items():
+            if self.ys[i]:
+                raise HistoryError(f"{self.source}: line {line}, column {echo(header[i], 60)}: "
+                                   f"{echo(cell, 60)} is not a number")
+            notes.append(f"ignored column {echo(header[i], 60)}: it holds no numbers")
+        if self.records == 0:
+            raise HistoryError(f"{self.source}: a header but no rows; the training logged no "
+                               f"{self.columns.x_name}")
+        collector = Collector(self.source)
+        # Of two columns with one name, the later one is the series (as a dict would have it).
+        chosen = {header[i]: i for i in self.columns.metrics if self.ys[i]}
+        for name, i in chosen.items():
+            collector.add(name, name, "", "", np.asarray(self.xs[i]), np.asarray(self.ys[i]))
+        return collector.build(fmt, self.columns.x_name, self.records, notes)
+
+
+def _cell_number(cell: str) -> float | None:
+    try:
+        return float(cell)
+    except ValueError:
+        return None

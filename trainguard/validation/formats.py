@@ -1,0 +1,58 @@
+"""The history formats, and which one a file is from its name and first bytes."""
+
+from __future__ import annotations
+
+import csv
+
+from trainguard.errors import HistoryError
+from trainguard.validation.collect import echo
+
+__all__ = ["FORMATS", "EVENTS_MARK", "detect_format", "is_event_file"]
+
+FORMATS = ("jsonl", "keras_csv", "lightning_csv", "tensorboard")
+EVENTS_MARK = "tfevents"
+_SHOWN_COLUMNS = 20
+
+
+def is_event_file(name: str) -> bool:
+    """Whether a file or object name is a TensorBoard event file's."""
+    return EVENTS_MARK in name.rstrip("/").rsplit("/", 1)[-1]
+
+
+def detect_format(name: str, head: bytes) -> str:
+    """Names the format of a file from its name and its first bytes.
+
+    Raises:
+        HistoryError: an empty file, or one that is none of the formats.
+    """
+    if is_event_file(name):
+        return "tensorboard"
+    text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    if not text:
+        raise HistoryError(f"{name}: the file is empty; the training wrote no history")
+    if text.startswith(b"{"):
+        return "jsonl"
+    columns = _first_row(text)
+    if len(columns) > 1:
+        if "step" in columns:
+            return "lightning_csv"
+        if "epoch" in columns:
+            return "keras_csv"
+        shown = ", ".join(echo(c, 40)[1:-1] for c in columns[:_SHOWN_COLUMNS])
+        more = f", … ({len(columns)} columns)" if len(columns) > _SHOWN_COLUMNS else ""
+        raise HistoryError(
+            f"{name}: a CSV without an 'epoch' or a 'step' column (columns: {shown}{more}); "
+            f"Keras' CSVLogger writes 'epoch', Lightning's 'step'")
+    raise HistoryError(
+        f"{name}: not a history in a known format (JSONL records, a Keras or Lightning CSV, or "
+        f"TensorBoard event files); force one with --format")
+
+
+def _first_row(text: bytes) -> list[str]:
+    """The first line's cells, lower-cased; [] when it is not a CSV row (a NUL, a stray quote)."""
+    lines = text.splitlines()  # \n, \r\n and a bare \r alike
+    first = lines[0].decode("utf-8", "replace") if lines else ""
+    try:
+        return [c.strip().lower() for c in next(csv.reader([first]), [])]
+    except csv.Error:
+        return []

@@ -207,7 +207,10 @@ def validate(source: str | os.PathLike | History, format: str | None = None,  # 
     gated = [(gate, find_metric(history, gate.metric)) for gate in gate_list]
     train, val = select_series(history, train_metric, val_metric, primary_mode)
     pairs, skipped = find_pairs(history, train, val, primary_mode, modes)
-    judgements = [_judge_pair(pair, cfg) for pair in pairs]
+    # Values near the float range (1e308 losses) overflow in sums and differences: the rules
+    # read the resulting inf as "far worse", which is what such a curve is; no warning spam.
+    with np.errstate(over="ignore", invalid="ignore"):
+        judgements = [_judge_pair(pair, cfg) for pair in pairs]
 
     tx, ty = _finite(train)
     vx, vy = _finite(val)

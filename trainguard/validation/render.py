@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 __all__ = ["render_markdown", "render_html", "render_plot", "plot_png"]
 
+# A history may hold thousands of series: the report names this many and counts the rest.
+_MAX_LISTED = 20
+
 _MAX_PLOT_POINTS = 4000
 _COLORS = {"fail": "#d62728", "warn": "#ff9f1c"}
 
@@ -116,9 +119,14 @@ def render_markdown(verdict: Verdict) -> str:
               if s["name"] not in {(series.get("train") or {}).get("name"),
                                    (series.get("val") or {}).get("name")}]
     if others:
-        lines.append(f"- Also in the file: {', '.join(f'`{n}`' for n in others)}")
-    for name, reason in series.get("skipped", {}).items():
+        shown = ", ".join(f"`{n}`" for n in others[:_MAX_LISTED])
+        more = f" and {len(others) - _MAX_LISTED} more" if len(others) > _MAX_LISTED else ""
+        lines.append(f"- Also in the file: {shown}{more}")
+    skipped = list(series.get("skipped", {}).items())
+    for name, reason in skipped[:_MAX_LISTED]:
         lines.append(f"- Not judged: `{name}`: {reason}")
+    if len(skipped) > _MAX_LISTED:
+        lines.append(f"- Not judged: {len(skipped) - _MAX_LISTED} more series")
     lines.append("")
     if verdict.gates:
         lines += ["## Quality gates", ""] + [f"- {_gate_line(g)}" for g in verdict.gates] + [""]

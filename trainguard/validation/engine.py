@@ -211,11 +211,11 @@ def validate(source: str | os.PathLike | History, format: str | None = None,  # 
     # read the resulting inf as "far worse", which is what such a curve is; no warning spam.
     with np.errstate(over="ignore", invalid="ignore"):
         judgements = [_judge_pair(pair, cfg) for pair in pairs]
-
-    tx, ty = _finite(train)
-    vx, vy = _finite(val)
-    summary = _summary(train, val, tx, ty, vx, vy, primary_mode)
-    gate_results = [judge_gate(gate, series, summary.get("best_step")) for gate, series in gated]
+        tx, ty = _finite(train)
+        vx, vy = _finite(val)
+        summary = _summary(train, val, tx, ty, vx, vy, primary_mode)
+        gate_results = [judge_gate(gate, series, summary.get("best_step"))
+                        for gate, series in gated]
     findings, not_judged = _findings(judgements, gate_results, severities)
     failing = [f for f in findings if f.severity == Severity.FAIL]
     undecided = None

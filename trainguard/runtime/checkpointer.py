@@ -294,7 +294,8 @@ class Checkpointer:
             return
         staged = self._stage(dict(extra or {}))
         self.manager.save(step, self._payload(staged, step), metrics,
-                          blocking=True if blocking else None, format=self.format, attempt=attempt, meta=self._meta())
+                          blocking=True if blocking else None, format=self.format,
+                          attempt=attempt, meta=self._meta())
 
     def wait(self) -> None:
         """Blocks until the save in flight is written; raises its error."""

@@ -177,6 +177,10 @@ def train(args: argparse.Namespace) -> int:
     if distributed:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
                                 rank=env.rank, world_size=env.world_size)
+        if device.type == "cpu":
+            # Replicas on one machine (the local backend) would fight over its cores, and each
+            # collective waits for the slowest: one thread each keeps them in step. Tiny model.
+            torch.set_num_threads(1)
         if device.type == "cuda":
             device = torch.device("cuda", env.rank % torch.cuda.device_count())
             torch.cuda.set_device(device)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 import secrets
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -127,6 +128,7 @@ class Checkpointer:
         self.exit_on_preemption = exit_on_preemption
         self._closed = False
         self._restored: Start | None = None
+        self._held_s = 0.0
         if handle_sigterm and threading.current_thread() is threading.main_thread():
             self.manager.install_sigterm_handler()
 
@@ -147,6 +149,12 @@ class Checkpointer:
     @property
     def directory(self) -> str:
         return self.manager.directory
+
+    @property
+    def stall_s(self) -> float:
+        """Seconds the training thread has been held by checkpointing so far (waiting for the
+        previous save, starting the snapshot, blocking saves)."""
+        return self._held_s
 
     @property
     def preempted(self) -> bool:
@@ -286,6 +294,14 @@ class Checkpointer:
 
     def _save(self, step: int, extra: Mapping | None, metrics: dict, *, blocking: bool,
               attempt: str) -> None:
+        started = time.perf_counter()
+        try:
+            self._save_now(step, extra, metrics, blocking=blocking, attempt=attempt)
+        finally:
+            self._held_s += time.perf_counter() - started
+
+    def _save_now(self, step: int, extra: Mapping | None, metrics: dict, *, blocking: bool,
+                  attempt: str) -> None:
         if self.history is not None:
             self.history.flush()  # the history up to this step is durable with the checkpoint
         self.manager.wait()  # the previous save is written: its staging buffers are free

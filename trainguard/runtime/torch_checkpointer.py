@@ -95,6 +95,8 @@ class TorchCheckpointer(Checkpointer):
         self.format = FORMAT_DCP if self.sharded else FORMAT_TORCH
         self.all_ranks_write = self.sharded
         self._stager = Stager()
+        self._pending = None  # the latest snapshot: its waits in optimizer.step() count as stall
+        self._waited_s = 0.0
         # Own gloo groups: one for the per-step agreement (training thread), one for DCP's
         # collectives (saver thread). Two threads must never share a group: collectives pair up
         # by order of issue.
@@ -125,7 +127,20 @@ class TorchCheckpointer(Checkpointer):
     def _meta(self) -> dict:
         return {"world_size": self.world_size, "torch": torch.__version__}
 
+    @property
+    def stall_s(self) -> float:
+        """Seconds the training thread was held: in ``step()``, and in ``optimizer.step()``
+        waiting for a snapshot's copy."""
+        latest = self._pending.blocked_s if self._pending is not None else 0.0
+        return super().stall_s + self._waited_s + latest
+
     def _stage(self, extra: dict):
+        if self._pending is not None:
+            self._waited_s += self._pending.blocked_s
+        self._pending = self._begin(extra)
+        return self._pending
+
+    def _begin(self, extra: dict):
         if not self.sharded:
             return self._stager.begin(self.model, self.optimizer, self.scheduler, extra)
         from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict

@@ -156,3 +156,33 @@ def test_the_fsdp_example_survives_random_sigkills(tmp_path):
         run_example(example("local-fsdp.yaml", out, *FAST_FSDP), preempt_on=kills, hard_kill=True)
         assert digest(out) == digest(base), f"kill points {kills}"
         assert history(out) == history(base), f"kill points {kills}"
+
+
+class Planted:
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("touch planted-ran",))
+
+
+def test_the_trainer_refuses_a_crafted_checkpoint_with_exit_2(tmp_path):
+    import os
+    import pickle
+
+    from trainguard.runtime.checkpoint import CheckpointManager
+
+    ckpts = tmp_path / "checkpoints"
+    good = CheckpointManager(str(ckpts), async_save=False)
+    good.save(5, {"state.pt": b"(an older checkpoint)"}, format="torch")
+    crafted = pickle.dumps({"model": {}, "rng": Planted()})
+    good.save(10, {"state.pt": crafted}, format="torch")
+    env = {**os.environ, "AIP_CHECKPOINT_DIR": str(ckpts), "AIP_MODEL_DIR": str(tmp_path / "m"),
+           "TRAINGUARD_HISTORY": str(tmp_path / "h.jsonl")}
+    proc = subprocess.run([sys.executable, str(TRAINER), "--epochs=1"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    path = good.checkpoint(10).path("state.pt")
+    assert f"trainguard: {path}: not a checkpoint this runtime loads safely" in proc.stderr
+    assert "To resume from step 5" in proc.stderr
+    assert not (tmp_path / "planted-ran").exists()

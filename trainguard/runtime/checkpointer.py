@@ -308,7 +308,7 @@ class Checkpointer:
         if not self.is_chief and not self.all_ranks_write:
             self.manager.save(step, {}, metrics)  # remembers the step; writes nothing
             return
-        staged = self._stage(dict(extra or {}))
+        staged = self._stage(dict(extra or {}), blocking=blocking)
         self.manager.save(step, self._payload(staged, step), metrics,
                           blocking=True if blocking else None, format=self.format,
                           attempt=attempt, meta=self._meta())
@@ -344,8 +344,9 @@ class Checkpointer:
     #: True when every rank writes part of the payload (sharded); else only the chief writes.
     all_ranks_write: bool = False
 
-    def _stage(self, extra: dict) -> object:
-        """Starts copying the training state (training thread); returns what ``_payload`` needs."""
+    def _stage(self, extra: dict, blocking: bool = False) -> object:
+        """Starts copying the training state (training thread); returns what ``_payload`` needs.
+        With ``blocking`` the save completes before training goes on: no copy is needed."""
         raise NotImplementedError
 
     def _payload(self, staged: object, step: int) -> Payload | Sharded:

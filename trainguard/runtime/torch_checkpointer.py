@@ -134,15 +134,26 @@ class TorchCheckpointer(Checkpointer):
         latest = self._pending.blocked_s if self._pending is not None else 0.0
         return super().stall_s + self._waited_s + latest
 
-    def _stage(self, extra: dict):
+    def _stage(self, extra: dict, blocking: bool = False):
         if self._pending is not None:
             self._waited_s += self._pending.blocked_s
+            self._pending = None
+        if blocking and self.sharded:
+            # The training thread waits for this save: DCP can write the live tensors (it copies
+            # device tensors itself), no staging copy needed.
+            return _Ready(self._refs(extra)[0])
         self._pending = self._begin(extra)
         return self._pending
 
     def _begin(self, extra: dict):
         if not self.sharded:
             return self._stager.begin(self.model, self.optimizer, self.scheduler, extra)
+        refs, early = self._refs(extra)
+        optimizers = [self.optimizer] if self.optimizer is not None else []
+        return self._stager.begin_state(refs, early, optimizers)
+
+    def _refs(self, extra: dict) -> tuple[dict, set[tuple]]:
+        """The DCP state dict (references to the live tensors) and the paths to copy at once."""
         from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
 
         if self.optimizer is not None:
@@ -158,9 +169,7 @@ class TorchCheckpointer(Checkpointer):
         if optim_sd is not None:
             refs["optim"] = optim_sd
         module = getattr(self.model, "module", self.model)
-        early = {("model", name) for name, _ in module.named_buffers()}
-        optimizers = [self.optimizer] if self.optimizer is not None else []
-        return self._stager.begin_state(refs, early, optimizers)
+        return refs, {("model", name) for name, _ in module.named_buffers()}
 
     def _payload(self, staged, step: int):
         if not self.sharded:
@@ -278,6 +287,18 @@ class TorchCheckpointer(Checkpointer):
             f"{checkpoint.uri}: each of its {saved_world} ranks saved a different data position "
             f"(extra), which cannot be mapped onto {self.world_size} ranks: resume on "
             f"{saved_world} ranks, or save a position that does not depend on the rank")
+
+
+class _Ready:
+    """A state that needs no copy (a blocking save writes the live tensors)."""
+
+    blocked_s = 0.0
+
+    def __init__(self, state: dict) -> None:
+        self._state = state
+
+    def result(self) -> dict:
+        return self._state
 
 
 def _first_line(exc: BaseException) -> str:

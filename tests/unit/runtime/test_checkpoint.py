@@ -274,3 +274,30 @@ def test_a_sharded_payload_is_written_by_every_rank_and_committed_by_the_chief(t
     (found,) = chief.checkpoints()
     assert found.files == ("shard-0", "shard-1") and found.sizes == {"shard-0": 1, "shard-1": 2}
     assert found.format == "test" and found.meta["world_size"] == 2
+
+
+def test_the_runtime_needs_neither_kfp_nor_google_clients_nor_torch(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import importlib.abc, sys
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("kfp", "torch", "typer") or name.startswith(
+                        ("google.cloud.storage", "google.api_core", "google.auth")):
+                    raise ImportError(name + " is not in a training image")
+        sys.meta_path.insert(0, Block())
+        from trainguard.runtime import CheckpointManager, HistoryWriter, VertexEnv
+        mgr = CheckpointManager(sys.argv[1], async_save=True)
+        mgr.save(1, {"s": b"one"})
+        mgr.wait()
+        assert CheckpointManager(sys.argv[1]).restore_latest().read("s") == b"one"
+        with HistoryWriter(sys.argv[1] + "/h.jsonl") as h:
+            h.log(1, loss=0.5)
+        print("ok")
+    """)
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
+                            text=True, timeout=60)
+    assert result.stdout.strip() == "ok", result.stderr[-2000:]

@@ -64,8 +64,8 @@ def same(a: dict, b: dict) -> bool:
 def test_saved_on_two_ranks_restored_on_one_and_on_four(tmp_path, kind):
     codes, saved, errors = run_job(save_job, 2, tmp_path, kind)
     assert codes == [0, 0], errors
-    shards = sorted(p.name for p in (tmp_path / "ck").glob("step-000000006/*/__*.distcp"))
-    assert shards == ["__0_0.distcp", "__1_0.distcp"]  # each rank wrote its own shards
+    shards = {p.name.split("_")[2] for p in (tmp_path / "ck").glob("step-000000006/*/__*.distcp")}
+    assert shards == {"0", "1"}  # each rank wrote its own shard files (__<rank>_<n>.distcp)
     for world in (1, 4):
         codes, loaded, errors = run_job(load_job, world, tmp_path, kind)
         assert codes == [0] * world, errors

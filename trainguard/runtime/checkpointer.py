@@ -189,7 +189,7 @@ class Checkpointer:
                      "(a job stopped while writing; removed by the next save)")
             start = Start()
         else:
-            if chosen.format not in self.reads:
+            if not self._accepts(chosen):
                 raise CheckpointError(
                     f"{chosen.uri} was saved by another checkpointer (format {chosen.format!r}); "
                     f"{type(self).__name__} reads {', '.join(self.reads)}. Point the checkpoint "
@@ -356,6 +356,10 @@ class Checkpointer:
     def _load(self, checkpoint: Checkpoint, strict: bool) -> dict:
         """Loads ``checkpoint`` into the training state; returns its ``extra``."""
         raise NotImplementedError
+
+    def _accepts(self, checkpoint: Checkpoint) -> bool:
+        """True when ``_load`` can read ``checkpoint`` (by default: its format is in ``reads``)."""
+        return checkpoint.format in self.reads
 
     def _agree(self, values: list[int]) -> list[int]:
         """The element-wise max of ``values`` over all ranks (one process: ``values``)."""

@@ -188,6 +188,11 @@ class TorchCheckpointer(Checkpointer):
         else:
             dcp.save(state, storage_writer=writer, no_dist=True)
 
+    def _accepts(self, checkpoint: Checkpoint) -> bool:
+        # A COMMIT from before formats were recorded, with the single state file of that time.
+        legacy = "format" not in checkpoint.meta and STATE_FILE in checkpoint.files
+        return legacy or super()._accepts(checkpoint)
+
     def _load(self, checkpoint: Checkpoint, strict: bool) -> dict:
         if checkpoint.format == FORMAT_DCP:
             return self._load_dcp(checkpoint, strict)

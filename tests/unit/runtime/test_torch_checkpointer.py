@@ -230,3 +230,15 @@ def test_a_full_disk_says_so_and_keeps_the_previous_checkpoint(tmp_path):
     assert "ERROR checkpoint step 2: no space left on " + str(disk) in result.stdout, result.stderr
     assert "unexpected pos" not in result.stdout
     assert "LATEST 1" in result.stdout, result.stdout + result.stderr
+
+
+def test_a_checkpoint_from_before_formats_were_recorded_still_restores(tmp_path):
+    from trainguard.runtime.torch_state import serialize, snapshot
+
+    model, opt, sched = setup()
+    step = tmp_path / "step-000000007"
+    step.mkdir()
+    (step / STATE_FILE).write_bytes(serialize(snapshot(model, opt, sched, {"batch": 7})))
+    (step / COMMIT_MARKER).write_text(json.dumps({"step": 7, "files": [STATE_FILE]}))
+    start = TorchCheckpointer(*setup(seed=4), directory=str(tmp_path)).restore()
+    assert (start.step, start.extra) == (7, {"batch": 7})

@@ -169,25 +169,31 @@ def main(argv=None) -> int:
         return exc.exit_code
 
 
-def train(args: argparse.Namespace) -> int:
-    env = VertexEnv.from_environ(default_base=args.output_dir)
+def setup_device(args: argparse.Namespace, env: VertexEnv, distributed: bool) -> torch.device:
+    """The device, the process group when distributed, and deterministic kernels."""
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
                           else ("cpu" if args.device == "auto" else args.device))
-    distributed = env.world_size > 1 or args.fsdp
     if distributed:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
                                 rank=env.rank, world_size=env.world_size)
-        if device.type == "cpu":
-            # Replicas on one machine (the local backend) would fight over its cores, and each
-            # collective waits for the slowest: one thread each keeps them in step. Tiny model.
-            torch.set_num_threads(1)
         if device.type == "cuda":
             device = torch.device("cuda", env.rank % torch.cuda.device_count())
             torch.cuda.set_device(device)
+        else:
+            # Replicas on one machine (the local backend) would fight over its cores, and each
+            # collective waits for the slowest: one thread each keeps them in step. Tiny model.
+            torch.set_num_threads(1)
     if device.type == "cuda":
         torch.backends.cudnn.deterministic = True
         torch.backends.cuda.matmul.allow_tf32 = False
     torch.use_deterministic_algorithms(True, warn_only=True)
+    return device
+
+
+def train(args: argparse.Namespace) -> int:
+    env = VertexEnv.from_environ(default_base=args.output_dir)
+    distributed = env.world_size > 1 or args.fsdp
+    device = setup_device(args, env, distributed)
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)

@@ -236,11 +236,48 @@ def kill_and_resume(device: str, tmp: Path, dry: bool, rng: random.Random) -> li
 # --- 3: the stall benchmark ----------------------------------------------------------------------
 
 
-def stall(device: str, tmp: Path, dry: bool) -> dict:
-    """Wall time of a training loop with saves ÷ without, ours and DCP's, side by side."""
+def _loop(mode: str, model, optimizer, train_step, sync, tmp: Path, every: int, steps: int
+          ) -> tuple[float, float]:
+    """(wall time of the loop, seconds the last save took to drain after it) for one mode."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
+    root = tmp / f"stall-{mode}"
+    ckpt, future = None, None
+    if mode in ("ours-async", "ours-sync"):
+        ckpt = TorchCheckpointer(model, optimizer, directory=str(root), save=every,
+                                 async_save=mode == "ours-async", handle_sigterm=False,
+                                 retention=RetentionPolicy(keep_last=1))
+    sync()
+    started = time.perf_counter()
+    for step in range(1, steps + 1):
+        train_step()
+        if ckpt is not None:
+            ckpt.step(step)
+        elif mode.startswith("dcp") and step % every == 0:
+            if future is not None:
+                future.result()
+            model_sd, optim_sd = get_state_dict(model, optimizer)
+            state = {"model": model_sd, "optim": optim_sd}
+            target = str(root / f"step-{step}")
+            if mode == "dcp-async":
+                future = dcp.async_save(state, checkpoint_id=target)
+            else:
+                dcp.save(state, checkpoint_id=target)
+    sync()
+    wall = time.perf_counter() - started
+    drained = time.perf_counter()
+    if ckpt is not None:
+        ckpt.close()
+    if future is not None:
+        future.result()
+    drain = time.perf_counter() - drained
+    shutil.rmtree(root, ignore_errors=True)
+    return wall, drain
+
+
+def stall(device: str, tmp: Path, dry: bool) -> dict:
+    """Wall time of a training loop with saves ÷ without, ours and DCP's, side by side."""
     width, layers, batch = (64, 2, 32) if dry else (4096, 10, 4096)
     dev = torch.device(device)
     torch.manual_seed(0)
@@ -269,50 +306,16 @@ def stall(device: str, tmp: Path, dry: bool) -> dict:
     state_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values()) + sum(
         t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values()
         if isinstance(t, torch.Tensor))
-    spacing = 0.3 if dry else 4.0  # seconds of training between saves
+    spacing = 0.3 if dry else 3.0  # seconds of training between saves
     every = max(2, round(spacing / step_s))
     saves = 3
     steps = every * saves + every // 2
-
-    def loop(mode: str) -> tuple[float, float]:
-        root = tmp / f"stall-{mode}"
-        ckpt, future = None, None
-        if mode in ("ours-async", "ours-sync"):
-            ckpt = TorchCheckpointer(model, optimizer, directory=str(root), save=every,
-                                     async_save=mode == "ours-async", handle_sigterm=False,
-                                     retention=RetentionPolicy(keep_last=1))
-        sync()
-        started = time.perf_counter()
-        for step in range(1, steps + 1):
-            train_step()
-            if ckpt is not None:
-                ckpt.step(step)
-            elif mode.startswith("dcp") and step % every == 0:
-                if future is not None:
-                    future.result()
-                model_sd, optim_sd = get_state_dict(model, optimizer)
-                state = {"model": model_sd, "optim": optim_sd}
-                target = str(root / f"step-{step}")
-                if mode == "dcp-async":
-                    future = dcp.async_save(state, checkpoint_id=target)
-                else:
-                    dcp.save(state, checkpoint_id=target)
-        sync()
-        wall = time.perf_counter() - started
-        drained = time.perf_counter()
-        if ckpt is not None:
-            ckpt.close()
-        if future is not None:
-            future.result()
-        drain = time.perf_counter() - drained
-        shutil.rmtree(root, ignore_errors=True)
-        return wall, drain
 
     modes = ["none", "ours-async", "ours-sync", "dcp-async", "dcp-sync"]
     walls: dict[str, list[float]] = {m: [] for m in modes}
     drains: dict[str, float] = {}
     for mode in [*modes, "none"]:  # "none" again last: the baseline is its best of two
-        wall, drain = loop(mode)
+        wall, drain = _loop(mode, model, optimizer, train_step, sync, tmp, every, steps)
         walls[mode].append(wall)
         drains[mode] = drain
     base = min(walls["none"])

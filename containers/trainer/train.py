@@ -5,7 +5,9 @@ environment contract: checkpoints go to ``AIP_CHECKPOINT_DIR``, the model to ``A
 history (JSONL) to ``TRAINGUARD_HISTORY``. A run that is preempted (SIGTERM) saves and exits; the
 restarted run resumes from the newest complete checkpoint and ends with the same weights, byte for
 byte, as an uninterrupted run. With ``WORLD_SIZE`` > 1 it trains data-parallel over gloo (CPU) or
-NCCL (CUDA).
+NCCL (CUDA), with ``--fsdp`` fully sharded (FSDP2); checkpoints are then sharded (each rank writes
+its shards through ``torch.distributed.checkpoint``). Checkpointing is ``TorchCheckpointer``: three
+calls (``from_env``, ``restore``, ``step``) around the loop.
 
 Scenario flags (for validation fixtures): ``--lr`` high enough diverges, ``--repeat-batch`` feeds the
 same batch forever (a stalled input pipeline), ``--train-fraction`` small + big ``--hidden``
@@ -33,10 +35,10 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
 
-from trainguard.runtime import CheckpointManager, HistoryWriter, VertexEnv  # noqa: E402
-from trainguard.runtime.checkpoint import RetentionPolicy, SavePolicy  # noqa: E402
+from trainguard.errors import UserError  # noqa: E402
+from trainguard.runtime import RetentionPolicy, VertexEnv  # noqa: E402
 from trainguard.runtime.storage import join, store_for  # noqa: E402
-from trainguard.runtime.torch_state import STATE_FILE, Stager, restore, stream  # noqa: E402
+from trainguard.runtime.torch_checkpointer import TorchCheckpointer  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -70,6 +72,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="evaluate each epoch on N examples drawn with replacement from the "
                         "validation split (a small, resampled validation set)")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast on CUDA")
+    p.add_argument("--fsdp", action="store_true",
+                   help="shard parameters and optimizer state over the ranks (FSDP2 fully_shard; "
+                        "checkpoints are sharded through torch.distributed.checkpoint)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-every", type=int, default=5, help="log the train loss every N steps")
     p.add_argument("--checkpoint-every", type=int, default=50, help="checkpoint every N steps")
@@ -152,21 +157,61 @@ def evaluate(model, x, y, device, autocast, naive: bool = False) -> tuple[float,
     return loss, acc
 
 
+def wrap(model: nn.Module, fsdp: bool, distributed: bool) -> nn.Module:
+    """FSDP2 (``fully_shard`` each layer, then the whole) or DDP, or the model as it is."""
+    if fsdp:
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer)
+        return fully_shard(model)
+    return nn.parallel.DistributedDataParallel(model) if distributed else model
+
+
+def final_weights(model: nn.Module, fsdp: bool) -> dict | None:
+    """The whole model's weights on the chief (gathered from the shards under FSDP)."""
+    if fsdp:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True,
+                                                                    cpu_offload=True))
+    return getattr(model, "module", model).state_dict()
+
+
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    env = VertexEnv.from_environ(default_base=args.output_dir)
+    try:
+        return train(parse_args(argv))
+    except UserError as exc:  # a checkpoint that cannot be used, a full disk: say it, exit 2
+        print(f"trainguard: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+
+
+def setup_device(args: argparse.Namespace, env: VertexEnv, distributed: bool) -> torch.device:
+    """The device, the process group when distributed, and deterministic kernels."""
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
                           else ("cpu" if args.device == "auto" else args.device))
-    distributed = env.world_size > 1
     if distributed:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
                                 rank=env.rank, world_size=env.world_size)
         if device.type == "cuda":
             device = torch.device("cuda", env.rank % torch.cuda.device_count())
+            torch.cuda.set_device(device)
+        else:
+            # Replicas on one machine (the local backend) would fight over its cores, and each
+            # collective waits for the slowest: one thread each keeps them in step. Tiny model.
+            torch.set_num_threads(1)
     if device.type == "cuda":
         torch.backends.cudnn.deterministic = True
         torch.backends.cuda.matmul.allow_tf32 = False
     torch.use_deterministic_algorithms(True, warn_only=True)
+    return device
+
+
+def train(args: argparse.Namespace) -> int:
+    env = VertexEnv.from_environ(default_base=args.output_dir)
+    distributed = env.world_size > 1 or args.fsdp
+    device = setup_device(args, env, distributed)
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -174,6 +219,7 @@ def main(argv=None) -> int:
     x_train, y_train, x_val, y_val = load_data(args.train_fraction, args.seed, args.label_noise,
                                                    args.raw_inputs)
     model = build_model(args.hidden, args.layers, args.dropout, args.activation).to(device)
+    model = wrap(model, args.fsdp, distributed)
     if args.optimizer == "adam":
         optimizer = torch.optim.Adam(model.parameters(), lr=args.lr,
                                      weight_decay=args.weight_decay)
@@ -188,24 +234,18 @@ def main(argv=None) -> int:
         return factor * (spike_factor if spike_at <= s + 1 < spike_at + spike_steps else 1.0)
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
-    if distributed:
-        model = nn.parallel.DistributedDataParallel(model)
 
-    ckpt = CheckpointManager(
-        env.checkpoint_dir, save=SavePolicy(every_steps=args.checkpoint_every),
-        retention=RetentionPolicy(keep_last=args.keep_last), async_save=not args.sync_checkpoints,
-        is_chief=env.is_chief)
-    ckpt.install_sigterm_handler()
-    stager = Stager()
-    start_epoch, start_batch, step = 0, 0, 0
-    latest = ckpt.restore_latest()
-    if latest is not None:
-        extra = restore(latest.read(STATE_FILE), model, optimizer, scheduler, map_location=device)
-        start_epoch, start_batch, step = extra["epoch"], extra["batch"], extra["step"]
+    # Saves every N steps and at each validation (the best by val_loss is kept besides the last
+    # ones: it is what the guard ships as the model), in the background; SIGTERM saves and exits.
+    ckpt = TorchCheckpointer.from_env(
+        model, optimizer, scheduler, default_base=args.output_dir, save=args.checkpoint_every,
+        retention=RetentionPolicy(keep_last=args.keep_last, keep_best=1, metric="val_loss"),
+        async_save=not args.sync_checkpoints, log_every=args.log_every)
+    start = ckpt.restore()
+    start_epoch, start_batch, step = start.extra.get("epoch", 0), start.extra.get("batch", 0), start.step
+    if start.resumed:
         print(f"resumed from checkpoint step {step} (epoch {start_epoch}, batch {start_batch})",
               flush=True)
-    history = HistoryWriter(env.history_path, resume_step=step if latest else None,
-                            enabled=env.is_chief)
 
     def autocast():
         return torch.autocast(device.type, dtype=torch.bfloat16,
@@ -231,41 +271,30 @@ def main(argv=None) -> int:
             step += 1
             if args.step_sleep:
                 time.sleep(args.step_sleep)
-            if step % args.log_every == 0:
-                history.log(step, "train", epoch=epoch, loss=loss.item(),
-                            lr=scheduler.get_last_lr()[0])
-            position = {"epoch": epoch, "batch": b + 1, "step": step}
+            position = {"epoch": epoch, "batch": b + 1}
+            val = None
             if b + 1 == len(batches):
-                position = {"epoch": epoch + 1, "batch": 0, "step": step}
+                position = {"epoch": epoch + 1, "batch": 0}
                 xv, yv = x_val, y_val
                 if args.val_resample:  # a fresh draw per epoch, reproducible from the seed
                     g = torch.Generator().manual_seed(args.seed * 7919 + epoch)
                     pick = torch.randint(len(x_val), (args.val_resample,), generator=g)
                     xv, yv = x_val[pick], y_val[pick]
                 val_loss, val_acc = evaluate(model, xv, yv, device, autocast, args.naive_loss)
-                history.log(step, "val", epoch=epoch, loss=val_loss, accuracy=val_acc)
+                val = {"loss": val_loss, "accuracy": val_acc}
                 print(f"epoch {epoch} step {step}: train loss {loss.item():.4f} "
                       f"val loss {val_loss:.4f} val acc {val_acc:.3f}", flush=True)
-            if ckpt.should_save(step):
-                history.flush()
-                # The copy overlaps the next forward/backward; optimizer.step() waits for it.
-                ckpt.wait()  # the stager's buffers are free once the previous save is written
-                pending = stager.begin(model, optimizer, scheduler, position)
-                ckpt.save(step, {STATE_FILE: stream(pending)})
-            if ckpt.preempted:
-                ckpt.close()
-                history.close()
-                print(f"preempted: saved step {step}, exiting", flush=True)
-                return 143
+            ckpt.step(step, loss=loss.item(), lr=scheduler.get_last_lr()[0], epoch=epoch,
+                      extra=position, val=val)
             if not math.isfinite(loss.item()) and os.environ.get("TRAINER_STOP_ON_NAN"):
                 print(f"non-finite loss at step {step}", flush=True)
+                ckpt.close()
                 return 1
     ckpt.close()
-    history.close()
+    weights = final_weights(model, args.fsdp)
     if env.is_chief:
-        module = getattr(model, "module", model)
         buffer = io.BytesIO()
-        torch.save(module.state_dict(), buffer)
+        torch.save(weights, buffer)
         store_for(env.model_dir).write_bytes(join(env.model_dir, "model.pt"), buffer.getvalue())
     if distributed:
         dist.barrier()

@@ -1,16 +1,21 @@
-"""Checkpoints and history on gs:// against gcp-storage-emulator (the real JSON API on loopback)."""
+"""Checkpoints and history on gs:// against gcp-storage-emulator (the real JSON API on loopback):
+saves, the kill loop, sharded (DCP) saves from several ranks, a dead endpoint."""
 
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 
 import pytest
 
+from tests.integration.conftest import free_port
+from tests.unit.runtime.kill_loop import kill_loop
+from trainguard.errors import EndpointUnreachable
 from trainguard.launch.local import LocalBackend
 from trainguard.runtime.checkpoint import COMMIT_MARKER, CheckpointManager, RetentionPolicy
 from trainguard.runtime.history import HistoryWriter, read_history_records
-from trainguard.runtime.storage import GCSStore
+from trainguard.runtime.storage import GCSStore, store_for
 from trainguard.spec import JobSpec
 
 TRAINER = Path(__file__).resolve().parents[2] / "containers" / "trainer" / "train.py"
@@ -105,3 +110,73 @@ def test_validate_reads_histories_from_gcs(bucket):
     assert verdict.failure_class == "overfit"
     assert verdict.series["format"] == "tensorboard"
     assert verdict.series["val"]["name"] == "validation/epoch_loss"
+
+
+def test_random_sigkills_on_gcs_never_lose_the_newest_complete_checkpoint(bucket, emulator):
+    # Re-saves of the restored step, keep_last=1, async: what lost whole runs before.
+    runs = kill_loop(f"{bucket}/kill/checkpoints", kills=4, seed=3, async_save=True, keep_last=1,
+                     size=128 << 10, max_delay=1.5, env={"STORAGE_EMULATOR_HOST": emulator.url})
+    assert any(r["done"] for r in runs), runs
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("async_save", [True, False])
+def test_many_random_sigkills_on_gcs(bucket, emulator, async_save):
+    kill_loop(f"{bucket}/kill/checkpoints", kills=10, seed=5, async_save=async_save, keep_last=1,
+              size=128 << 10, max_delay=1.5, env={"STORAGE_EMULATOR_HOST": emulator.url})
+
+
+def test_sharded_checkpoints_from_two_ranks_on_gcs_restore_on_one(bucket, tmp_path):
+    pytest.importorskip("torch")
+    from tests.unit.runtime.dist_jobs import run_job
+
+    directory = f"{bucket}/fsdp/checkpoints"
+    codes, saved, errors = run_job(_save_fsdp, 2, tmp_path, directory)
+    assert codes == [0, 0], errors
+    names = GCSStore().list(directory)
+    assert any(n.endswith("/__1_0.distcp") for n in names)
+    assert any(n.endswith("step-000000004/COMMIT") for n in names)
+    codes, loaded, errors = run_job(_load_fsdp, 1, tmp_path, directory)
+    assert codes == [0], errors
+    assert loaded[0]["start"] == 4
+    assert all(torch_equal(saved[0]["model"][k], loaded[0]["model"][k]) for k in saved[0]["model"])
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return torch.equal(a, b)
+
+
+def _save_fsdp(rank, world, tmp, directory):
+    from tests.unit.runtime.dist_jobs import build, full_state, train_step
+    from trainguard.runtime import TorchCheckpointer
+
+    model, optimizer = build("fsdp")
+    ckpt = TorchCheckpointer(model, optimizer, directory=directory, save=2)
+    ckpt.restore()
+    for step in range(1, 5):
+        train_step(model, optimizer, step, rank)
+        ckpt.step(step, loss=0.0)
+    ckpt.close()
+    return full_state(model, optimizer)
+
+
+def _load_fsdp(rank, world, tmp, directory):
+    from tests.unit.runtime.dist_jobs import build, full_state
+    from trainguard.runtime import TorchCheckpointer
+
+    model, optimizer = build("fsdp", seed=9)
+    start = TorchCheckpointer(model, optimizer, directory=directory).restore()
+    return {**full_state(model, optimizer), "start": start.step}
+
+
+def test_a_dead_storage_endpoint_answers_within_the_deadline_naming_it(monkeypatch):
+    dead = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", dead)
+    started = time.monotonic()
+    with pytest.raises(EndpointUnreachable, match=f"no answer from {dead} within 2 s"):
+        CheckpointManager("gs://nowhere/run/checkpoints", deadline_s=2).restore_latest()
+    with pytest.raises(EndpointUnreachable, match="Cloud Storage read gs://nowhere/h.jsonl"):
+        store_for("gs://nowhere/h.jsonl", deadline_s=1).read_bytes("gs://nowhere/h.jsonl")
+    assert time.monotonic() - started < 30  # it was 113 s of retries

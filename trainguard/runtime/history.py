@@ -13,6 +13,7 @@ about to be logged again) are dropped, so the file has neither duplicates nor ga
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -23,20 +24,39 @@ __all__ = ["HistoryWriter", "read_history_records", "RECORD_KEYS"]
 RECORD_KEYS = ("step", "epoch", "split", "time", "metrics")
 
 
-def read_history_records(text: str) -> list[dict]:
-    """Parses JSONL text, skipping a truncated last line (a crash mid-write)."""
+def read_history_records(text: str, *, skipped: list[int] | None = None) -> list[dict]:
+    """Parses JSONL text, skipping a truncated last line (a crash mid-write).
+
+    Args:
+        text: the history.
+        skipped: when given, lines that are not a record (corrupt JSON, not an object, no integer
+            ``step``) are skipped and their 1-based numbers appended here; otherwise a corrupt line
+            other than the last raises ``ValueError``.
+    """
     records = []
     lines = text.splitlines()
     for index, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
+            if skipped is not None and not _is_record(record):
+                raise ValueError("not a history record")
+            records.append(record)
         except ValueError:
             if index == len(lines) - 1:
                 break  # A torn final line: the writer died mid-append.
-            raise
+            if skipped is None:
+                raise
+            skipped.append(index + 1)
     return records
+
+
+def _is_record(record: object) -> bool:
+    if not isinstance(record, dict):
+        return False
+    step = record.get("step")
+    return isinstance(step, int) and not isinstance(step, bool)
 
 
 class HistoryWriter:
@@ -64,8 +84,17 @@ class HistoryWriter:
         store = store_for(path)
         existing: list[dict] = []
         if resume_step is not None and store.exists(path):
-            existing = read_history_records(store.read_bytes(path).decode("utf-8"))
-            existing = [r for r in existing if int(r.get("step", 0)) <= resume_step]
+            # A damaged line must not stop the run from resuming: keep every good record, drop the
+            # rest, and say so (validation reads the rewritten file).
+            skipped: list[int] = []
+            text = store.read_bytes(path).decode("utf-8", errors="replace")
+            existing = read_history_records(text, skipped=skipped)
+            existing = [r for r in existing if r["step"] <= resume_step]
+            if skipped:
+                shown = ", ".join(map(str, skipped[:10])) + (" …" if len(skipped) > 10 else "")
+                print(f"trainguard: history {path}: dropped {len(skipped)} unreadable line(s) "
+                      f"(line {shown}); kept {len(existing)} record(s) up to step {resume_step}",
+                      file=sys.stderr, flush=True)
         self._records = existing
         payload = "".join(self._line(r) for r in existing).encode("utf-8")
         store.write_bytes(path, payload)

@@ -1,35 +1,50 @@
-"""PyTorch adapter: capture and restore everything a bit-identical resume needs.
+"""PyTorch state: capture and restore everything a bit-identical resume needs, safely.
 
 Captured: model, optimizer and LR-scheduler state, the RNG states of ``random``, NumPy and torch
 (CUDA too when present), and a caller-supplied ``extra`` dict (the data position: epoch, batch).
+Everything is stored as tensors and plain Python types, so a checkpoint loads with
+``torch.load(weights_only=True)``: loading one never runs code from it. RNG states always stay on
+the CPU (``torch.set_rng_state`` takes only a CPU ByteTensor), whatever ``map_location`` says.
+
 ``snapshot`` copies every tensor on the training thread; ``begin_snapshot`` copies the parameters
 and optimizer state on a background thread while the next forward and backward pass run (they read
 parameters, they do not write them), and holds the next ``optimizer.step()`` until the copy is done
-— so an async save costs the training thread almost nothing. ``serialize`` runs ``torch.save`` and
-can run on the checkpoint manager's saver thread.
+— so an async save costs the training thread almost nothing. ``Stager`` keeps the (pinned, for
+CUDA) CPU buffers from one save to the next; DTensor shards (FSDP2) are staged shard by shard.
+
+Most users want :class:`trainguard.runtime.torch_checkpointer.TorchCheckpointer`, which drives all
+of this; these functions are its parts.
 """
 
 from __future__ import annotations
 
-import copy
 import io
+import os
 import random
 import threading
 import time
 import weakref
+from collections import OrderedDict
+from collections.abc import Iterable
 
 import torch
 
+from trainguard.errors import CheckpointError
 from trainguard.runtime.checkpoint import Stream
 
-__all__ = ["snapshot", "begin_snapshot", "PendingSnapshot", "Stager", "serialize", "stream",
-           "restore", "STATE_FILE"]
+__all__ = ["snapshot", "begin_snapshot", "begin_state", "PendingSnapshot", "Stager", "serialize",
+           "stream", "restore", "load_state", "apply_state", "rng_state", "set_rng_state",
+           "plain", "STATE_FILE"]
 
 STATE_FILE = "state.pt"
+_PLAIN_LEAVES = (type(None), bool, int, float, str, bytes, torch.dtype, torch.device, torch.Size)
 
 
-def _copy_tensor(tensor: torch.Tensor, buffers: dict | None = None, path: tuple = ()
-                 ) -> torch.Tensor:
+def _is_dtensor(obj) -> bool:
+    return isinstance(obj, torch.Tensor) and type(obj).__name__ == "DTensor" and hasattr(obj, "_spec")
+
+
+def _stage(tensor: torch.Tensor, buffers: dict | None, path: tuple) -> torch.Tensor:
     if buffers is None:
         return tensor.detach().to("cpu", copy=True)
     buf = buffers.get(path)
@@ -41,21 +56,70 @@ def _copy_tensor(tensor: torch.Tensor, buffers: dict | None = None, path: tuple 
     return buf
 
 
+def _copy_tensor(tensor: torch.Tensor, buffers: dict | None = None, path: tuple = ()
+                 ) -> torch.Tensor:
+    if _is_dtensor(tensor):
+        # A shard of a sharded tensor (FSDP2): stage the local shard, keep the sharding spec, so
+        # torch.distributed.checkpoint writes this rank's part with its global offsets.
+        local = _stage(tensor._local_tensor, buffers, path)
+        return type(tensor)(local, tensor._spec, requires_grad=False)
+    return _stage(tensor, buffers, path)
+
+
 def _detach(obj, buffers: dict | None = None, path: tuple = ()):
     if isinstance(obj, torch.Tensor):
         return _copy_tensor(obj, buffers, path)
     if isinstance(obj, dict):
-        return {k: _detach(v, buffers, (*path, k)) for k, v in obj.items()}
+        out = {k: _detach(v, buffers, (*path, k)) for k, v in obj.items()}
+        return OrderedDict(out) if isinstance(obj, OrderedDict) else out
     if isinstance(obj, list | tuple):
         return type(obj)(_detach(v, buffers, (*path, i)) for i, v in enumerate(obj))
-    return copy.deepcopy(obj)
+    return plain(obj, "/".join(map(str, path)))
 
 
-def _rng_state() -> dict:
+def plain(obj, where: str = "extra"):
+    """A copy of ``obj`` made of what ``torch.load(weights_only=True)`` accepts (tensors and plain
+    Python types); NumPy scalars become Python numbers, NumPy arrays tensors.
+
+    Raises:
+        CheckpointError: ``obj`` holds something else (a function, a custom class), which a safe
+            restore could not load.
+    """
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, _PLAIN_LEAVES):
+        return obj
+    if isinstance(obj, dict):
+        out = {k: plain(v, f"{where}[{k!r}]") for k, v in obj.items()}
+        for key in obj:
+            if not isinstance(key, str | int | float | bool | type(None)):
+                raise CheckpointError(f"{where}: key {key!r} is not a plain type")
+        return OrderedDict(out) if isinstance(obj, OrderedDict) else out
+    if isinstance(obj, list | tuple | set):
+        return type(obj)(plain(v, f"{where}[{i}]") for i, v in enumerate(obj))
+    module = type(obj).__module__
+    if module == "numpy":
+        import numpy as np
+
+        if isinstance(obj, np.generic):
+            return obj.item()
+        if isinstance(obj, np.ndarray):
+            return torch.from_numpy(obj.copy())
+    raise CheckpointError(
+        f"{where} holds a {module}.{type(obj).__qualname__}: a checkpoint holds only tensors and "
+        "plain Python types (dict, list, tuple, str, int, float, bool, None), so that restoring "
+        "it can never run code; store a plain value instead")
+
+
+def rng_state() -> dict:
+    """The RNG states of ``random``, NumPy (when installed) and torch (CPU, CUDA), as tensors and
+    plain types."""
     try:
         import numpy as np
 
-        np_state = np.random.get_state()
+        kind, keys, pos, has_gauss, cached = np.random.get_state()
+        np_state = {"kind": str(kind), "keys": torch.from_numpy(keys.astype("int64")),
+                    "pos": int(pos), "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
     except ImportError:  # numpy is optional inside user images
         np_state = None
     return {
@@ -66,15 +130,42 @@ def _rng_state() -> dict:
     }
 
 
+def set_rng_state(rng: dict) -> None:
+    """Restores what ``rng_state`` captured. The torch states are moved to the CPU first: they
+    must never follow a ``map_location`` (``set_rng_state`` takes only a CPU ByteTensor)."""
+    if rng.get("python") is not None:
+        version, internal, gauss = rng["python"]
+        random.setstate((version, tuple(internal), gauss))
+    numpy_state = rng.get("numpy")
+    if numpy_state is not None:
+        import numpy as np
+
+        np.random.set_state((numpy_state["kind"], numpy_state["keys"].cpu().numpy().astype("uint32"),
+                             numpy_state["pos"], numpy_state["has_gauss"],
+                             numpy_state["cached_gaussian"]))
+    if rng.get("torch") is not None:
+        torch.set_rng_state(rng["torch"].cpu())
+    if rng.get("cuda") is not None and torch.cuda.is_available():
+        states = [s.cpu() for s in rng["cuda"]]
+        if len(states) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(states)
+        else:  # fewer/more GPUs than when saved: seed what matches, leave the rest
+            for index, state in enumerate(states[: torch.cuda.device_count()]):
+                torch.cuda.set_rng_state(state, index)
+
+
+def _unwrap(model):
+    return getattr(model, "module", model)  # DistributedDataParallel
+
+
 def snapshot(model, optimizer=None, scheduler=None, extra: dict | None = None) -> dict:
     """A detached CPU copy of the training state, safe to serialise on another thread."""
-    module = getattr(model, "module", model)  # unwrap DistributedDataParallel
     return {
-        "model": _detach(module.state_dict()),
+        "model": _detach(_unwrap(model).state_dict()),
         "optimizer": _detach(optimizer.state_dict()) if optimizer is not None else None,
-        "scheduler": copy.deepcopy(scheduler.state_dict()) if scheduler is not None else None,
-        "rng": _rng_state(),
-        "extra": copy.deepcopy(extra or {}),
+        "scheduler": plain(scheduler.state_dict(), "scheduler") if scheduler is not None else None,
+        "rng": rng_state(),
+        "extra": plain(extra or {}),
     }
 
 
@@ -107,32 +198,42 @@ def _wait_for_copies(optimizer, *_) -> None:
 class PendingSnapshot:
     """A snapshot whose large tensors are being copied on a background thread.
 
-    Created by ``begin_snapshot``. Until the copy is done, the parameters and optimizer state must
-    not change: a pre-hook on ``optimizer.step()`` waits for it. Code that writes parameters
-    outside the optimizer (weight averaging into the same model, manual clamping) must call
-    ``wait()`` first.
+    Created by ``begin_snapshot`` (or ``begin_state`` for a prepared state dict). Until the copy is
+    done, the parameters and optimizer state must not change: a pre-hook on ``optimizer.step()``
+    waits for it. Code that writes parameters outside the optimizer (weight averaging into the same
+    model, manual clamping) must call ``wait()`` first.
     """
 
     def __init__(self, model, optimizer=None, scheduler=None, extra: dict | None = None,
                  buffers: dict | None = None) -> None:
-        module = getattr(model, "module", model)
-        self._staging = buffers
-        model_sd = module.state_dict()  # references, taken on the training thread
-        buffer_names = {name for name, _ in module.named_buffers()}
-        # Buffers (BatchNorm statistics) change during forward: copy them now; they are small.
-        self._state = {
-            "model": {k: _copy_tensor(v) if k in buffer_names else v
-                      for k, v in model_sd.items()},
+        module = _unwrap(model)
+        refs = {
+            "model": module.state_dict(),  # references, taken on the training thread
             "optimizer": optimizer.state_dict() if optimizer is not None else None,
-            "scheduler": copy.deepcopy(scheduler.state_dict()) if scheduler is not None else None,
-            "rng": _rng_state(),
-            "extra": copy.deepcopy(extra or {}),
+            "scheduler": plain(scheduler.state_dict(), "scheduler") if scheduler is not None else None,
+            "rng": rng_state(),
+            "extra": plain(extra or {}),
         }
-        self._buffers = buffer_names
+        early = {("model", name) for name, _ in module.named_buffers()}
+        self._start(refs, early, [optimizer] if optimizer is not None else [], buffers)
+
+    @classmethod
+    def of(cls, refs: dict, early: set[tuple], optimizers: Iterable, buffers: dict | None = None
+           ) -> PendingSnapshot:
+        """A snapshot of a prepared nested dict of tensor references; the tensors at the paths in
+        ``early`` are copied at once (they change during forward: BatchNorm statistics)."""
+        self = cls.__new__(cls)
+        self._start(refs, early, list(optimizers), buffers)
+        return self
+
+    def _start(self, refs: dict, early: set[tuple], optimizers: list, buffers: dict | None) -> None:
+        self._staging = buffers
+        self._early = early
+        self._state = _copy_paths(refs, early)
         self.blocked_s = 0.0  # time optimizer.step() waited for the copy on the training thread
         self._done = threading.Event()
         self._error: BaseException | None = None
-        if optimizer is not None:
+        for optimizer in optimizers:
             _track(optimizer, self)
         self._thread = threading.Thread(target=self._copy, name="trainguard-snapshot",
                                         daemon=True)
@@ -140,12 +241,7 @@ class PendingSnapshot:
 
     def _copy(self) -> None:
         try:
-            model = self._state["model"]
-            staging = self._staging
-            self._state["model"] = {k: v if k in self._buffers else _detach(v, staging, ("m", k))
-                                    for k, v in model.items()}
-            if self._state["optimizer"] is not None:
-                self._state["optimizer"] = _detach(self._state["optimizer"], staging, ("o",))
+            self._state = _detach_except(self._state, self._early, self._staging)
         except BaseException as exc:  # surfaced by wait()/result()
             self._error = exc
         finally:
@@ -161,6 +257,8 @@ class PendingSnapshot:
         """Blocks until the tensors are copied (the training state may change after this)."""
         self._done.wait()
         if self._error is not None:
+            if isinstance(self._error, CheckpointError):
+                raise self._error
             raise RuntimeError(f"copying the training state failed: {self._error}") from self._error
 
     def result(self) -> dict:
@@ -169,10 +267,40 @@ class PendingSnapshot:
         return self._state
 
 
+def _copy_paths(refs: dict, early: set[tuple]) -> dict:
+    """``refs`` with the tensors at ``early`` paths copied now (two levels: section, key)."""
+    if not early:
+        return dict(refs)
+    out = dict(refs)
+    for section in {p[0] for p in early}:
+        part = refs.get(section)
+        if isinstance(part, dict):
+            out[section] = {k: _copy_tensor(v) if (section, k) in early and
+                            isinstance(v, torch.Tensor) else v for k, v in part.items()}
+    return out
+
+
+def _detach_except(state: dict, early: set[tuple], buffers: dict | None) -> dict:
+    out = {}
+    for section, part in state.items():
+        if isinstance(part, dict) and any(p[0] == section for p in early):
+            out[section] = {k: v if (section, k) in early else _detach(v, buffers, (section, k))
+                            for k, v in part.items()}
+        else:
+            out[section] = _detach(part, buffers, (section,))
+    return out
+
+
 def begin_snapshot(model, optimizer=None, scheduler=None, extra: dict | None = None
                    ) -> PendingSnapshot:
     """Starts a snapshot that overlaps the next forward/backward pass; see ``PendingSnapshot``."""
     return PendingSnapshot(model, optimizer, scheduler, extra)
+
+
+def begin_state(refs: dict, early: set[tuple], optimizers: Iterable, buffers: dict | None = None
+                ) -> PendingSnapshot:
+    """Like ``begin_snapshot`` for a prepared state dict (``get_state_dict`` for DCP)."""
+    return PendingSnapshot.of(refs, early, optimizers, buffers)
 
 
 class Stager:
@@ -192,6 +320,10 @@ class Stager:
         """Like ``begin_snapshot``, into the kept buffers."""
         return PendingSnapshot(model, optimizer, scheduler, extra, buffers=self._buffers)
 
+    def begin_state(self, refs: dict, early: set[tuple], optimizers: Iterable) -> PendingSnapshot:
+        """Like ``begin_state``, into the kept buffers."""
+        return PendingSnapshot.of(refs, early, optimizers, self._buffers)
+
 
 def serialize(state: dict) -> bytes:
     """``torch.save`` of a snapshot, as bytes."""
@@ -210,24 +342,89 @@ def stream(state: dict | PendingSnapshot) -> Stream:
     return Stream(write)
 
 
-def restore(data: bytes, model, optimizer=None, scheduler=None, map_location="cpu") -> dict:
-    """Loads a serialised snapshot into the objects, restores RNG states; returns ``extra``."""
-    state = torch.load(io.BytesIO(data), map_location=map_location, weights_only=False)
-    module = getattr(model, "module", model)
-    module.load_state_dict(state["model"])
-    if optimizer is not None and state.get("optimizer") is not None:
-        optimizer.load_state_dict(state["optimizer"])
-    if scheduler is not None and state.get("scheduler") is not None:
-        scheduler.load_state_dict(state["scheduler"])
-    rng = state.get("rng", {})
-    if rng.get("python") is not None:
-        random.setstate(rng["python"])
-    if rng.get("numpy") is not None:
-        import numpy as np
+def load_state(source, name: str = STATE_FILE, map_location=None) -> dict:
+    """Loads a saved snapshot with ``weights_only=True`` (never runs code from it).
 
-        np.random.set_state(rng["numpy"])
-    if rng.get("torch") is not None:
-        torch.set_rng_state(rng["torch"])
-    if rng.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(rng["cuda"])
-    return state.get("extra", {})
+    Args:
+        source: bytes, a path, or a binary file object.
+        name: what to call it in errors (the file's path).
+        map_location: where the model and optimizer tensors go (a device or its name; default:
+            the CPU). RNG states always stay on the CPU.
+
+    Raises:
+        CheckpointError: the file is not a snapshot that loads safely (crafted, torn, another
+            format), naming ``name``.
+    """
+    if isinstance(source, bytes | bytearray | memoryview):
+        source = io.BytesIO(bytes(source))
+    try:
+        state = torch.load(source, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - unpickling raises many types; all mean the same
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "weights_only" in str(exc) or "Unsupported global" in str(exc):
+            reason = ("it holds objects other than tensors and plain types, which could run code "
+                      "when loaded, so it was refused")
+        raise CheckpointError(f"{name}: not a checkpoint this runtime loads safely: {reason[:300]}"
+                              ) from None
+    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
+        kind = type(state).__name__
+        raise CheckpointError(f"{name}: holds a {kind} without a 'model' state, not a trainguard "
+                              "PyTorch checkpoint (another framework's file?)")
+    if map_location is not None and str(map_location) != "cpu":
+        for section in ("model", "optimizer"):
+            if state.get(section) is not None:
+                state[section] = _move(state[section], torch.device(map_location))
+    return state
+
+
+def _move(obj, device: torch.device):
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, dict):
+        out = {k: _move(v, device) for k, v in obj.items()}
+        return OrderedDict(out) if isinstance(obj, OrderedDict) else out
+    if isinstance(obj, list | tuple):
+        return type(obj)(_move(v, device) for v in obj)
+    return obj
+
+
+def apply_state(state: dict, model, optimizer=None, scheduler=None, *, strict: bool = True,
+                name: str = STATE_FILE) -> dict:
+    """Loads a snapshot into the objects and restores the RNG states; returns ``extra``.
+
+    Args:
+        strict: a checkpoint without the optimizer/scheduler state that was passed is an error
+            (False: those start fresh).
+
+    Raises:
+        CheckpointError: the state does not fit the objects (what was found, what to do).
+    """
+    for section, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
+        if obj is not None and state.get(section) is None and strict:
+            raise CheckpointError(
+                f"{name}: holds no {section} state, but a {section} was given: resume with the "
+                f"same setup that saved it, or restore(strict=False) to start the {section} afresh "
+                "from these weights")
+    try:
+        _unwrap(model).load_state_dict(state["model"])
+        if optimizer is not None and state.get("optimizer") is not None:
+            optimizer.load_state_dict(state["optimizer"])
+        if scheduler is not None and state.get("scheduler") is not None:
+            scheduler.load_state_dict(state["scheduler"])
+    except (RuntimeError, KeyError, ValueError, TypeError) as exc:
+        first = str(exc).strip().splitlines()
+        raise CheckpointError(f"{name}: does not fit this model/optimizer: "
+                              f"{' '.join(first[:3])[:400]}; resume with the model that saved it"
+                              ) from None
+    set_rng_state(state.get("rng") or {})
+    return dict(state.get("extra") or {})
+
+
+def restore(data, model, optimizer=None, scheduler=None, map_location=None, *,
+            strict: bool = False) -> dict:
+    """Loads a serialised snapshot (bytes, path or file) into the objects, restores RNG states;
+    returns ``extra``. Safe: see ``load_state``."""
+    name = os.fspath(data) if isinstance(data, str | os.PathLike) else STATE_FILE
+    state = load_state(data, name, map_location)
+    return apply_state(state, model, optimizer, scheduler, strict=strict, name=name)
+

@@ -6,15 +6,18 @@ import json
 import os
 import signal
 import threading
+from pathlib import Path
 
 import pytest
 
+from trainguard.errors import CheckpointError
 from trainguard.runtime.checkpoint import (
     COMMIT_MARKER,
     Checkpoint,
     CheckpointManager,
     RetentionPolicy,
     SavePolicy,
+    Sharded,
 )
 from trainguard.runtime.storage import LocalStore
 
@@ -41,14 +44,29 @@ def test_an_uncommitted_checkpoint_is_ignored_and_cleaned_up(tmp_path):
     assert not torn.exists()
 
 
-def test_a_marker_naming_missing_files_is_not_a_checkpoint(tmp_path):
+def test_a_marker_naming_missing_files_is_refused_not_skipped(tmp_path):
     mgr = CheckpointManager(str(tmp_path), async_save=False)
     mgr.save(10, {"a": b"1"})
     step = tmp_path / "step-000000020"
     step.mkdir()
     (step / COMMIT_MARKER).write_text(json.dumps({"step": 20, "files": ["a", "b"]}))
     (step / "a").write_bytes(b"x")
-    assert mgr.restore_latest().step == 10
+    with pytest.raises(CheckpointError, match=r"step-000000020 is damaged: b is missing.*resume "
+                                              r"from step 10"):
+        mgr.restore_latest()
+    assert (step / "a").exists()  # nothing deleted: the user decides
+    step.rename(tmp_path.parent / f"{tmp_path.name}-moved")
+    assert mgr.restore_latest().read("a") == b"1"
+
+
+def test_a_file_shorter_than_its_commit_says_is_damaged(tmp_path):
+    mgr = CheckpointManager(str(tmp_path), async_save=False)
+    mgr.save(10, {"a": b"1"})
+    mgr.save(20, {"a": b"twenty"})
+    latest = mgr.checkpoints()[-1]
+    Path(latest.path("a")).write_bytes(b"tw")
+    with pytest.raises(CheckpointError, match="a is 2 bytes but COMMIT says 6"):
+        mgr.restore_latest()
 
 
 def test_retention_keeps_last_k_and_best(tmp_path):
@@ -103,16 +121,25 @@ def test_at_most_one_save_in_flight(tmp_path):
     assert order == ["first done", "second"]
 
 
-def test_sigterm_sets_the_preempted_flag_and_forces_a_save(tmp_path):
-    mgr = CheckpointManager(str(tmp_path), save=SavePolicy(every_steps=1000))
-    mgr.install_sigterm_handler()
+def test_sigterm_sets_the_preempted_flag_and_close_restores_the_previous_handler(tmp_path):
+    seen = []
+
+    def previous(signum, frame):
+        seen.append(signum)
+
+    before = signal.signal(signal.SIGTERM, previous)
     try:
+        mgr = CheckpointManager(str(tmp_path), save=SavePolicy(every_steps=1000))
+        mgr.install_sigterm_handler()
         assert not mgr.should_save(7)
         os.kill(os.getpid(), signal.SIGTERM)
-        assert mgr.preempted and mgr.should_save(7)
-    finally:
+        assert mgr.preempted and mgr.should_save(7) and seen == []
         mgr.close()
-    assert signal.getsignal(signal.SIGTERM) is not None
+        assert signal.getsignal(signal.SIGTERM) is previous
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert seen == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def test_non_chief_writes_nothing(tmp_path):
@@ -139,19 +166,138 @@ def test_a_relative_or_doubled_slash_directory_still_resumes(tmp_path, monkeypat
         "step-000000002", "step-000000003"]
 
 
-def test_saving_a_committed_step_again_never_mixes_old_and_new_files(tmp_path):
-    class DiesAfterFirstFile(LocalStore):
-        writes = 0
+class DiesOnStep(LocalStore):
+    """Fails (as a SIGKILL or ENOSPC would stop it) once it has written ``after`` payload files of
+    the save whose payload starts with ``marker``."""
 
-        def write_bytes(self, uri, data):
-            super().write_bytes(uri, data)
-            if "step-000000005" in uri and data.startswith(b"v2"):
+    def __init__(self, marker: bytes, after: int = 1) -> None:
+        self.marker, self.after, self.written = marker, after, 0
+
+    def write_stream(self, uri, writer):
+        size = super().write_stream(uri, writer)
+        if Path(uri).read_bytes().startswith(self.marker):
+            self.written += 1
+            if self.written >= self.after:
                 raise OSError("killed mid-save")
+        return size
 
-    mgr = CheckpointManager(str(tmp_path), async_save=False)
+
+@pytest.mark.parametrize("keep_last", [1, 3])
+@pytest.mark.parametrize("after", [1, 2])
+def test_a_failed_re_save_of_the_restored_step_keeps_the_old_one_complete(tmp_path, keep_last,
+                                                                          after):
+    mgr = CheckpointManager(str(tmp_path), async_save=False,
+                            retention=RetentionPolicy(keep_last=keep_last))
     mgr.save(5, {"model": b"v1-model", "optim": b"v1-optim"})
-    crashing = CheckpointManager(str(tmp_path), async_save=False, store=DiesAfterFirstFile())
-    with pytest.raises(OSError):
+    crashing = CheckpointManager(str(tmp_path), async_save=False, store=DiesOnStep(b"v2", after),
+                                 retention=RetentionPolicy(keep_last=keep_last))
+    assert crashing.restore_latest().step == 5
+    with pytest.raises(OSError, match="killed mid-save"):
         crashing.save(5, {"model": b"v2-model", "optim": b"v2-optim"})
     latest = CheckpointManager(str(tmp_path)).restore_latest()
-    assert latest is None or {latest.read("model")[:2], latest.read("optim")[:2]} == {b"v1"}
+    assert latest is not None and latest.step == 5
+    assert (latest.read("model"), latest.read("optim")) == (b"v1-model", b"v1-optim")
+
+
+def test_a_re_save_replaces_the_step_and_leaves_no_old_files(tmp_path):
+    mgr = CheckpointManager(str(tmp_path), async_save=False, retention=RetentionPolicy(keep_last=1))
+    mgr.save(5, {"model": b"v1"})
+    mgr.save(5, {"model": b"v2"})
+    (only,) = mgr.checkpoints()
+    assert only.step == 5 and only.read("model") == b"v2"
+    files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert files == ["step-000000005/COMMIT", f"step-000000005/{only.meta['dir']}/model"]
+
+
+def test_debris_of_a_dead_re_save_is_removed_by_the_next_save(tmp_path):
+    mgr = CheckpointManager(str(tmp_path), async_save=False)
+    mgr.save(5, {"model": b"v1"})
+    stale = tmp_path / "step-000000005" / "a-000000000bad"
+    stale.mkdir()
+    (stale / "model").write_bytes(b"half")
+    assert mgr.restore_latest().read("model") == b"v1"
+    mgr.save(6, {"model": b"v2"})
+    assert not stale.exists()
+    assert mgr.checkpoint(5).read("model") == b"v1"
+
+
+def test_a_linked_file_inside_a_committed_step_is_not_followed(tmp_path):
+    outside = tmp_path / "secret"
+    outside.write_bytes(b"not yours")
+    root = tmp_path / "ck"
+    mgr = CheckpointManager(str(root), async_save=False)
+    mgr.save(1, {"a": b"one"})
+    mgr.save(2, {"a": b"two"})
+    second = mgr.checkpoint(2)
+    target = Path(second.path("a"))
+    target.unlink()
+    target.symlink_to(outside)
+    with pytest.raises(CheckpointError, match="not a regular file"):
+        mgr.restore_latest()
+    with pytest.raises(OSError), LocalStore().open_read(str(target)):
+        pass
+
+
+@pytest.mark.parametrize("marker", [
+    {"step": 3, "files": ["../../secret"]},
+    {"step": 3, "files": ["/etc/passwd"]},
+    {"step": 3, "files": ["a"], "dir": ".."},
+    {"step": 3, "files": ["a"], "dir": "x/../../.."},
+])
+def test_a_commit_pointing_outside_the_checkpoint_is_refused(tmp_path, marker):
+    (tmp_path / "secret").write_bytes(b"x")
+    root = tmp_path / "ck"
+    mgr = CheckpointManager(str(root), async_save=False)
+    mgr.save(1, {"a": b"one"})
+    step = root / "step-000000003"
+    step.mkdir()
+    (step / COMMIT_MARKER).write_text(json.dumps(marker))
+    with pytest.raises(CheckpointError, match="step-000000003 is damaged.*(plain relative|not a "
+                                              "plain name)"):
+        mgr.restore_latest()
+    with pytest.raises(CheckpointError, match="no file"):
+        Checkpoint(3, str(step), ("a",)).path("../secret")
+
+
+def test_a_sharded_payload_is_written_by_every_rank_and_committed_by_the_chief(tmp_path):
+    def writer(rank):
+        def write(uri):
+            Path(uri).mkdir(parents=True, exist_ok=True)
+            Path(uri, f"shard-{rank}").write_bytes(b"r" * (rank + 1))
+        return Sharded(write)
+
+    other = CheckpointManager(str(tmp_path), async_save=False, is_chief=False)
+    chief = CheckpointManager(str(tmp_path), async_save=False)
+    other.save(4, writer(1), attempt="a-000000000004")
+    assert chief.checkpoints() == []  # no COMMIT until the chief's write returned
+    chief.save(4, writer(0), attempt="a-000000000004", format="test", meta={"world_size": 2})
+    (found,) = chief.checkpoints()
+    assert found.files == ("shard-0", "shard-1") and found.sizes == {"shard-0": 1, "shard-1": 2}
+    assert found.format == "test" and found.meta["world_size"] == 2
+
+
+def test_the_runtime_needs_neither_kfp_nor_google_clients_nor_torch(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import importlib.abc, sys
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("kfp", "torch", "typer") or name.startswith(
+                        ("google.cloud.storage", "google.api_core", "google.auth")):
+                    raise ImportError(name + " is not in a training image")
+        sys.meta_path.insert(0, Block())
+        from trainguard.runtime import CheckpointManager, HistoryWriter, VertexEnv
+        mgr = CheckpointManager(sys.argv[1], async_save=True)
+        mgr.save(1, {"s": b"one"})
+        mgr.wait()
+        assert CheckpointManager(sys.argv[1]).restore_latest().read("s") == b"one"
+        with HistoryWriter(sys.argv[1] + "/h.jsonl") as h:
+            h.log(1, loss=0.5)
+        print("ok")
+    """)
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
+                            text=True, timeout=60)
+    assert result.stdout.strip() == "ok", result.stderr[-2000:]

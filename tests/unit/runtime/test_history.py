@@ -56,3 +56,20 @@ def test_disabled_writer_on_non_chief_writes_nothing(tmp_path):
     path = tmp_path / "h.jsonl"
     HistoryWriter(str(path), enabled=False).log(1, loss=1.0)
     assert not path.exists()
+
+
+def test_a_corrupt_line_in_the_middle_does_not_stop_a_resume(tmp_path, capsys):
+    path = tmp_path / "h.jsonl"
+    h = HistoryWriter(str(path))
+    for s in range(1, 7):
+        h.log(s, loss=1.0 / s)
+    h.close()
+    lines = path.read_text().splitlines()
+    lines[2] = '{"step": 3, "split": "tr\x00\xff garbage'  # a torn write, then the run went on
+    lines.insert(4, "[1, 2, 3]")  # valid JSON, not a record
+    path.write_text("\n".join(lines) + "\n")
+    h = HistoryWriter(str(path), resume_step=5)
+    h.log(6, loss=0.1)
+    h.close()
+    assert [s for s, _ in steps(path)] == [1, 2, 4, 5, 6]
+    assert "dropped 2 unreadable line(s) (line 3, 5)" in capsys.readouterr().err

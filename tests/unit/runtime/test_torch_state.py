@@ -9,7 +9,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trainguard.runtime.torch_state import begin_snapshot, restore, serialize, snapshot  # noqa: E402
+from trainguard.errors import CheckpointError  # noqa: E402
+from trainguard.runtime.torch_state import (  # noqa: E402
+    begin_snapshot,
+    load_state,
+    plain,
+    restore,
+    serialize,
+    snapshot,
+)
 
 
 def setup(seed=0):
@@ -136,3 +144,62 @@ def test_other_step_hooks_and_several_snapshots_in_flight_are_fine():
         step(model, opt, sched)
     assert calls == ["theirs", "later"] * 3
     assert torch.equal(first.result()["model"]["0.weight"], second.result()["model"]["0.weight"])
+
+
+def test_rng_states_stay_on_the_cpu_whatever_map_location_says():
+    # On a GPU, map_location="cuda" moved the saved RNG states too and set_rng_state raised
+    # "RNG state must be a torch.ByteTensor". "meta" moves tensors the same way on a CPU machine.
+    model, opt, sched = setup()
+    step(model, opt, sched)
+    blob = serialize(snapshot(model, opt, sched, {"epoch": 1}))
+    expected = (torch.rand(3), random.random(), float(np.random.rand()))
+    with torch.device("meta"):
+        meta_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Dropout(0.5),
+                                         torch.nn.Linear(16, 2))
+    meta_opt = torch.optim.Adam(meta_model.parameters(), lr=0.01)
+    torch.manual_seed(99)
+    random.seed(99)
+    np.random.seed(99)
+    extra = restore(blob, meta_model, meta_opt, map_location="meta")
+    assert extra == {"epoch": 1}
+    got = (torch.rand(3), random.random(), float(np.random.rand()))
+    assert torch.equal(got[0], expected[0]) and got[1:] == expected[1:]
+    state = load_state(blob, map_location="meta")
+    assert state["model"]["0.weight"].device.type == "meta"
+    assert state["rng"]["torch"].device.type == "cpu"
+
+
+class Planted:
+    """What an attacker pickles into state.pt: code that runs on unpickling."""
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("touch planted-ran",))
+
+
+def test_a_crafted_state_file_is_refused_without_running_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    crafted = tmp_path / "state.pt"
+    torch.save({"model": {}, "rng": Planted()}, crafted)
+    model, opt, sched = setup()
+    with pytest.raises(CheckpointError, match=f"{crafted}: not a checkpoint this runtime loads "
+                                              "safely.*could run code"):
+        restore(str(crafted), model, opt, sched)
+    assert not (tmp_path / "planted-ran").exists()
+
+
+def test_garbage_and_foreign_files_get_one_clear_error(tmp_path):
+    model, opt, sched = setup()
+    (tmp_path / "junk.pt").write_bytes(b"\x00garbage" * 100)
+    with pytest.raises(CheckpointError, match="junk.pt: not a checkpoint"):
+        restore(str(tmp_path / "junk.pt"), model, opt, sched)
+    torch.save(model.state_dict(), tmp_path / "weights.pt")  # a plain state dict, not ours
+    with pytest.raises(CheckpointError, match="not a trainguard PyTorch checkpoint"):
+        restore(str(tmp_path / "weights.pt"), model, opt, sched)
+
+
+def test_only_plain_values_go_into_a_checkpoint():
+    assert plain({"epoch": np.int64(3), "loss": np.float32(0.5), "ids": np.arange(3)})["epoch"] == 3
+    with pytest.raises(CheckpointError, match=r"extra\['fn'\] holds a builtins.function"):
+        plain({"fn": lambda: 1})

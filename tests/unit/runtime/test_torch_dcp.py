@@ -1,0 +1,93 @@
+"""Sharded checkpoints through torch.distributed.checkpoint, several processes on gloo (CPU):
+saved on 2 ranks, restored on 1 and on 4 (DDP and FSDP2); a rank killed mid-save leaves nothing
+that restore would pick; what cannot be resharded gets one clear error."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.unit.runtime.dist_jobs import build, full_state, run_job, train_step  # noqa: E402
+from trainguard.runtime import TorchCheckpointer  # noqa: E402
+
+
+def save_job(rank, world, tmp: Path, kind, steps=6, every=3, die_at=None, per_rank=False):
+    model, optimizer = build(kind)
+    ckpt = TorchCheckpointer(model, optimizer, directory=str(tmp / "ck"), save=every)
+    assert ckpt.restore().step == 0 and ckpt.sharded
+    for step in range(1, steps + 1):
+        train_step(model, optimizer, step, rank)
+        if step == die_at and rank == 1:
+            ckpt.wait()  # the previous save is complete: the kill lands in this step's save
+            _die_in_next_shard_write()
+        ckpt.step(step, loss=0.0, extra={"step": step, **({"rank": rank} if per_rank else {})})
+    ckpt.close()
+    return full_state(model, optimizer)
+
+
+def _die_in_next_shard_write():
+    """SIGKILL this rank once its shard file is written, before it is synced (a VM that vanishes
+    mid-save)."""
+    real = os.fsync
+
+    def fsync(fd):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".distcp"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        real(fd)
+
+    os.fsync = fsync
+
+
+def load_job(rank, world, tmp: Path, kind):
+    model, optimizer = build(kind, seed=7)  # other weights until restored
+    ckpt = TorchCheckpointer(model, optimizer, directory=str(tmp / "ck"))
+    start = ckpt.restore()
+    out = full_state(model, optimizer)
+    ckpt.close()
+    return {**out, "start": (start.step, start.extra)}
+
+
+def same(a: dict, b: dict) -> bool:
+    return (a["model"].keys() == b["model"].keys()
+            and all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+            and a["optim"].keys() == b["optim"].keys()
+            and all(torch.equal(a["optim"][k][n], b["optim"][k][n])
+                    for k in a["optim"] for n in a["optim"][k]))
+
+
+@pytest.mark.parametrize("kind", ["ddp", "fsdp"])
+def test_saved_on_two_ranks_restored_on_one_and_on_four(tmp_path, kind):
+    codes, saved, errors = run_job(save_job, 2, tmp_path, kind)
+    assert codes == [0, 0], errors
+    shards = {p.name.split("_")[2] for p in (tmp_path / "ck").glob("step-000000006/*/__*.distcp")}
+    assert shards == {"0", "1"}  # each rank wrote its own shard files (__<rank>_<n>.distcp)
+    for world in (1, 4):
+        codes, loaded, errors = run_job(load_job, world, tmp_path, kind)
+        assert codes == [0] * world, errors
+        assert loaded[0]["start"] == (6, {"step": 6})
+        assert same(loaded[0], saved[0]), f"{kind} restored on {world} rank(s) differs"
+
+
+def test_a_rank_killed_mid_save_leaves_no_checkpoint_restore_would_pick(tmp_path):
+    codes, _, errors = run_job(save_job, 2, tmp_path, "fsdp", 6, 2, 4, kill_all_on_death=True,
+                               timeout=90)
+    assert codes[1] == -signal.SIGKILL, errors
+    # The chief's save failed with its peer gone: no COMMIT (and it removed the torn shards).
+    assert not (tmp_path / "ck" / "step-000000004" / "COMMIT").exists()
+    codes, loaded, errors = run_job(load_job, 1, tmp_path, "fsdp")
+    assert codes == [0], errors
+    assert loaded[0]["start"] == (2, {"step": 2})
+
+
+def test_positions_that_differ_per_rank_cannot_move_to_another_world_size(tmp_path):
+    codes, _, errors = run_job(save_job, 2, tmp_path, "ddp", 3, 3, None, True)
+    assert codes == [0, 0], errors
+    codes, _, errors = run_job(load_job, 1, tmp_path, "ddp")
+    assert codes == [1]
+    assert "each of its 2 ranks saved a different data position" in errors
+    assert "resume on 2 ranks" in errors

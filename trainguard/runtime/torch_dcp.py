@@ -1,0 +1,186 @@
+"""``torch.distributed.checkpoint`` (DCP) made safe to load and able to write to ``gs://``.
+
+DCP is PyTorch's engine for sharded checkpoints (each rank writes its shards; loading reshards to
+any world size). Two of its defaults would let a planted checkpoint run code: the ``.metadata`` file
+is read with ``pickle.load`` and non-tensor items with ``torch.load(weights_only=False)``. Here:
+
+* :class:`SafeReader` unpickles ``.metadata`` with an allow-list of DCP's own metadata classes and
+  checks that every shard file it names is one the checkpoint's ``COMMIT`` lists (no path can
+  point outside the checkpoint);
+* :class:`SafeLoadPlanner` loads non-tensor items with ``weights_only=True``;
+* :func:`writer_for` / :func:`reader_for` use DCP's own file-system writer and reader for local and
+  FUSE paths, and the same classes over a ``gs://`` store (google-cloud-storage, honouring
+  ``STORAGE_EMULATOR_HOST``) otherwise: no gcsfs needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import pickle
+from collections.abc import Collection, Iterator
+
+import torch
+from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+from torch.distributed.checkpoint.filesystem import FileSystemBase
+
+from trainguard.errors import CheckpointError
+from trainguard.runtime.checkpoint import safe_relative_name
+from trainguard.runtime.storage import FileStore, join
+
+__all__ = ["SafeReader", "SafeLoadPlanner", "writer_for", "reader_for", "safe_metadata"]
+
+METADATA_FILE = ".metadata"
+
+# What DCP's .metadata pickle may name: its own dataclasses, torch's sizes/dtypes/layouts, paths.
+_ALLOWED = {
+    "torch.distributed.checkpoint.metadata": {
+        "Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
+        "TensorProperties", "MetadataIndex", "StorageMeta", "_MEM_FORMAT_ENCODING"},
+    "torch.distributed.checkpoint.filesystem": {"_StorageInfo"},
+    "torch.serialization": {"_get_layout"},
+    "torch": {"Size"},
+    "pathlib": {"PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath", "Path"},
+    "collections": {"OrderedDict"},
+    "builtins": {"set", "frozenset", "slice", "tuple", "list", "dict"},
+}
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        if name in _ALLOWED.get(module, ()):
+            return super().find_class(module, name)
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not part of DCP's metadata")
+
+
+def safe_metadata(data: bytes, where: str, files: Collection[str] | None = None):
+    """Unpickles DCP metadata with the allow-list; checks the shard files it names.
+
+    Raises:
+        CheckpointError: the file is not DCP metadata, names a class outside the allow-list, or
+            a shard file outside ``files``.
+    """
+    from torch.distributed.checkpoint.metadata import Metadata
+
+    try:
+        metadata = _MetadataUnpickler(io.BytesIO(data)).load()
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure means the same to a user
+        raise CheckpointError(f"{where}: not torch.distributed.checkpoint metadata that loads "
+                              f"safely ({str(exc)[:200] or type(exc).__name__}); it was refused "
+                              "without running anything from it") from None
+    if not isinstance(metadata, Metadata):
+        raise CheckpointError(f"{where}: holds a {type(metadata).__name__}, not DCP metadata")
+    for info in (metadata.storage_data or {}).values():
+        rel = getattr(info, "relative_path", None)
+        if not safe_relative_name(rel) or (files is not None and rel not in files):
+            raise CheckpointError(f"{where}: names a shard file {str(rel)[:100]!r} that the "
+                                  "checkpoint's COMMIT does not list: refused")
+    return metadata
+
+
+class SafeReader(FileSystemReader):
+    """DCP's file-system reader with a safe ``.metadata`` and shard files limited to ``files``."""
+
+    def __init__(self, path: str, files: Collection[str] | None = None,
+                 store: FileStore | None = None) -> None:
+        super().__init__(path)
+        self._files = set(files) if files is not None else None
+        if store is not None:
+            self.fs = _StoreFileSystem(store)
+            self.path = path
+
+    def read_metadata(self, *args, **kwargs):
+        path = self.fs.concat_path(self.path, METADATA_FILE)
+        with self.fs.create_stream(path, "rb") as handle:
+            data = handle.read()
+        metadata = safe_metadata(data, os.fspath(path), self._files)
+        from torch.distributed.checkpoint.metadata import StorageMeta
+
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+
+class SafeLoadPlanner(DefaultLoadPlanner):
+    """DCP's default load planner, loading non-tensor items with ``weights_only=True``."""
+
+    def load_bytes(self, read_item, value: io.BytesIO) -> None:
+        try:
+            obj = torch.load(value, weights_only=True)
+        except Exception as exc:  # noqa: BLE001
+            raise CheckpointError(f"item {read_item.dest_index.fqn!r}: refused by the safe "
+                                  f"loader ({str(exc).splitlines()[0][:200]})") from None
+        if self.flatten_state_dict:
+            from torch.distributed.checkpoint._traverse import set_element
+
+            set_element(self.original_state_dict, self.mappings[read_item.dest_index.fqn], obj)
+        else:
+            self.state_dict[read_item.dest_index.fqn] = obj
+
+
+class _StoreFileSystem(FileSystemBase):
+    """DCP's file-system interface over a trainguard store (``gs://``)."""
+
+    def __init__(self, store: FileStore) -> None:
+        self.store = store
+
+    @contextlib.contextmanager
+    def create_stream(self, path, mode: str) -> Iterator[io.IOBase]:
+        uri = os.fspath(path)
+        if "r" in mode:
+            with self.store.open_read(uri) as handle:
+                yield handle
+            return
+        with self.store.open_write(uri) as handle:
+            yield handle
+
+    def concat_path(self, path, suffix: str) -> str:
+        return join(os.fspath(path), suffix)
+
+    def init_path(self, path, **kwargs) -> str:
+        return os.fspath(path)
+
+    def rename(self, path, new_path) -> None:
+        self.store.rename(os.fspath(path), os.fspath(new_path))
+
+    def mkdir(self, path) -> None:
+        pass  # object stores have no directories
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id) -> bool:
+        return str(checkpoint_id).startswith("gs://")
+
+    def exists(self, path) -> bool:
+        return self.store.exists(os.fspath(path))
+
+    def rm_file(self, path) -> None:
+        self.store.delete(os.fspath(path))
+
+    def ls(self, path) -> list[str]:
+        return self.store.list(os.fspath(path))
+
+
+def _threads() -> int:
+    # DCP writes one file per thread; one thread serialises and writes at ~half a disk's speed.
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def writer_for(uri: str, store: FileStore) -> FileSystemWriter:
+    """DCP's writer for an attempt directory: local/FUSE as is (fsynced), ``gs://`` over ``store``
+    (an object is durable once its upload completes: no fsync). Several writer threads per rank."""
+    if not uri.startswith("gs://"):
+        return FileSystemWriter(uri, sync_files=True, thread_count=_threads())
+    writer = FileSystemWriter(uri, sync_files=False, thread_count=_threads())
+    writer.fs = _StoreFileSystem(store)
+    writer.path = uri
+    return writer
+
+
+def reader_for(uri: str, store: FileStore, files: Collection[str] | None = None) -> SafeReader:
+    """The safe DCP reader of an attempt directory whose COMMIT lists ``files``."""
+    return SafeReader(uri, files, store if uri.startswith("gs://") else None)

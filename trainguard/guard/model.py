@@ -182,16 +182,16 @@ def pick_model(choice: ModelChoice | str, *, model_dir: str, checkpoint_dir: str
             return _with_value(_replace(last_weights, reason=f"the job's final weights ({why})"))
         if checkpoints:
             c = checkpoints[-1]
-            return _with_value(ModelPick(choice.value, c.uri, "checkpoint", c.step, c.files,
+            return _with_value(ModelPick(choice.value, _files_dir(c), "checkpoint", c.step, c.files,
                                          f"the newest checkpoint: the job wrote no final weights "
                                          f"({why})", best), c)
         return ModelPick(choice.value, "", "none", None, (), "the job left no weights: no "
                          "AIP_MODEL_DIR files and no complete checkpoint", best)
-    candidates: list[tuple[float, float, Any]] = [
-        (abs(c.step - best.step), c.step, c) for c in checkpoints]
-    if final:
+    candidates: list[tuple[float, float, Any]] = []
+    if final:  # first: on a tie the final weights (a plain model file) ship, not a training state
         step = last_step if last_step is not None else best.last_step
         candidates.append((abs(step - best.step), step, None))
+    candidates += [(abs(c.step - best.step), c.step, c) for c in checkpoints]
     if not candidates:
         return ModelPick(choice.value, "", "none", None, (), "the job left no weights: no "
                          "AIP_MODEL_DIR files and no complete checkpoint", best)
@@ -201,8 +201,14 @@ def pick_model(choice: ModelChoice | str, *, model_dir: str, checkpoint_dir: str
         reason = (f"the final weights are the saved weights nearest the {best_text}")
         return _with_value(_replace(last_weights, reason=reason))
     reason = f"the kept checkpoint nearest the {best_text}"
-    return _with_value(ModelPick(choice.value, chosen.uri, "checkpoint", chosen.step,
+    return _with_value(ModelPick(choice.value, _files_dir(chosen), "checkpoint", chosen.step,
                                  chosen.files, reason, best), chosen)
+
+
+def _files_dir(checkpoint: Any) -> str:
+    """Where a checkpoint's payload files are: its attempt directory (``step-N/a-<id>/``), or the
+    step directory itself for checkpoints written before attempts existed."""
+    return getattr(checkpoint, "root", "") or checkpoint.uri
 
 
 def _replace(pick: ModelPick, **changes: Any) -> ModelPick:

@@ -373,6 +373,11 @@ def _named(keys) -> str:
     return shown + (f" and {len(keys) - _SHOWN} more" if len(keys) > _SHOWN else "")
 
 
+def _listed(problems: list[str]) -> str:
+    more = f"; and {len(problems) - _SHOWN} more" if len(problems) > _SHOWN else ""
+    return "; ".join(problems[:_SHOWN]) + more
+
+
 def check_fit(where: str, saved: Mapping[tuple, Any], want: Mapping[tuple, Any], strict: bool) -> None:
     """Raises one CheckpointError when the saved arrays cannot be restored into ``want``.
 
@@ -407,15 +412,16 @@ def check_fit(where: str, saved: Mapping[tuple, Any], want: Mapping[tuple, Any],
             except Exception as exc:  # noqa: BLE001 - jax raises IndivisibleError/ValueError
                 layouts.append(f"{'/'.join(key)} {need}: {first_line(exc)}")
     if shapes:
-        raise CheckpointError(f"{where}: does not fit this state: {'; '.join(shapes[:_SHOWN])}: "
-                              "resume with the model that saved it")
+        raise CheckpointError(f"{where}: does not fit this state ({len(shapes)} array(s) differ in "
+                              f"shape): {_listed(shapes)}: resume with the model that saved it")
     if dtypes:
-        raise CheckpointError(f"{where}: other dtypes: {'; '.join(dtypes[:_SHOWN])}: resume with "
-                              "the setup that saved it, or restore(target, strict=False) to cast")
+        raise CheckpointError(f"{where}: other dtypes ({len(dtypes)} array(s)): {_listed(dtypes)}: "
+                              "resume with the setup that saved it, or restore(target, "
+                              "strict=False) to cast")
     if layouts:
         raise CheckpointError(
             f"{where}: cannot be placed with the target's shardings on this job's "
-            f"{jax.device_count()} device(s): {'; '.join(layouts[:_SHOWN])}. Give the target "
+            f"{jax.device_count()} device(s): {_listed(layouts)}. Give the target "
             "shardings over a mesh whose axes divide these shapes")
 
 

@@ -1,0 +1,95 @@
+"""The TPU v5e example (the reference JAX trainer, sharded over 8 fake CPU devices) through the local
+backend: preempted (SIGTERM) or killed (SIGKILL) runs end with a model byte-identical to an
+uninterrupted run's, and the same history."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from tests.fuzz.contract import run_cli
+from trainguard.launch.local import LocalBackend
+from trainguard.runtime.history import read_history_records
+from trainguard.spec import load_spec
+
+if not all(importlib.util.find_spec(m) for m in ("jax", "orbax", "optax", "sklearn")):
+    pytest.skip("needs the [jax] and [examples] extras", allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = ROOT / "examples" / "tpu-v5e.yaml"
+PROJECT, REGION = "my-project", "us-central1"
+
+
+def train(out: Path, *flags: str):
+    # The spec's command is relative to the repository root, as in the image (WORKDIR /app).
+    with contextlib.chdir(ROOT):
+        outcome = run_cli("train", SPEC, "--local", "-p", PROJECT, "-r", REGION,
+                          "--output-dir", out, "--json", out / "result.json", *flags)
+    assert outcome.exit_code == 0, outcome.output[-4000:]
+    assert "Traceback" not in outcome.output, outcome.output[-4000:]
+    return outcome, json.loads((out / "result.json").read_text())
+
+
+def digest(base: Path) -> str:
+    return hashlib.sha256((base / "model" / "model.npz").read_bytes()).hexdigest()
+
+
+def history(base: Path):
+    return [(r["step"], r["split"], r["metrics"])
+            for r in read_history_records((base / "history.jsonl").read_text())]
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory):
+    base = tmp_path_factory.mktemp("baseline")
+    outcome, result = train(base)
+    assert result["restarts"] == 0 and "training on 8 cpu device(s)" in outcome.output
+    splits = {split for _, split, _ in history(base)}
+    assert splits == {"train", "val"}
+    return base
+
+
+def test_the_tpu_example_preempted_at_4s_and_9s_ends_byte_identical(baseline, tmp_path,
+                                                                     monkeypatch):
+    # Steps paced at 40 ms (~11 s of training) so both preemptions land mid-run on a fast machine
+    # too; the pace does not change the weights.
+    monkeypatch.setenv("TRAINER_STEP_SLEEP", "0.04")
+    outcome, result = train(tmp_path, "--preempt-after", "4s,9s")
+    assert result["restarts"] == 2 and result["state"] == "SUCCEEDED"
+    assert "preempted (SIGTERM): saved step" in outcome.output
+    assert "resumed from checkpoint" in outcome.output
+    assert digest(tmp_path) == digest(baseline)
+    assert history(tmp_path) == history(baseline)  # no duplicated or lost records
+    kept = json.loads(max((tmp_path / "checkpoints").glob("step-*/COMMIT")).read_text())
+    assert kept["format"] == "orbax" and "val_loss" in kept["metrics"]
+
+
+def hard_kill_runs(baseline: Path, tmp_path: Path, count: int, seed: int) -> None:
+    spec = load_spec(SPEC, project=PROJECT, region=REGION)
+    rng = random.Random(seed)
+    for i in range(count):
+        base = tmp_path / f"kill{i}"
+        # SIGKILL anywhere in training (~3 s of steps at 10 ms), mid-save included, once or twice.
+        kills = [("training on", round(rng.uniform(0.05, 2.5), 2)) for _ in range(rng.randint(1, 2))]
+        with contextlib.chdir(ROOT):
+            result = LocalBackend(output_dir=str(base), preempt_on=kills, hard_kill=True,
+                                  extra_env={"TRAINER_STEP_SLEEP": "0.01"}).run(spec)
+        assert result.succeeded, result.log_tail[-3000:]
+        assert result.restarts == len(kills)
+        assert digest(base) == digest(baseline), f"kill points {kills}"
+        assert history(base) == history(baseline), f"kill points {kills}"
+
+
+def test_sigkill_at_random_moments_still_ends_byte_identical(baseline, tmp_path):
+    hard_kill_runs(baseline, tmp_path, count=1, seed=5)
+
+
+@pytest.mark.long
+def test_sigkill_at_many_random_moments(baseline, tmp_path):
+    hard_kill_runs(baseline, tmp_path, count=12, seed=13)

@@ -93,3 +93,13 @@ def test_sigkill_at_random_moments_still_ends_byte_identical(baseline, tmp_path)
 @pytest.mark.long
 def test_sigkill_at_many_random_moments(baseline, tmp_path):
     hard_kill_runs(baseline, tmp_path, count=12, seed=13)
+
+
+def test_the_tpu_image_runs_the_command_the_spec_names():
+    pool = load_spec(SPEC, project=PROJECT, region=REGION).pools[0]
+    script = pool.command[1]
+    assert pool.command[0] == "python" and (ROOT / script).is_file()
+    dockerfile = (ROOT / "containers" / "trainer" / "Dockerfile.jax").read_text()
+    # The image's working directory holds the script at the path the repository root does.
+    assert "WORKDIR /app" in dockerfile and f"COPY {script} /app/{script}" in dockerfile
+    assert '"/opt/trainguard[gcs,jax]" "jax[tpu]"' in dockerfile

@@ -103,3 +103,27 @@ def test_the_tpu_image_runs_the_command_the_spec_names():
     # The image's working directory holds the script at the path the repository root does.
     assert "WORKDIR /app" in dockerfile and f"COPY {script} /app/{script}" in dockerfile
     assert '"/opt/trainguard[gcs,jax]" "jax[tpu]"' in dockerfile
+
+
+@pytest.mark.long
+def test_two_processes_preempted_end_byte_identical(tmp_path):
+    """A 2-process JAX job (jax.distributed over loopback, 4 fake devices each, every process
+    writing its own shards) preempted mid-run ends as the same job uninterrupted does."""
+    from trainguard.spec import JobSpec
+
+    def run(base: Path, triggers=()):
+        spec = JobSpec.create(PROJECT, REGION, machine_type="n1-standard-4", image_uri="img",
+                              command=["python", "containers/trainer/jax_train.py"],
+                              args=["--epochs=3"], base_output_dir=str(base), replica_count=2,
+                              env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
+        with contextlib.chdir(ROOT):
+            result = LocalBackend(preempt_on=list(triggers)).run(spec)
+        assert result.succeeded, result.log_tail[-3000:]
+        return result
+
+    run(tmp_path / "whole")
+    result = run(tmp_path / "preempted", [("epoch 1 step", 0.1)])
+    assert result.restarts == 1 and "process 1/2" in result.log_tail
+    assert "resumed from checkpoint" in result.log_tail
+    assert digest(tmp_path / "preempted") == digest(tmp_path / "whole")
+    assert history(tmp_path / "preempted") == history(tmp_path / "whole")

@@ -12,6 +12,7 @@ import pickle
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -477,3 +478,48 @@ def test_a_full_disk_says_so_and_keeps_the_previous_checkpoint(tmp_path):
         env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert "ERROR checkpoint step 2: no space left on " + str(disk) in result.stdout, result.stderr
     assert "LATEST 1" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+MULTIPROCESS = Path(__file__).with_name("jax_multiprocess.py")
+
+
+def job(directory: Path, world: int, devices: int, mode: str) -> list[dict]:
+    """Runs ``jax_multiprocess.py`` as a ``world``-process JAX job; each process's RESULT."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = [subprocess.Popen([sys.executable, str(MULTIPROCESS), str(directory), str(rank),
+                               str(world), str(port), str(devices), mode],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+             for rank in range(world)]
+    results = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            raise
+        assert proc.returncode == 0, err[-3000:]
+        results.append(json.loads(next(line[7:] for line in out.splitlines()
+                                       if line.startswith("RESULT "))))
+    return results
+
+
+def test_two_processes_write_their_shards_and_resume_on_two_or_on_one(tmp_path):
+    saved = job(tmp_path, world=2, devices=4, mode="save")
+    assert [r["world"] for r in saved] == [2, 2]
+    commit = json.loads((tmp_path / "step-000000004" / COMMIT_MARKER).read_text())
+    assert commit["world_size"] == 2 and commit["devices"] == 8
+    # Each process wrote its own shards and record; COMMIT (one, by process 0) names them all.
+    for name in ("4/state/ocdbt.process_0/manifest.ocdbt", "4/state/ocdbt.process_1/manifest.ocdbt",
+                 "trainguard/process-00000.json", "trainguard/process-00001.json"):
+        assert name in commit["files"], commit["files"]
+    same = job(tmp_path, world=2, devices=4, mode="restore")
+    for result, before in zip(same, saved, strict=True):
+        assert result["step"] == 4 and result["extra"] == {"step": 4}
+        assert result["shards"] == result["expected"]
+        assert result["next_draw"] == before["draw"]  # each process's NumPy RNG resumed
+    one = job(tmp_path, world=1, devices=8, mode="restore")[0]
+    assert one["step"] == 4 and one["extra"] == {"step": 4} and one["shards"] == one["expected"]

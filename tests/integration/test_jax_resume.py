@@ -127,3 +127,40 @@ def test_two_processes_preempted_end_byte_identical(tmp_path):
     assert "resumed from checkpoint" in result.log_tail
     assert digest(tmp_path / "preempted") == digest(tmp_path / "whole")
     assert history(tmp_path / "preempted") == history(tmp_path / "whole")
+
+
+def test_sharded_saves_on_gcs_restore_and_retain(emulator, monkeypatch):
+    """gs:// against gcp-storage-emulator: orbax writes the arrays (tensorstore, gcsfs), trainguard
+    the records and COMMIT, all through the one STORAGE_EMULATOR_HOST override."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from trainguard.runtime import RetentionPolicy
+    from trainguard.runtime.jax_checkpointer import JaxCheckpointer
+    from trainguard.runtime.storage import GCSStore
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.url)
+    monkeypatch.delenv("TENSORSTORE_GCS_HTTP_URL", raising=False)
+    emulator.create_bucket("jax-ckpt")
+    directory = "gs://jax-ckpt/run/checkpoints"
+    mesh = Mesh(np.array(jax.devices()), ("x",))
+    sharding = NamedSharding(mesh, P(None, "x") if jax.device_count() > 1 else P())
+
+    def state_of(step: int) -> dict:
+        return {"w": jax.device_put(jnp.full((8, 8 * jax.device_count()), step, jnp.float32),
+                                    sharding)}
+
+    ckpt = JaxCheckpointer(directory=directory, save=1, retention=RetentionPolicy(keep_last=2))
+    for step in (1, 2, 3):
+        ckpt.step(step, state=state_of(step), extra={"step": step})
+    ckpt.close()
+    start = JaxCheckpointer(directory=directory).restore(state_of(0))
+    assert start.step == 3 and start.extra == {"step": 3}
+    assert np.unique(np.asarray(start.state["w"])).tolist() == [3.0]
+    assert start.state["w"].sharding == sharding
+    names = GCSStore().list(directory)
+    assert not any("step-000000001" in n for n in names)
+    assert any(n.endswith("step-000000003/COMMIT") for n in names)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import os
 import random
 import re
 from collections.abc import Mapping
@@ -105,6 +106,11 @@ class JaxCheckpointer(Checkpointer):
                 f"WORLD_SIZE={kwargs['world_size']} but jax.distributed is not initialised: call "
                 "jax.distributed.initialize() before creating the JaxCheckpointer")
         super().__init__(directory, **kwargs)
+        emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+        if emulator and self.directory.startswith("gs://"):
+            # One endpoint override for all storage (DESIGN.md): orbax's array writer, tensorstore,
+            # has its own variable; the rest (google-cloud-storage, gcsfs) read this one.
+            os.environ.setdefault("TENSORSTORE_GCS_HTTP_URL", emulator)
         self._state: Any = None
         self._target: Any = None
         self._loaded: Any = None

@@ -202,7 +202,8 @@ class JaxCheckpointer(Checkpointer):
                 "orbax": getattr(ocp, "__version__", ""), "devices": jax.device_count(),
                 "platform": jax.default_backend()}
 
-    def _stage(self, extra: dict) -> _InFlight:
+    def _stage(self, extra: dict, blocking: bool = False) -> _InFlight:
+        # orbax copies the arrays to host memory before its save returns, blocking or not.
         if self._state is None or self._attempt is None:
             raise RuntimeError("JaxCheckpointer saves through step(..., state=) or save(..., state=)")
         step, attempt = self._attempt

@@ -157,7 +157,9 @@ def test_sharded_saves_on_gcs_restore_and_retain(emulator, monkeypatch):
     for step in (1, 2, 3):
         ckpt.step(step, state=state_of(step), extra={"step": step})
     ckpt.close()
-    start = JaxCheckpointer(directory=directory).restore(state_of(0))
+    reader = JaxCheckpointer(directory=directory)
+    start = reader.restore(state_of(0))
+    reader.close()  # puts the SIGTERM handler back
     assert start.step == 3 and start.extra == {"step": 3}
     assert np.unique(np.asarray(start.state["w"])).tolist() == [3.0]
     assert start.state["w"].sharding == sharding

@@ -10,6 +10,7 @@ VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' trainguard/__init__.py
 REGISTRY ?=
 COMPONENT_IMAGE = $(if $(REGISTRY),$(REGISTRY)/,)trainguard/components:$(VERSION)
 TRAINER_IMAGE = $(if $(REGISTRY),$(REGISTRY)/,)trainguard/trainer:$(VERSION)
+JAX_TRAINER_IMAGE = $(if $(REGISTRY),$(REGISTRY)/,)trainguard/jax-trainer:$(VERSION)
 
 .PHONY: help install test test-long demo compile bench lint images cloud-images clean
 
@@ -52,7 +53,9 @@ images: ## docker build (and push with REGISTRY=…) the components and trainer 
 	  exit 1; fi
 	docker build -f containers/components/Dockerfile -t $(COMPONENT_IMAGE) .
 	docker build -f containers/trainer/Dockerfile -t $(TRAINER_IMAGE) .
-	@if [ -n "$(REGISTRY)" ]; then docker push $(COMPONENT_IMAGE) && docker push $(TRAINER_IMAGE); fi
+	docker build -f containers/trainer/Dockerfile.jax -t $(JAX_TRAINER_IMAGE) .
+	@if [ -n "$(REGISTRY)" ]; then docker push $(COMPONENT_IMAGE) && docker push $(TRAINER_IMAGE) \
+	  && docker push $(JAX_TRAINER_IMAGE); fi
 
 cloud-images: ## build and push both images with Cloud Build (no Docker engine needed; REGISTRY=…)
 	@if [ -z "$(REGISTRY)" ]; then \

@@ -2,8 +2,8 @@
 
 It depends on nothing of trainguard outside this package but ``trainguard.errors`` and
 ``trainguard.retry`` (plain Python), and on no kfp or aiplatform. ``google-cloud-storage`` is
-imported only for ``gs://`` paths, torch only by the torch modules (``TorchCheckpointer`` is
-imported on first use).
+imported only for ``gs://`` paths, torch only by the torch modules and jax/orbax only by the JAX
+one (``TorchCheckpointer`` and ``JaxCheckpointer`` are imported on first use).
 
 For a PyTorch loop::
 
@@ -13,6 +13,17 @@ For a PyTorch loop::
     for step in range(start.step + 1, total + 1):
         ...
         ckpt.step(step, loss=loss.item(), extra={"epoch": epoch, "batch": batch})
+    ckpt.close()
+
+For a JAX loop (the state is a pytree; ``step`` takes the new one each step)::
+
+    from trainguard.runtime import JaxCheckpointer
+    ckpt = JaxCheckpointer.from_env(save=100)
+    start = ckpt.restore(state)
+    state = start.state
+    for step in range(start.step + 1, total + 1):
+        state, loss = train_step(state, batch)
+        ckpt.step(step, state=state, loss=loss, extra={"epoch": epoch, "batch": batch_index})
     ckpt.close()
 """
 
@@ -26,14 +37,19 @@ from trainguard.runtime.checkpointer import Checkpointer, Start
 from trainguard.runtime.env import VertexEnv
 from trainguard.runtime.history import HistoryWriter, read_history_records
 
-__all__ = ["Checkpoint", "CheckpointManager", "Checkpointer", "HistoryWriter", "RetentionPolicy",
-           "SavePolicy", "Start", "TorchCheckpointer", "VertexEnv", "read_history_records"]
+__all__ = ["Checkpoint", "CheckpointManager", "Checkpointer", "HistoryWriter", "JaxCheckpointer",
+           "RetentionPolicy", "SavePolicy", "Start", "TorchCheckpointer", "VertexEnv",
+           "read_history_records"]
 
 
 def __getattr__(name: str):
-    # torch is imported only by code that asks for the torch checkpointer.
+    # torch (jax) is imported only by code that asks for the torch (JAX) checkpointer.
     if name == "TorchCheckpointer":
         from trainguard.runtime.torch_checkpointer import TorchCheckpointer
 
         return TorchCheckpointer
+    if name == "JaxCheckpointer":
+        from trainguard.runtime.jax_checkpointer import JaxCheckpointer
+
+        return JaxCheckpointer
     raise AttributeError(f"module 'trainguard.runtime' has no attribute {name!r}")

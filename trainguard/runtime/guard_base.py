@@ -281,6 +281,10 @@ class GuardCore:
         """True once SIGTERM arrived."""
         return self._preempted.is_set()
 
+    def mark_preempted(self) -> None:
+        """Acts as if SIGTERM had arrived (another process of the job got it)."""
+        self._preempted.set()
+
     def install_sigterm_handler(self) -> None:
         """On SIGTERM, set the flag the guard checks at its next save point (main thread only)."""
         if self._handler_installed or threading.current_thread() is not threading.main_thread():

@@ -26,8 +26,9 @@ strategy by the callback). It
   ``val_``/``val/`` prefix go to the ``val`` split at each validation, the others to ``train`` every
   ``log_every_n_steps`` steps; ``step`` is ``trainer.global_step``.
 
-A periodic save that falls on an epoch's last batch is taken at the end of that epoch, after
-validation, so everything logged for that step precedes it.
+A save (periodic or SIGTERM) that falls on an epoch's last batch is taken at the end of that epoch,
+after its validation: resumed from the last batch, Lightning would not validate that epoch again,
+so the history would lack it and the RNG states would not match an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -334,8 +335,9 @@ class Guard(pl.Callback):
         if step != self._logged_step and step % max(1, trainer.log_every_n_steps) == 0:
             self._logged_step = step
             core.log(step, "train", trainer.current_epoch, self._metrics(trainer, "train"))
-        last = batch_idx + 1 >= trainer.num_training_batches
-        preempted, due = self._decide(trainer, step, due_ok=not last)
+        if batch_idx + 1 >= trainer.num_training_batches:
+            return  # saved at the epoch's end, after its validation (a resume would skip it)
+        preempted, due = self._decide(trainer, step, due_ok=True)
         if preempted:
             self._save(trainer, blocking=True)
             core.preempted_exit(step, self.exit_on_preemption)

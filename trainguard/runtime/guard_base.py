@@ -15,6 +15,7 @@ Nothing here imports a framework; numpy and torch are used only when the process
 
 from __future__ import annotations
 
+import atexit
 import base64
 import inspect
 import json
@@ -202,6 +203,7 @@ class GuardCore:
         self._handler_installed = False
         self._formats = "format" in inspect.signature(self.manager.save).parameters
         self.last_saved: int | None = None  # the step of the newest checkpoint, restored or saved
+        self._at_exit = False
 
     # -- restore --
 
@@ -268,6 +270,11 @@ class GuardCore:
         """Saves ``payload`` as step ``step`` through the manager (history flushed first)."""
         if self.history is not None:
             self.history.flush()  # the history up to this step is durable with the checkpoint
+        if not self._at_exit:
+            # An exception that ends the process (the frameworks give no hook for it) must not
+            # cut the save in flight short: the saver thread is a daemon.
+            atexit.register(self._finish)
+            self._at_exit = True
         extra = {"format": self.framework} if self._formats else {}
         clean = {k: float(v) for k, v in (metrics or {}).items()
                  if isinstance(v, int | float) and not isinstance(v, bool)}
@@ -321,6 +328,18 @@ class GuardCore:
             if self.history is not None:
                 self.history.close()
                 self.history = None
+            if self._at_exit:
+                atexit.unregister(self._finish)
+                self._at_exit = False
+
+    def _finish(self) -> None:
+        """At the process's exit: the save in flight completes (its error is reported)."""
+        try:
+            self.manager.wait()
+        except Exception as exc:  # noqa: BLE001 - exiting anyway; say what was lost
+            note(f"the checkpoint save in flight failed: {exc}")
+        if self.history is not None:
+            self.history.flush()
 
 
 def describe(checkpoint: Checkpoint) -> str:

@@ -37,18 +37,19 @@ from trainguard.runtime import VertexEnv  # noqa: E402
 from trainguard.runtime.hf import Guard  # noqa: E402
 from trainguard.runtime.storage import join, store_for  # noqa: E402
 
-POSITIVE = "good great fine happy bright calm kind warm sweet clean".split()
-NEGATIVE = "bad awful poor sad dark noisy cruel cold bitter dirty".split()
-NEUTRAL = "the a day film food room trip book song idea was is very quite".split()
+POSITIVE = ["good", "great", "fine", "happy", "bright", "calm", "kind", "warm", "sweet", "clean"]
+NEGATIVE = ["bad", "awful", "poor", "sad", "dark", "noisy", "cruel", "cold", "bitter", "dirty"]
+NEUTRAL = ["the", "a", "day", "film", "food", "room", "trip", "book", "song", "idea", "was", "is",
+           "very", "quite"]
 LENGTH = 12
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--samples", type=int, default=384)
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--samples", type=int, default=512)
     p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint-every", type=int, default=10, help="save every N steps")
     p.add_argument("--log-every", type=int, default=1, help="log train metrics every N steps")

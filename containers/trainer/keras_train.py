@@ -37,6 +37,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--train-fraction", type=float, default=0.8,
+                   help="fraction of the data used for training (the rest validates)")
+    p.add_argument("--label-noise", type=float, default=0.0,
+                   help="fraction of training labels replaced at random (helps overfitting show)")
     p.add_argument("--checkpoint-every", type=int, default=20, help="save every N steps")
     p.add_argument("--log-every", type=int, default=5, help="log train metrics every N steps")
     p.add_argument("--step-sleep", type=float, default=0.0,
@@ -46,14 +50,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def digits(seed: int):
+def digits(seed: int, train_fraction: float, label_noise: float):
     from sklearn.datasets import load_digits
 
     x, y = load_digits(return_X_y=True)
     x = (x / 16.0).astype(np.float32)
     order = np.random.RandomState(seed).permutation(len(x))
     x, y = x[order], y[order].astype(np.int64)
-    return (x[:1437], y[:1437]), (x[1437:], y[1437:])
+    n_train, n_val = max(10, int(len(x) * train_fraction)), 360
+    y_train = y[:n_train].copy()
+    if label_noise > 0:
+        rs = np.random.RandomState(seed + 1)
+        flip = rs.rand(n_train) < label_noise
+        y_train[flip] = rs.randint(0, 10, flip.sum())
+    return (x[:n_train], y_train), (x[-n_val:], y[-n_val:])
 
 
 class Report(keras.callbacks.Callback):
@@ -75,7 +85,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     env = VertexEnv.from_environ(default_base=args.output_dir)
     keras.utils.set_random_seed(args.seed)
-    (x, y), (x_val, y_val) = digits(args.seed)
+    (x, y), (x_val, y_val) = digits(args.seed, args.train_fraction, args.label_noise)
     model = keras.Sequential([
         keras.Input((64,)),
         keras.layers.Dense(args.hidden, activation="relu"),

@@ -38,6 +38,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--train-fraction", type=float, default=0.8,
+                   help="fraction of the data used for training (the rest validates)")
+    p.add_argument("--label-noise", type=float, default=0.0,
+                   help="fraction of training labels replaced at random (helps overfitting show)")
     p.add_argument("--checkpoint-every", type=int, default=20, help="save every N steps")
     p.add_argument("--log-every", type=int, default=5, help="log train metrics every N steps")
     p.add_argument("--step-sleep", type=float, default=0.0,
@@ -47,14 +51,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def digits(seed: int):
+def digits(seed: int, train_fraction: float, label_noise: float):
     from sklearn.datasets import load_digits
 
     x, y = load_digits(return_X_y=True)
     x = (x / 16.0).astype(np.float32)
     order = np.random.RandomState(seed).permutation(len(x))
-    x, y = torch.from_numpy(x[order]), torch.from_numpy(y[order]).long()
-    return TensorDataset(x[:1437], y[:1437]), TensorDataset(x[1437:], y[1437:])
+    x, y = x[order], y[order].astype(np.int64)
+    n_train, n_val = max(10, int(len(x) * train_fraction)), 360
+    y_train = y[:n_train].copy()
+    if label_noise > 0:
+        rs = np.random.RandomState(seed + 1)
+        flip = rs.rand(n_train) < label_noise
+        y_train[flip] = rs.randint(0, 10, flip.sum())
+    return (TensorDataset(torch.from_numpy(x[:n_train]), torch.from_numpy(y_train)),
+            TensorDataset(torch.from_numpy(x[-n_val:]), torch.from_numpy(y[-n_val:])))
 
 
 class Classifier(L.LightningModule):
@@ -95,7 +106,7 @@ def main(argv=None) -> int:
     env = VertexEnv.from_environ(default_base=args.output_dir)
     L.seed_everything(args.seed, verbose=False)
     torch.use_deterministic_algorithms(True, warn_only=True)
-    train, val = digits(args.seed)
+    train, val = digits(args.seed, args.train_fraction, args.label_noise)
     model = Classifier(args.hidden, args.dropout, args.lr, args.step_sleep)
     trainer = L.Trainer(
         max_epochs=args.epochs, accelerator="cpu", devices=1, logger=False,

@@ -33,6 +33,7 @@ so the history would lack it and the RNG states would not match an uninterrupted
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import math
@@ -227,12 +228,10 @@ class ResumableLoader:
 
     def load_state_dict(self, state: dict) -> None:
         """Makes the next iterator continue from ``state`` (a finished epoch starts afresh)."""
-        done = False
-        try:
-            done = state.get("yielded", 0) >= len(self.loader)
-        except TypeError:  # no length: an iterable dataset
-            pass
         ok = isinstance(state, dict) and state.get("rng_at_iter") and state.get("yielded")
+        done = False
+        with contextlib.suppress(TypeError):  # no length: an iterable dataset
+            done = bool(ok) and state["yielded"] >= len(self.loader)
         object.__setattr__(self, "_pending", None if done or not ok else dict(state))
 
 

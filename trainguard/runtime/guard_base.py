@@ -333,11 +333,16 @@ class GuardCore:
                 self._at_exit = False
 
     def _finish(self) -> None:
-        """At the process's exit: the save in flight completes (its error is reported)."""
-        try:
-            self.manager.wait()
-        except Exception as exc:  # noqa: BLE001 - exiting anyway; say what was lost
-            note(f"the checkpoint save in flight failed: {exc}")
+        """At the process's exit: the save in flight completes, the history is flushed (what
+        fails is reported: the process is exiting anyway)."""
+        for what, step in (("the checkpoint save in flight", self.manager.wait),
+                           ("flushing the history", self._flush_history)):
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - say what was lost, then exit
+                note(f"{what} failed: {exc}")
+
+    def _flush_history(self) -> None:
         if self.history is not None:
             self.history.flush()
 

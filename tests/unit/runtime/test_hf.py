@@ -53,7 +53,8 @@ def crash():
     raise RuntimeError("the VM went away")
 
 
-def train(tmp_path, *callbacks, epochs: int = 3, save_steps: int = 4, **options):
+def train(tmp_path, *callbacks, epochs: int = 3, save_steps: int = 4, directory: str = "",
+          history_path: str = "", **options):
     transformers.set_seed(0)
     config = BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=16, num_labels=2)
@@ -63,13 +64,14 @@ def train(tmp_path, *callbacks, epochs: int = 3, save_steps: int = 4, **options)
         per_device_train_batch_size=8, per_device_eval_batch_size=16, eval_strategy="epoch",
         save_strategy="steps", save_steps=save_steps, save_total_limit=1, logging_steps=1,
         report_to=[], use_cpu=True, seed=0, disable_tqdm=True)
-    guard = Guard(str(tmp_path / "ckpt"), history=str(tmp_path / "history.jsonl"), **options)
+    guard = Guard(directory or str(tmp_path / "ckpt"),
+                  history=history_path or str(tmp_path / "history.jsonl"), **options)
     trainer = Trainer(model=model, args=args, train_dataset=dataset(8 * BATCHES, 1),
                       eval_dataset=dataset(16, 2), callbacks=[guard, *callbacks])
     try:
         trainer.train(resume_from_checkpoint=guard.resume_from())
     except RuntimeError:
-        guard.core._finish()  # what the guard's exit hook does when the exception ends the process
+        guard.core.close()  # as the guard's exit hook would when the exception ends the process
         raise
     return model, trainer, guard
 

@@ -53,18 +53,20 @@ def build(hidden: int = 16) -> keras.Model:
     return model
 
 
-def fit(tmp_path, *callbacks, epochs: int = 3, hidden: int = 16, **options):
+def fit(tmp_path, *callbacks, epochs: int = 3, hidden: int = 16, directory: str = "",
+        history_path: str = "", **options):
     keras.utils.set_random_seed(0)
     rs = np.random.RandomState(1)
     x, y = rs.randn(96, 8).astype("float32"), rs.randint(0, 3, 96)
     model = build(hidden)
-    guard = Guard(str(tmp_path / "ckpt"), history=str(tmp_path / "history.jsonl"), save=4,
-                  log_every=1, **options)
+    guard = Guard(directory or str(tmp_path / "ckpt"),
+                  history=history_path or str(tmp_path / "history.jsonl"), save=4, log_every=1,
+                  **options)
     try:
         model.fit(x, y, batch_size=16, epochs=epochs, shuffle=True,
                   validation_data=(x[:32], y[:32]), verbose=0, callbacks=[guard, *callbacks])
     except RuntimeError:
-        guard.core._finish()  # what the guard's exit hook does when the exception ends the process
+        guard.core.close()  # as the guard's exit hook would when the exception ends the process
         raise
     return model, guard
 

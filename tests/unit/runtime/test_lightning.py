@@ -68,11 +68,12 @@ def crash():
     raise RuntimeError("the VM went away")
 
 
-def fit(tmp_path, *callbacks, epochs: int = 3, save: int = 4, **options):
+def fit(tmp_path, *callbacks, epochs: int = 3, save: int = 4, directory: str = "",
+        history_path: str = "", **options):
     L.seed_everything(0, verbose=False)
     model = Tiny()
-    guard = Guard(str(tmp_path / "ckpt"), history=str(tmp_path / "history.jsonl"), save=save,
-                  **options)
+    guard = Guard(directory or str(tmp_path / "ckpt"),
+                  history=history_path or str(tmp_path / "history.jsonl"), save=save, **options)
     own = any(isinstance(c, L.pytorch.callbacks.ModelCheckpoint) for c in callbacks)
     trainer = L.Trainer(max_epochs=epochs, accelerator="cpu", logger=False,
                         enable_checkpointing=own, enable_progress_bar=False,

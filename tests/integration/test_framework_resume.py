@@ -37,15 +37,16 @@ def needs(name: str) -> None:
         pytest.skip(f"{EXAMPLES[name]['module']} is not installed")
 
 
-def spec_for(name: str, base: Path, extra: list[str]) -> JobSpec:
-    """The example spec's trainer, args and environment, with ``extra`` args."""
+def spec_for(name: str, base: Path, extra: list[str], env: dict | None = None) -> JobSpec:
+    """The example spec's trainer, args and environment, with ``extra`` args and ``env``."""
     pool = yaml.safe_load((ROOT / "examples" / f"local-{name}.yaml").read_text())["workerPoolSpecs"][0]
     container = pool["containerSpec"]
     command = [container["command"][0], str(ROOT / container["command"][1])]
     return JobSpec.create("demo-project", "us-central1", machine_type="n1-standard-4",
                           image_uri=container["imageUri"], command=command,
                           args=[*container.get("args", []), *extra],
-                          env={e["name"]: e["value"] for e in container.get("env", [])},
+                          env={**{e["name"]: e["value"] for e in container.get("env", [])},
+                               **(env or {})},
                           base_output_dir=str(base))
 
 
@@ -137,9 +138,7 @@ def test_keras_on_the_jax_backend_resumes_bit_identical(tmp_path):
         pytest.skip("jax is not installed")
 
     def jax_run(base: Path, **kwargs):
-        spec = spec_for("keras", base, SLOW)
-        for pool in spec.pools:
-            pool.env["KERAS_BACKEND"] = "jax"
+        spec = spec_for("keras", base, SLOW, env={"KERAS_BACKEND": "jax"})
         result = LocalBackend(grace_s=20, **kwargs).run(spec)
         assert result.succeeded, result.log_tail[-4000:]
         assert "training on jax" in result.log_tail

@@ -249,8 +249,11 @@ class GuardCore:
         return open(path, "rb")  # noqa: SIM115 - the caller closes it
 
     def open_history(self, resume_step: int | None) -> None:
-        """Opens the history; records after ``resume_step`` (about to be logged again) go."""
-        if self.history is None and self.history_path:
+        """(Re)opens the history; records after ``resume_step`` (about to be logged again) go."""
+        if self.history is not None:
+            self.history.close()
+            self.history = None
+        if self.history_path:
             self.history = HistoryWriter(self.history_path, resume_step=resume_step,
                                          enabled=self.is_chief)
 

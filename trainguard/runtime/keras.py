@@ -123,6 +123,8 @@ class Guard(keras.callbacks.Callback):
                 f"trainguard's Keras guard supports the {' and '.join(_BACKENDS)} backends, not "
                 f"{backend} (its train step pulls its own batches); set KERAS_BACKEND, or use "
                 "keras.callbacks.BackupAndRestore(backup_dir=AIP_CHECKPOINT_DIR)")
+        if self.core is not None:
+            self.core.close()  # a previous fit that ended with an exception
         env = VertexEnv.from_environ()
         self.core = core = GuardCore("keras", STATE_FILE, is_chief=env.is_chief, **self._options)
         model = self.model  # synchronises the JAX state into the variables

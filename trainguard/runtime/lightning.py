@@ -292,6 +292,8 @@ class Guard(pl.Callback):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if stage != "fit":
             return
+        if self.core is not None:
+            self.core.close()  # a previous fit that ended with an exception
         self.core = core = GuardCore("lightning", CHECKPOINT_FILE, is_chief=trainer.is_global_zero,
                                      **self._options)
         strategy = trainer.strategy

@@ -49,6 +49,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import TrainerCallback
@@ -103,7 +104,7 @@ class Guard(TrainerCallback):
     def __init__(self, directory: str | None = None, *, retention: RetentionPolicy | None = None,
                  async_save: bool = True, history: str | bool | None = None,
                  exit_on_preemption: bool = True) -> None:
-        self._options = {"directory": directory, "retention": retention,
+        self._options: dict[str, Any] = {"directory": directory, "retention": retention,
                          "async_save": async_save, "history": history}
         self.exit_on_preemption = exit_on_preemption
         self.core: GuardCore | None = None

@@ -34,6 +34,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from typing import Any
 
 import keras
 import numpy as np
@@ -95,7 +96,7 @@ class Guard(keras.callbacks.Callback):
                  history: str | bool | None = None, log_every: int = 10, resume: bool = True,
                  exit_on_preemption: bool = True, save_on_train_end: bool = True) -> None:
         super().__init__()
-        self._options = {"directory": directory, "save": save, "retention": retention,
+        self._options: dict[str, Any] = {"directory": directory, "save": save, "retention": retention,
                          "async_save": async_save, "history": history}
         self.log_every = max(1, int(log_every))
         self.resume = resume
@@ -194,12 +195,12 @@ class Guard(keras.callbacks.Callback):
             if pending["batch"] > 0:
                 # The shuffle order of this epoch comes from the RNG states at its start.
                 set_rng_state(pending["rng_at_epoch"])
-                self._skip = pending["batch"]
+                self._skip = int(pending["batch"])
             else:
                 set_rng_state(pending["rng"])
                 self._pending = None
         self._rng_at_epoch = rng_state()
-        self._epoch_start_step = self._step - (pending["batch"] if self._skip else 0)
+        self._epoch_start_step = self._step - self._skip
 
     # -- the loop --
 
@@ -224,7 +225,7 @@ class Guard(keras.callbacks.Callback):
         if step % self.log_every == 0:
             self._log_train(step, logs)
         steps = self.params.get("steps") if self.params else None
-        last = bool(steps) and self._batches >= steps
+        last = isinstance(steps, int) and 0 < steps <= self._batches
         if core.preempted:
             self._save(blocking=True)
             self._stop(step)
@@ -319,7 +320,7 @@ class Guard(keras.callbacks.Callback):
                 "backend": keras.backend.backend(), "keras": keras.__version__}
         metrics = {k: float(v) for k, v in self._last_logs.items()
                    if isinstance(v, int | float) and math.isfinite(float(v))}
-        core.commit(self._step, {STATE_FILE: Stream(lambda handle: np.savez(handle, **arrays)),
+        core.commit(self._step, {STATE_FILE: Stream(lambda handle: np.savez(handle, **arrays)),  # type: ignore[arg-type]
                                  META_FILE: json.dumps(meta).encode("utf-8")},
                     metrics, blocking=blocking)
 

@@ -273,7 +273,7 @@ class Guard(pl.Callback):
                  retention: RetentionPolicy | None = None, async_save: bool = True,
                  history: str | bool | None = None, resume: bool = True,
                  exit_on_preemption: bool = True, save_on_train_end: bool = True) -> None:
-        self._options = {"directory": directory, "save": save, "retention": retention,
+        self._options: dict[str, Any] = {"directory": directory, "save": save, "retention": retention,
                          "async_save": async_save, "history": history}
         self.resume = resume
         self.exit_on_preemption = exit_on_preemption
@@ -299,8 +299,8 @@ class Guard(pl.Callback):
         strategy = trainer.strategy
         self._io = GuardCheckpointIO(core, strategy.checkpoint_io)
         strategy.checkpoint_io = self._io
-        strategy.process_dataloader = functools.partial(_wrap_loaders,
-                                                        strategy.process_dataloader, trainer)
+        strategy.process_dataloader = functools.partial(  # type: ignore[method-assign]
+            _wrap_loaders, strategy.process_dataloader, trainer)
         latest = core.latest() if self.resume else None
         if latest is not None:
             # Lightning restores from this right after setup (model, callbacks, loops, optimizers,
@@ -333,7 +333,8 @@ class Guard(pl.Callback):
         if core is None:
             return
         step = trainer.global_step
-        if step != self._logged_step and step % max(1, trainer.log_every_n_steps) == 0:
+        every = max(1, int(getattr(trainer, "log_every_n_steps", 50) or 1))
+        if step != self._logged_step and step % every == 0:
             self._logged_step = step
             core.log(step, "train", trainer.current_epoch, self._metrics(trainer, "train"))
         if batch_idx + 1 >= trainer.num_training_batches:
@@ -384,7 +385,8 @@ class Guard(pl.Callback):
         if stage != "fit" or self.core is None:
             return
         strategy = trainer.strategy
-        if self._io is not None and strategy.checkpoint_io is self._io:
+        if self._io is not None and self._io.wrapped is not None \
+                and strategy.checkpoint_io is self._io:
             strategy.checkpoint_io = self._io.wrapped
         strategy.__dict__.pop("process_dataloader", None)
         self.core.close()

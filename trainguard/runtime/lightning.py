@@ -193,6 +193,8 @@ class ResumableLoader:
         return len(self.loader)
 
     def __getattr__(self, name: str):
+        if name == "loader":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
         return getattr(self.loader, name)
 
     def __setattr__(self, name: str, value) -> None:

@@ -18,14 +18,13 @@ from __future__ import annotations
 import atexit
 import base64
 import inspect
-import json
 import os
 import pickle
 import random
 import signal
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, BinaryIO
 
 from trainguard.errors import CheckpointError
@@ -349,24 +348,3 @@ class GuardCore:
         if self.history is not None:
             self.history.flush()
 
-
-def describe(checkpoint: Checkpoint) -> str:
-    """``step N (uri)`` for log lines."""
-    return f"step {checkpoint.step} ({checkpoint.uri})"
-
-
-def json_bytes(obj: object) -> bytes:
-    """Compact JSON (NaN allowed) as bytes."""
-    return json.dumps(obj, separators=(",", ":")).encode("utf-8")
-
-
-def call_once(fn: Callable[[], None]) -> Callable[[], None]:
-    """``fn`` that runs at most once."""
-    done = threading.Event()
-
-    def once() -> None:
-        if not done.is_set():
-            done.set()
-            fn()
-
-    return once

@@ -105,7 +105,7 @@ class Guard(TrainerCallback):
                  async_save: bool = True, history: str | bool | None = None,
                  exit_on_preemption: bool = True) -> None:
         self._options: dict[str, Any] = {"directory": directory, "retention": retention,
-                         "async_save": async_save, "history": history}
+                                         "async_save": async_save, "history": history}
         self.exit_on_preemption = exit_on_preemption
         self.core: GuardCore | None = None
         self.resumed_step: int | None = None

@@ -96,8 +96,9 @@ class Guard(keras.callbacks.Callback):
                  history: str | bool | None = None, log_every: int = 10, resume: bool = True,
                  exit_on_preemption: bool = True, save_on_train_end: bool = True) -> None:
         super().__init__()
-        self._options: dict[str, Any] = {"directory": directory, "save": save, "retention": retention,
-                         "async_save": async_save, "history": history}
+        self._options: dict[str, Any] = {"directory": directory, "save": save,
+                                         "retention": retention, "async_save": async_save,
+                                         "history": history}
         self.log_every = max(1, int(log_every))
         self.resume = resume
         self.exit_on_preemption = exit_on_preemption

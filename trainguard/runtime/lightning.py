@@ -275,8 +275,9 @@ class Guard(pl.Callback):
                  retention: RetentionPolicy | None = None, async_save: bool = True,
                  history: str | bool | None = None, resume: bool = True,
                  exit_on_preemption: bool = True, save_on_train_end: bool = True) -> None:
-        self._options: dict[str, Any] = {"directory": directory, "save": save, "retention": retention,
-                         "async_save": async_save, "history": history}
+        self._options: dict[str, Any] = {"directory": directory, "save": save,
+                                         "retention": retention, "async_save": async_save,
+                                         "history": history}
         self.resume = resume
         self.exit_on_preemption = exit_on_preemption
         self.save_on_train_end = save_on_train_end
@@ -339,15 +340,9 @@ class Guard(pl.Callback):
         if step != self._logged_step and step % every == 0:
             self._logged_step = step
             core.log(step, "train", trainer.current_epoch, self._metrics(trainer, "train"))
-        if batch_idx + 1 >= trainer.num_training_batches:
-            return  # saved at the epoch's end, after its validation (a resume would skip it)
-        preempted, due = self._decide(trainer, step, due_ok=True)
-        if preempted:
-            self._save(trainer, blocking=True)
-            core.preempted_exit(step, self.exit_on_preemption)
-            trainer.should_stop = True
-        elif due:
-            self._save(trainer)
+        if batch_idx + 1 < trainer.num_training_batches:
+            self._save_when_due(trainer)
+        # else: saved at the epoch's end, after its validation (a resume would not validate it)
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.core is None or trainer.sanity_checking or trainer.state.fn != "fit":
@@ -361,13 +356,7 @@ class Guard(pl.Callback):
             return
         step = trainer.global_step
         core.log(step, "train", trainer.current_epoch, self._metrics(trainer, "train", epoch=True))
-        preempted, due = self._decide(trainer, step, due_ok=True)
-        if preempted:
-            self._save(trainer, blocking=True)
-            core.preempted_exit(step, self.exit_on_preemption)
-            trainer.should_stop = True
-        elif due:
-            self._save(trainer)
+        self._save_when_due(trainer)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         core = self.core
@@ -395,16 +384,23 @@ class Guard(pl.Callback):
 
     # -- helpers --
 
-    def _decide(self, trainer: pl.Trainer, step: int, due_ok: bool) -> tuple[bool, bool]:
-        """(preempted, a periodic save is due), agreed by every rank."""
+    def _save_when_due(self, trainer: pl.Trainer) -> None:
+        """Saves when SIGTERM came (then stops) or the policy says so; every rank agrees."""
         core = self.core
         assert core is not None
-        preempted = core.preempted
-        due = due_ok and core.should_save(step)
+        step = trainer.global_step
+        preempted, due = core.preempted, core.should_save(step)
         if trainer.world_size > 1:
             preempted = trainer.strategy.reduce_boolean_decision(preempted, all=False)
             due = trainer.strategy.reduce_boolean_decision(due, all=False)
-        return bool(preempted), bool(due)
+        if preempted:
+            if not core.preempted:
+                core.mark_preempted()
+            self._save(trainer, blocking=True)
+            core.preempted_exit(step, self.exit_on_preemption)
+            trainer.should_stop = True
+        elif due:
+            self._save(trainer)
 
     def _metrics(self, trainer: pl.Trainer, split: str, epoch: bool = False) -> dict[str, float]:
         out = {}

@@ -173,11 +173,12 @@ class Guard(TrainerCallback):
             if not name.endswith(_TORCH_SUFFIXES):
                 continue
             path = os.path.join(local, name)
+            where = join(GuardCore.root(checkpoint), name)  # the name a user can find
             with safe_globals(), open(path, "rb") as handle:  # numpy RNG states, as the Trainer
                 try:
                     torch.load(path, map_location="cpu", weights_only=True, mmap=True)
                 except Exception:  # noqa: BLE001 - load_torch names the file and the cause
-                    load_torch(handle, path)
+                    load_torch(handle, where)
 
     # -- the run --
 

@@ -31,7 +31,6 @@ batches, so batches cannot be passed over; use ``keras.callbacks.BackupAndRestor
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from typing import Any
@@ -151,11 +150,17 @@ class Guard(keras.callbacks.Callback):
         try:
             with core.open_file(checkpoint, META_FILE) as handle:
                 meta = json.loads(handle.read())
-            with core.open_file(checkpoint, STATE_FILE) as handle:
-                data = handle.read()
-            with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+            # Arrays only: an object array (a pickle) is refused, never unpickled.
+            with core.open_file(checkpoint, STATE_FILE) as handle, \
+                    np.load(handle, allow_pickle=False) as arrays:
                 values = {name: arrays[name] for name in arrays.files}
-        except (ValueError, OSError, KeyError) as exc:
+            saved_metrics = list(meta.get("paths", {}).get("metrics", []))
+            position = {"epoch": int(meta["epoch"]), "batch": int(meta["batch"]),
+                        "rng": dict(meta["rng"]),
+                        "rng_at_epoch": dict(meta.get("rng_at_epoch") or meta["rng"]),
+                        "metrics": [values[f"metrics.{i}"] for i in range(len(saved_metrics))],
+                        "where": where}
+        except (ValueError, OSError, KeyError, TypeError, AttributeError) as exc:
             raise CheckpointError(f"{where}: not a readable trainguard Keras checkpoint "
                                   f"({type(exc).__name__}: {str(exc)[:200]}); move it out of the "
                                   "checkpoint directory to resume from an older one") from None
@@ -165,11 +170,7 @@ class Guard(keras.callbacks.Callback):
         for group in ("model", "optimizer"):
             for i, variable in enumerate(variables[group]):
                 variable.assign(values[f"{group}.{i}"])
-        saved_metrics = meta.get("paths", {}).get("metrics", [])
-        return {"epoch": int(meta["epoch"]), "batch": int(meta["batch"]), "rng": meta["rng"],
-                "rng_at_epoch": meta.get("rng_at_epoch") or meta["rng"],
-                "metrics": [values[f"metrics.{i}"] for i in range(len(saved_metrics))],
-                "metric_paths": saved_metrics, "where": where}
+        return position
 
     @staticmethod
     def _check(where: str, group: str, variables: list, meta: dict, values: dict) -> None:

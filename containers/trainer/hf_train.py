@@ -105,7 +105,13 @@ def main(argv=None) -> int:
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,
                         num_labels=2)
     model = BertForSequenceClassification(config)
-    scratch = tempfile.mkdtemp(prefix="trainguard-hf-")  # the Trainer's own (local) checkpoints
+    # The Trainer's own checkpoints go to a local disk: beside the outputs when they are local,
+    # else (gs://, as on Vertex) in the container's temporary directory.
+    base = os.path.dirname(env.model_dir.rstrip("/")) or "."
+    if not base.startswith("gs://"):
+        os.makedirs(base, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix="trainer-scratch-",
+                               dir=None if base.startswith("gs://") else base)
     training = TrainingArguments(
         output_dir=scratch, num_train_epochs=args.epochs, learning_rate=args.lr,
         per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=64,

@@ -67,3 +67,86 @@ def test_a_huge_flag_value_gets_a_short_answer(tmp_path, flag):
     outcome = run_cli("validate", history(tmp_path / "h.jsonl"), flag, value)
     assert_contract(outcome, allowed=(0, 2))
     assert len(outcome.output) < 12_000
+
+
+# --- output paths ----------------------------------------------------------------------------
+
+
+def _bounded(args: tuple, fifo: Path, seconds: float = 20.0):
+    """run_cli(*args) in a thread; should it block on the FIFO, opening it for reading frees it
+    (so a regression fails the test instead of hanging the suite)."""
+    import os
+    import threading
+
+    box: dict = {}
+    worker = threading.Thread(target=lambda: box.update(outcome=run_cli(*args)), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        worker.join(seconds)
+        os.close(fd)
+        pytest.fail(f"trainguard {' '.join(map(str, args))[:200]} waited on a FIFO nobody reads")
+    return box["outcome"]
+
+
+@pytest.mark.parametrize("command,flag", [
+    ("preflight", "--json"), ("preflight", "--markdown"), ("validate", "--json"),
+    ("validate", "--markdown"), ("validate", "--html"), ("validate", "--plot"),
+    ("triage", "--json"),
+])
+def test_an_output_fifo_that_nothing_reads_is_bad_input_not_a_hang(tmp_path, command, flag):
+    import os
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    first = {"preflight": (SPEC, "-p", "my-project", "-r", "us-central1", "--only", "compat"),
+             "validate": (history(tmp_path / "h.jsonl"),),
+             "triage": ("--text", "CUDA out of memory")}[command]
+    outcome = _bounded((command, *first, flag, fifo), fifo)
+    assert_contract(outcome, allowed=(2,))
+    assert "FIFO" in outcome.stderr and "nothing is reading" in outcome.stderr
+
+
+def test_an_output_fifo_with_a_reader_is_written(tmp_path):
+    import os
+    import threading
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()  # blocks in open() until the CLI opens the write end
+    outcome = _bounded(("validate", history(tmp_path / "h.jsonl"), "--json", fifo), fifo)
+    reader.join(10)
+    assert_contract(outcome, allowed=(0,))
+    assert json.loads(got[0])["passed"] is True
+
+
+def test_train_refuses_an_unwritable_json_path_before_the_job_runs(tmp_path):
+    marker = tmp_path / "ran"
+    spec = tmp_path / "job.yaml"
+    spec.write_text("workerPoolSpecs:\n- machineSpec: {machineType: n1-standard-4}\n"
+                    "  containerSpec: {imageUri: img, command: [python, -c, "
+                    f"\"open(r'{marker}', 'w').write('x')\"]}}\n")
+    (tmp_path / "a-dir").mkdir()
+    for target in (tmp_path / "a-dir", SPEC / "under-a-file.json"):
+        outcome = run_cli("train", spec, "--output-dir", tmp_path / "out", "--guard", "off",
+                          "--json", target)
+        assert_contract(outcome, allowed=(2,))
+        assert "--json" in outcome.stderr and not marker.exists()
+
+
+def test_run_refuses_a_bad_preempt_after_before_the_pipeline_runs(tmp_path):
+    outcome = run_cli("run", ROOT / "examples" / "local-healthy.yaml", "--preempt-after", "soon",
+                      "--pipeline-root", tmp_path / "root")
+    assert_contract(outcome, allowed=(2,))
+    assert "--preempt-after" in outcome.stderr and not (tmp_path / "root").exists()
+
+
+def test_compile_into_a_path_that_is_a_file_is_bad_input(tmp_path):
+    (tmp_path / "guarded_training.yaml").mkdir()  # a directory where a YAML file goes
+    for target in (SPEC, tmp_path):
+        outcome = run_cli("compile", "--output-dir", target)
+        assert_contract(outcome, max_seconds=30, allowed=(2,))
+        assert "--output-dir" in outcome.stderr

@@ -656,3 +656,10 @@ def test_the_prefilter_finds_the_same_lines_with_and_without_de_duplication():
 
     assert with_dedup == without and share == 1.0
     assert len(with_dedup) < text.count(b"\n")  # healthy lines are left out
+
+
+def test_a_process_output_given_as_bytes_is_classified_like_text():
+    # subprocess output is bytes; classify(bytes) once raised AttributeError.
+    raw = b"step 10\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB \xff\xfe\n"
+    assert classify(raw).failure_class == "device_oom"
+    assert classify(bytearray(raw)).failure_class == "device_oom"

@@ -464,3 +464,16 @@ def test_a_csv_with_more_columns_than_series_allowed_is_refused_from_its_header(
     error, peak = peak_memory(lambda: load_history(path))
     assert isinstance(error, HistoryError) and "200000 metric columns" in str(error)
     assert peak < 128 * 2**20  # the header's cells; every row's too was 200 MB (RSS 1.1 GB)
+
+
+@pytest.mark.parametrize("value", [12345, None, 1.5, ["a.jsonl"]])
+def test_a_history_that_is_not_a_path_is_bad_input_not_a_type_error(value) -> None:
+    with pytest.raises(ConfigError, match="must be a path or a gs:// URI"):
+        validate(value)
+
+
+def test_a_history_path_given_as_bytes_is_read(tmp_path) -> None:
+    path = write(tmp_path, "h.jsonl", "".join(
+        json.dumps({"step": s, "split": "train", "metrics": {"loss": 1 / s}}) + "\n"
+        for s in range(1, 20)))
+    assert load_history(bytes(path)).series["train/loss"].values.size == 19

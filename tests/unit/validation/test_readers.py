@@ -472,6 +472,13 @@ def test_a_history_that_is_not_a_path_is_bad_input_not_a_type_error(value) -> No
         validate(value)
 
 
+@pytest.mark.parametrize("value", ["", "  ", b""])
+def test_an_empty_history_path_says_none_was_given(value) -> None:
+    # '' once read the current directory: ": a directory without TensorBoard event files...".
+    with pytest.raises(ConfigError, match="no history given"):
+        validate(value)
+
+
 def test_a_history_path_given_as_bytes_is_read(tmp_path) -> None:
     path = write(tmp_path, "h.jsonl", "".join(
         json.dumps({"step": s, "split": "train", "metrics": {"loss": 1 / s}}) + "\n"

@@ -341,8 +341,10 @@ def _record(raw: bytes, line: int) -> tuple[float, str, dict]:
         raise LineError(line, f"longer than {MAX_LINE_BYTES >> 20} MiB")
     try:
         record = json.loads(raw)
-    except ValueError as exc:
-        reason = getattr(exc, "msg", None) or "not UTF-8 text"
+    except UnicodeDecodeError:
+        raise LineError(line, "not JSON (not UTF-8 text)") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer past Python's 4300-digit limit
+        reason = getattr(exc, "msg", None) or "a number with thousands of digits"
         raise LineError(line, f"not JSON ({reason})") from None
     except RecursionError:
         raise LineError(line, "JSON nested too deeply") from None

@@ -307,3 +307,15 @@ def test_whole_lines_cut_only_at_line_ends(monkeypatch, read: int, chunk: int) -
     pieces = list(collect.whole_lines(collect.bytes_blocks(data, read), "h", tail))
     assert b"".join(pieces) + tail.data == data and tail.data == b"torn"
     assert all(p.endswith(b"\n") and len(p) <= max(chunk, 151) for p in pieces)
+
+
+@pytest.mark.parametrize("data,reason", [
+    (b'{"step": 1' + b"0" * 5000 + b', "metrics": {"loss": 1}}\n', "a number with thousands"),
+    (b'{"step": 1, "metrics": {"loss": 1}, "note": "\xff\xfe"}\n', "not UTF-8 text"),
+])
+def test_a_line_json_cannot_read_says_why(tmp_path, data: bytes, reason: str) -> None:
+    # A 5000-digit step once read "not UTF-8 text", which it was.
+    path = tmp_path / "h.jsonl"
+    path.write_bytes(data)
+    with pytest.raises(HistoryError, match=rf"line 1: not JSON \({reason}"):
+        load_history(path)

@@ -204,9 +204,11 @@ def train(
         stop = result.stopped
         out.print(f"[yellow]training stopped early[/] ([bold]{stop['failure_class']}[/]): "
                   f"{escape(stop['evidence'])}\n  {escape(stop['details'].get('saved', ''))}")
+    picked = getattr(result, "model", None) or {}
+    model_shown = ("none (the job left no weights)" if picked.get("model_source") == "none"
+                   else picked.get("model_uri") or result.model_dir)
     out.print(f"[green]training {result.state}[/] in {result.duration_s:.1f} s "
-              f"({result.restarts} restart(s)); model: "
-              f"{escape(getattr(result, 'model', {}).get('model_uri') or result.model_dir)}; "
+              f"({result.restarts} restart(s)); model: {escape(model_shown)}; "
               f"history: {escape(result.history_path)}")
 
 

@@ -111,3 +111,12 @@ def test_a_job_whose_history_path_is_a_fifo_is_not_watched_for_ever(tmp_path):
         pytest.fail("train blocked on a FIFO at the history path")
     assert_contract(box["out"], max_seconds=60, allowed=(0,))
     assert "not a regular file" in box["out"].output
+
+
+def test_a_job_that_left_no_weights_does_not_claim_a_model_directory(tmp_path):
+    # The last line once said "model: <base>/model/" right after "model: none (...)".
+    outcome = run_cli("train", job_spec(tmp_path, "print('no weights')"), *PR, "--output-dir",
+                      tmp_path / "o")
+    assert_contract(outcome, max_seconds=30, allowed=(0,))
+    last = outcome.stdout.strip().splitlines()[-1]
+    assert "model: none" in last and str(tmp_path / "o" / "model") not in last

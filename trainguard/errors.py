@@ -43,18 +43,19 @@ MAX_MESSAGE_CHARS = 10_000
 class TrainguardError(Exception):
     """Base of every error trainguard raises on purpose.
 
-    The message is passed through :func:`trainguard.redaction.redact` and bounded to
-    :data:`MAX_MESSAGE_CHARS` here, once for every raise site: a message that quotes a flag, a
-    metric name or a URL never carries a credential, and never floods a terminal or a log.
+    The message is passed through :func:`trainguard.redaction.redact` and
+    :func:`~trainguard.redaction.printable` and bounded to :data:`MAX_MESSAGE_CHARS` here, once
+    for every raise site: a message that quotes a flag, a metric name or a URL never carries a
+    credential, never drives the terminal, and never floods a terminal or a log.
     """
 
     exit_code = EXIT_FAILED
 
     def __init__(self, *args: Any) -> None:
         if len(args) == 1 and isinstance(args[0], str):
-            from trainguard.redaction import bound, redact
+            from trainguard.redaction import bound, printable, redact
 
-            args = (bound(redact(args[0]), MAX_MESSAGE_CHARS),)
+            args = (bound(printable(redact(args[0])), MAX_MESSAGE_CHARS),)
         super().__init__(*args)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["SECRET_SHAPES", "SecretShape", "redact", "bound", "REDACTED"]
+__all__ = ["SECRET_SHAPES", "SecretShape", "redact", "bound", "printable", "REDACTED"]
 
 REDACTED = "[REDACTED]"
 
@@ -114,6 +114,26 @@ def redact(text: str) -> str:
     for shape in SECRET_SHAPES:
         text = shape.regex.sub(shape.replacement, text)
     return text
+
+
+# Terminal control: C0 controls but tab and line feed, DEL, C1 controls (ESC starts ANSI and OSC
+# sequences, CR overwrites a line), and the Unicode bidirectional overrides and isolates.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_AND_NEWLINE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str, *, one_line: bool = False) -> str:
+    """``text`` with terminal control characters written as escapes (``\\x1b``, ``\\u202e``).
+
+    Text from a file or a flag that trainguard shows in a verdict, an error or a report must not
+    drive the terminal: an ESC sequence can clear the screen or rewrite the line that said
+    FAILED, a carriage return can overwrite it, a bidi override can reverse what is read. Tabs
+    and line feeds stay (``one_line`` escapes line feeds too, for a name).
+    """
+    pattern = _CONTROL_AND_NEWLINE if one_line else _CONTROL
+    if not pattern.search(text):
+        return text
+    return pattern.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def bound(text: str, limit: int = 20_000, marker: str = "…") -> str:

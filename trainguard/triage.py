@@ -32,7 +32,7 @@ from typing import BinaryIO
 from trainguard.failure_classes import CLASS_NAMES
 from trainguard.failure_classes import get as get_failure_class
 from trainguard.prefilter import Prefilter, gate_words, has_folded
-from trainguard.redaction import redact
+from trainguard.redaction import printable, redact
 
 __all__ = [
     "ERROR",
@@ -838,7 +838,7 @@ def _evidence(hit: _Hit) -> str:
         begin = max(0, start - _REDACT_MARGIN)
         line, start = line[begin : begin + 2 * _REDACT_MARGIN], start - begin
     before = len(line)
-    line = redact(line)
+    line = printable(redact(line))
     if len(line) <= MAX_EVIDENCE_CHARS:
         return line
     if len(line) != before:  # redaction moved the signal: find it again

@@ -150,3 +150,49 @@ def test_compile_into_a_path_that_is_a_file_is_bad_input(tmp_path):
         outcome = run_cli("compile", "--output-dir", target)
         assert_contract(outcome, max_seconds=30, allowed=(2,))
         assert "--output-dir" in outcome.stderr
+
+
+# --- text that would drive the terminal ----------------------------------------------------------
+
+ESCAPES = "\x1b[1A\x1b[2K\rPASSED\x1b]0;owned\x07\u202e"
+
+
+def _raw_control(text: str) -> bool:
+    return any(c in text for c in "\x1b\r\x07\u202e")
+
+
+def test_a_series_name_cannot_drive_the_terminal(tmp_path):
+    # A metric named with ESC sequences once went raw into the verdict: it could erase the line
+    # that said FAILED and write PASSED over it.
+    path = tmp_path / "h.jsonl"
+    path.write_text("".join(json.dumps({"step": s, "split": "train", "metrics": {
+        "loss": 1 / s, f"x{ESCAPES}": 1.0}}) + "\n" for s in range(1, 30)))
+    outcome = run_cli("validate", path, "--markdown", tmp_path / "r.md", "--json", tmp_path / "r.json")
+    assert_contract(outcome, allowed=(0,))
+    assert "\\x1b[1A" in outcome.stdout
+    for text in (outcome.output, (tmp_path / "r.md").read_text(),
+                 json.loads((tmp_path / "r.json").read_text()).__repr__()):
+        assert not _raw_control(text)
+
+
+@pytest.mark.parametrize("args", [
+    ("validate", "MISSING", "--val-metric", ESCAPES),
+    ("triage", "--text", f"RuntimeError: CUDA out of memory {ESCAPES}"),
+    ("train", SPEC, "--guard", ESCAPES),
+])
+def test_flags_and_logs_cannot_drive_the_terminal(tmp_path, args):
+    args = tuple(history(tmp_path / "h.jsonl") if a == "MISSING" else a for a in args)
+    outcome = run_cli(*args)
+    assert_contract(outcome)
+    assert not _raw_control(outcome.output), outcome.output
+
+
+def test_a_spec_value_in_preflight_evidence_cannot_drive_the_terminal(tmp_path):
+    spec = tmp_path / "s.yaml"
+    # YAML's double-quoted \e is ESC, \r a carriage return.
+    spec.write_text(SPEC.read_text().replace("machineType: a2-highgpu-1g",
+                                             'machineType: "a2-highgpu-1g\\e[2J\\rPASS"'))
+    outcome = run_cli("preflight", spec, "-p", "my-project", "-r", "us-central1", "--only",
+                      "compat", "--json", tmp_path / "r.json")
+    assert_contract(outcome)
+    assert not _raw_control(outcome.output)

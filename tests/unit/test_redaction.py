@@ -141,3 +141,15 @@ def test_an_unterminated_private_key_is_redacted_to_the_end():
     cleaned = redact("boom\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\nmore")
 
     assert cleaned == "boom\n[REDACTED PRIVATE KEY]"
+
+
+def test_terminal_control_characters_are_shown_as_escapes():
+    from trainguard.redaction import printable
+
+    hostile = "loss\x1b[1A\x1b[2K\rPASSED\x1b]0;title\x07 \u202eevil\x9b"
+    shown = printable(hostile)
+    assert not any(ord(c) < 32 and c not in "\t\n" or 0x7f <= ord(c) <= 0x9f
+                   or c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069" for c in shown)
+    assert shown == "loss\\x1b[1A\\x1b[2K\\rPASSED\\x1b]0;title\\x07 \\u202eevil\\x9b"
+    assert printable("a\tb\nc") == "a\tb\nc" and printable("a\nb", one_line=True) == "a\\nb"
+    assert printable("plain text, ünïcödé ✓") == "plain text, ünïcödé ✓"

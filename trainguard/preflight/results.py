@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 
 from trainguard.choices import FailOn, parse
-from trainguard.redaction import bound, redact
+from trainguard.redaction import bound, printable, redact
 
 __all__ = ["Status", "CheckResult", "Report", "MAX_TEXT_CHARS"]
 
@@ -62,7 +62,7 @@ class CheckResult:
                             ("remedy", MAX_TEXT_CHARS)):
             text = getattr(self, name)
             if isinstance(text, str) and text:
-                object.__setattr__(self, name, bound(redact(text), limit))
+                object.__setattr__(self, name, bound(printable(redact(text)), limit))
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -80,7 +80,8 @@ class Report:
     wall_s: float = 0.0
 
     def __post_init__(self) -> None:
-        self.subject = bound(redact(self.subject), 500)  # the job's display name, as given
+        # The job's display name, as given.
+        self.subject = bound(printable(redact(self.subject), one_line=True), 500)
 
     def worst(self) -> Status:
         """The worst status, PASS for an empty report."""

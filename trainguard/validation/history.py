@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trainguard.errors import ConfigError, HistoryError
-from trainguard.redaction import redact
+from trainguard.redaction import printable, redact
 
 __all__ = [
     "Series",
@@ -255,8 +255,9 @@ def shown_name(text: str) -> str:
     """A name from the file as trainguard may show it: a series named like a credential (a
     token logged as a metric key, a database URL as a column) is redacted before anything
     derives from it (split, metric, messages, reports), since those lower-case and re-join it
-    past what the secret shapes recognise."""
-    return redact(text) if text else text
+    past what the secret shapes recognise; terminal control characters are written as escapes
+    (a name must not clear the screen or rewrite the verdict's line)."""
+    return printable(redact(text), one_line=True) if text else text
 
 
 def _unique(shown: str, raw: str, taken: Mapping[str, object]) -> str:

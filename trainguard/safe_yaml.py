@@ -64,17 +64,18 @@ def _node_ended(stack: list[_Open], event: yaml.Event, where: str) -> None:
     twice would silently lose one (gcloud refuses it). Keys compare as written: the same text,
     both plain or both quoted (plain ``1`` and quoted ``"1"`` are different keys).
     """
-    if not stack or stack[-1].keys is None:
+    parent = stack[-1] if stack else None
+    keys = parent.keys if parent is not None else None
+    if parent is None or keys is None:
         return
-    parent = stack[-1]
     if parent.at_key and isinstance(event, yaml.ScalarEvent) and event.value != "<<":
         key = (event.value, bool(event.implicit[0]))
-        if key in parent.keys:
+        if key in keys:
             line = event.start_mark.line + 1 if event.start_mark else 0
             raise SpecError(f"the key {bound(redact(repr(event.value)), 120)} appears twice in "
                             f"one mapping (line {line}); YAML and JSON would keep only the last "
                             "value and silently drop the other: keep one", where)
-        parent.keys.add(key)
+        keys.add(key)
     parent.at_key = not parent.at_key
 
 

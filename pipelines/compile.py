@@ -6,6 +6,8 @@ from pathlib import Path
 
 from kfp import compiler
 
+from trainguard.errors import ConfigError
+
 __all__ = ["compile_all"]
 
 
@@ -13,19 +15,22 @@ def compile_all(output_dir: str | Path) -> list[Path]:
     """Writes each pipeline and each component as YAML into ``output_dir``; returns the paths.
 
     Component YAML loads back with ``kfp.components.load_component_from_file``.
+
+    Raises:
+        ConfigError: ``output_dir`` cannot be created.
     """
     from trainguard.components import preflight, train, validate
     from trainguard.pipelines import PIPELINES
 
     out = Path(output_dir)
-    (out / "components").mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, pipeline in PIPELINES.items():
-        path = out / f"{name}.yaml"
-        compiler.Compiler().compile(pipeline, str(path))
-        written.append(path)
-    for component in (preflight, train, validate):
-        path = out / "components" / f"{component.component_spec.name}.yaml"
-        compiler.Compiler().compile(component, str(path))
-        written.append(path)
-    return written
+    targets = [(pipeline, out / f"{name}.yaml") for name, pipeline in PIPELINES.items()]
+    targets += [(component, out / "components" / f"{component.component_spec.name}.yaml")
+                for component in (preflight, train, validate)]
+    try:
+        (out / "components").mkdir(parents=True, exist_ok=True)
+        for item, path in targets:
+            compiler.Compiler().compile(item, str(path))
+    except OSError as exc:  # a file in the way, no permission: bad input, not a traceback
+        raise ConfigError(f"cannot write into --output-dir {out}: {exc.strerror or exc} "
+                          f"({exc.filename or out}); choose another directory") from None
+    return [path for _, path in targets]

@@ -4,7 +4,8 @@ The KFP local runner writes everything — its own log lines, each component's s
 executor's JSON — to ``sys.stdout``. :class:`TaskLogSplitter` stands in for ``sys.stdout`` while a
 pipeline runs: every line goes, without colour codes, to the log file of the task that printed it
 (``<task>.log``; lines before the first task to ``pipeline.log``), and ``on_event`` hears when a
-task starts and when it ends with its status, which is all a person needs to see go by.
+task starts and when it ends with its status, which is all a person needs to see go by. Lines
+are redacted (``trainguard.redaction``) before they are filed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
+
+from trainguard.redaction import redact
 
 __all__ = ["TaskEvent", "TaskLogSplitter", "TaskReporter", "strip_ansi"]
 
@@ -81,7 +84,9 @@ class TaskLogSplitter(io.TextIOBase):
             self._switch(start.group(1))
             self._started = time.monotonic()
             self._on_event(TaskEvent(self._task, "", 0.0, self.log_path(self._task)))
-        self._handle.write(line + "\n")
+        # The executor's JSON echoes the job spec (env values, args): a token there must not
+        # land in a log file the summary points people to.
+        self._handle.write(redact(line) + "\n")
         end = _END.search(line)
         if end and end.group(1) == self._task:
             self._handle.flush()

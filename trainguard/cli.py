@@ -57,13 +57,12 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version,
 
 def _write_json(path: Path | None, data: dict) -> None:
     if path is not None:
+        from trainguard.output_files import write_output
+
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(data, indent=2), encoding="utf-8")
-        except OSError as exc:
-            err.print(f"[bold red]trainguard: bad input:[/] cannot write --json "
-                      f"{escape(str(path))}: {exc.strerror or exc}")
-            raise typer.Exit(EXIT_BAD_INPUT) from None
+            write_output(path, json.dumps(data, indent=2), "--json")
+        except TrainguardError as exc:
+            _fail(exc)
 
 
 def _cloud_names(project: str, region: str, *, local: bool) -> tuple[str, str]:
@@ -171,6 +170,9 @@ def train(
     from trainguard.stages import train_stage
 
     try:
+        from trainguard.output_files import check_writable
+
+        check_writable(json_path, "--json")  # now, not after the job has run for hours
         project, region = _cloud_names(project, region, local=local)
         result = train_stage(spec, project=project, region=region, display_name=display_name,
                              backend="local" if local else "vertex", output_dir=output_dir,
@@ -202,9 +204,11 @@ def train(
         stop = result.stopped
         out.print(f"[yellow]training stopped early[/] ([bold]{stop['failure_class']}[/]): "
                   f"{escape(stop['evidence'])}\n  {escape(stop['details'].get('saved', ''))}")
+    picked = getattr(result, "model", None) or {}
+    model_shown = ("none (the job left no weights)" if picked.get("model_source") == "none"
+                   else picked.get("model_uri") or result.model_dir)
     out.print(f"[green]training {result.state}[/] in {result.duration_s:.1f} s "
-              f"({result.restarts} restart(s)); model: "
-              f"{escape(getattr(result, 'model', {}).get('model_uri') or result.model_dir)}; "
+              f"({result.restarts} restart(s)); model: {escape(model_shown)}; "
               f"history: {escape(result.history_path)}")
 
 
@@ -298,7 +302,11 @@ def compile_(
         os.environ["TRAINGUARD_COMPONENT_IMAGE"] = image
     from trainguard.pipelines.compile import compile_all
 
-    for path in compile_all(output_dir):
+    try:
+        written = compile_all(output_dir)
+    except TrainguardError as exc:
+        _fail(exc)
+    for path in written:
         out.print(f"wrote {path}", markup=False)
 
 
@@ -334,6 +342,9 @@ def run(
                               or (backend or "local") != "local"):
             raise ConfigError("--preempt-after injects preemptions into a local training job: it "
                               "needs --local, --backend local and --pipeline guarded_training")
+        from trainguard.durations import parse_durations
+
+        parse_durations(preempt_after, "--preempt-after")  # before the pipeline runs, not in it
         job = make_spec(spec, project=project, region=region, display_name=display_name)
         if local:
             from trainguard.pipelines.local_runner import run_local

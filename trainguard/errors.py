@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from trainguard.triage import Diagnosis
 
 __all__ = [
+    "MAX_MESSAGE_CHARS",
     "EXIT_OK",
     "EXIT_FAILED",
     "EXIT_BAD_INPUT",
@@ -34,12 +35,28 @@ __all__ = [
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+# An error's message is shown whole (CLI, a pipeline task's log): it echoes what the user gave
+# (a flag, a series name, a path), so it is redacted and kept to a size a person reads.
+MAX_MESSAGE_CHARS = 10_000
 
 
 class TrainguardError(Exception):
-    """Base of every error trainguard raises on purpose."""
+    """Base of every error trainguard raises on purpose.
+
+    The message is passed through :func:`trainguard.redaction.redact` and
+    :func:`~trainguard.redaction.printable` and bounded to :data:`MAX_MESSAGE_CHARS` here, once
+    for every raise site: a message that quotes a flag, a metric name or a URL never carries a
+    credential, never drives the terminal, and never floods a terminal or a log.
+    """
 
     exit_code = EXIT_FAILED
+
+    def __init__(self, *args: Any) -> None:
+        if len(args) == 1 and isinstance(args[0], str):
+            from trainguard.redaction import bound, printable, redact
+
+            args = (bound(printable(redact(args[0])), MAX_MESSAGE_CHARS),)
+        super().__init__(*args)
 
 
 class UserError(TrainguardError):

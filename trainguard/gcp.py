@@ -34,6 +34,7 @@ __all__ = [
     "DEFAULT_HOSTS",
     "Endpoint",
     "endpoint",
+    "check_overrides",
     "credentials",
     "job_client",
     "quotas_client",
@@ -84,6 +85,42 @@ class Endpoint:
         return self.base_url.split("://", 1)[1]
 
 
+def _base_url(variable: str, value: str) -> str:
+    """``value`` as scheme://host[:port], the only form every client takes (GAPIC wants a host).
+
+    Raises:
+        ConfigError: anything else (no scheme, no host, a bad port, a path or a query).
+    """
+    from urllib.parse import urlsplit
+
+    url = value.rstrip("/")
+    try:
+        parts = urlsplit(url)
+        ok = (parts.scheme in ("http", "https") and bool(parts.hostname)
+              and not (parts.path or parts.query or parts.fragment) and parts.port != 0)
+    except ValueError:  # a port that is not a number or out of range, a broken [IPv6]
+        ok = False
+    if not ok:
+        raise ConfigError(f"{variable}={value[:200]!r} must be a URL such as "
+                          "http://127.0.0.1:8080 (scheme, host and port, nothing after); fix or "
+                          "unset it")
+    return url
+
+
+def check_overrides(environ: Mapping[str, str] | None = None) -> None:
+    """Refuses a malformed ``TRAINGUARD_ENDPOINT_*`` or ``STORAGE_EMULATOR_HOST`` up front, so a
+    typo is bad input (exit 2) rather than every check that uses it reporting UNKNOWN.
+
+    Raises:
+        ConfigError: the first malformed override, named.
+    """
+    env = os.environ if environ is None else environ
+    for api in ENDPOINT_APIS:
+        endpoint(api, environ=env)
+    if env.get("STORAGE_EMULATOR_HOST", "").strip():
+        _base_url("STORAGE_EMULATOR_HOST", env["STORAGE_EMULATOR_HOST"].strip())
+
+
 def endpoint(api: str, region: str = "", environ: Mapping[str, str] | None = None) -> Endpoint:
     """Resolves ``api``'s endpoint, honouring ``TRAINGUARD_ENDPOINT_<API>``."""
     api = api.upper()
@@ -92,11 +129,7 @@ def endpoint(api: str, region: str = "", environ: Mapping[str, str] | None = Non
     env = os.environ if environ is None else environ
     override = env.get(f"TRAINGUARD_ENDPOINT_{api}", "").strip()
     if override:
-        if not override.startswith(("http://", "https://")):
-            raise ConfigError(
-                f"TRAINGUARD_ENDPOINT_{api}={override!r} must be a URL such as "
-                "http://127.0.0.1:8080")
-        return Endpoint(api, override.rstrip("/"), True)
+        return Endpoint(api, _base_url(f"TRAINGUARD_ENDPOINT_{api}", override), True)
     host = DEFAULT_HOSTS[api].format(region=region or "us-central1")
     return Endpoint(api, f"https://{host}", False)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["SECRET_SHAPES", "SecretShape", "redact", "bound", "REDACTED"]
+__all__ = ["SECRET_SHAPES", "SecretShape", "redact", "bound", "printable", "REDACTED"]
 
 REDACTED = "[REDACTED]"
 
@@ -42,14 +42,15 @@ def _shape(name: str, regex: str, replacement: str = REDACTED, flags: int = 0) -
 _SEP = r"(?:[\"']|%2[27])?\s*(?:[:=]|%3[ADad])\s*(?:[\"']|%2[27]|%20)?\s*"
 # A value: up to a quote, a space, "&", ",", ";" (also URL-encoded: %22 %27 %26 %2C %3B %20).
 _VALUE = r"(?:[^\s\"'&,;%<>]|%(?!2[0267Cc]|3[Bb])[0-9A-Fa-f]{2})+"
-# Where a key name starts: not inside a word, or right after a URL-encoded quote, space or sign.
-_START = r"(?:(?<![\w-])|(?<=%2[027])|(?<=%3[ADad]))"
+# Where a key name starts: not inside a word, or right after a URL-encoded quote, space or sign,
+# or a command-line flag's "--" (``--hf-token=…``, ``--password …`` as launchers echo argv).
+_START = r"(?:(?<![\w-])|(?<=(?<![\w-])--)|(?<=%2[027])|(?<=%3[ADad]))"
 # Key names whose value is a secret, in any case, with "_", "-" or nothing between words, and any
 # prefix (AWS_SECRET_ACCESS_KEY, HF_TOKEN, WANDB_API_KEY).
 _SECRET_KEYS = r"(?:[a-z0-9]+[_-])*(?:" + (
     r"(?:access|id|refresh|auth|session|client|bearer)[_-]?token|token"
     r"|client[_-]?secret|secret[_-]?(?:access[_-]?)?key|secret|private[_-]?key(?:[_-]?id)?"
-    r"|(?:aws[_-]?)?(?:access[_-]?)?key[_-]?id|api[_-]?key|x-api-key|passw(?:or)?d|pwd"
+    r"|(?:aws[_-]?)?(?:access[_-]?)?key[_-]?id|api[_-]?key|x-api-key|[a-z]{0,8}passw(?:or)?d|pwd"
     r"|x-goog-signature|x-goog-credential|x-amz-signature|x-amz-credential|x-amz-security-token"
     r"|signature|sig"
 ) + ")"
@@ -71,8 +72,11 @@ SECRET_SHAPES: tuple[SecretShape, ...] = (
     _shape("Cookie in JSON or a parameter", r"(?i)" + _START + r"((?:set-)?cookies?" + _SEP + r")" + _VALUE,
            r"\1[REDACTED]"),
     _shape("Bearer token", r"(?i)\b(bearer(?:\s+|%20))[\w.~+/=-]{8,}", r"\1[REDACTED]"),
-    # Credentials in a URL: scheme://user:password@host keeps the user, drops the password.
-    _shape("URL credentials", r"(?i)\b([a-z][a-z0-9+.-]{1,20}://[^\s:/@]{1,200}:)[^\s@/]{1,500}@",
+    # Credentials in a URL: scheme://user:password@host keeps the user, drops the password (the
+    # user may be empty, as in redis://:password@host; an unencoded "@" in the password runs to
+    # the last "@" before the host).
+    _shape("URL credentials",
+           r"(?i)\b([a-z][a-z0-9+.-]{1,20}://[^\s:/@]{0,200}:)[^\s/]{1,500}@(?=[^\s/@]*(?:[\s/?#]|$))",
            r"\1[REDACTED]@"),
     # Tokens with a known prefix, wherever they appear.
     _shape("Google OAuth access token", r"\bya29\.[\w.-]+"),
@@ -81,6 +85,8 @@ SECRET_SHAPES: tuple[SecretShape, ...] = (
     _shape("JSON Web Token", r"\beyJ[\w-]+\.[\w-]+\.[\w-]+"),
     _shape("GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})"),
     _shape("Slack token", r"\bxox[abposre]-[A-Za-z0-9-]{10,}"),
+    _shape("Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}"),
+    _shape("OpenAI API key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{32,}"),
     _shape("Slack webhook", r"(?i)\bhooks\.slack\.com/services/[\w/]+",
            "hooks.slack.com/services/[REDACTED]"),
     # An AWS access key id, and the 40-character secret written after it (a key pair).
@@ -90,6 +96,9 @@ SECRET_SHAPES: tuple[SecretShape, ...] = (
     # key=value, "key": "value", key: value, and their URL-encoded forms, for secret key names.
     _shape("secret key=value",
            r"(?i)" + _START + r"(" + _SECRET_KEYS + r")(" + _SEP + r")" + _VALUE, r"\1\2[REDACTED]"),
+    # A command line's "--password hunter2" (the value after a space, as argv is echoed).
+    _shape("secret command-line flag",
+           r"(?i)(?<![\w-])(--" + _SECRET_KEYS + r")\s+(?!-)[^\s\"']+", r"\1 [REDACTED]"),
 )
 # fmt: on
 
@@ -105,6 +114,26 @@ def redact(text: str) -> str:
     for shape in SECRET_SHAPES:
         text = shape.regex.sub(shape.replacement, text)
     return text
+
+
+# Terminal control: C0 controls but tab and line feed, DEL, C1 controls (ESC starts ANSI and OSC
+# sequences, CR overwrites a line), and the Unicode bidirectional overrides and isolates.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_AND_NEWLINE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str, *, one_line: bool = False) -> str:
+    """``text`` with terminal control characters written as escapes (``\\x1b``, ``\\u202e``).
+
+    Text from a file or a flag that trainguard shows in a verdict, an error or a report must not
+    drive the terminal: an ESC sequence can clear the screen or rewrite the line that said
+    FAILED, a carriage return can overwrite it, a bidi override can reverse what is read. Tabs
+    and line feeds stay (``one_line`` escapes line feeds too, for a name).
+    """
+    pattern = _CONTROL_AND_NEWLINE if one_line else _CONTROL
+    if not pattern.search(text):
+        return text
+    return pattern.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def bound(text: str, limit: int = 20_000, marker: str = "…") -> str:

@@ -116,7 +116,8 @@ class RetryPolicy:
              what: str, where: str = "", on_retry: Callable[[BaseException, float], None] | None = None,
              clock: Callable[[], float] = time.monotonic,
              sleep: Callable[[float], None] = time.sleep,
-             unreachable: tuple[type[BaseException], ...] | None = None) -> _T:
+             unreachable: tuple[type[BaseException], ...] | None = None,
+             unanswered_deadline_s: float | None = None) -> _T:
         """``fn()``, retrying errors of the ``transient`` types until the deadline.
 
         Args:
@@ -127,6 +128,9 @@ class RetryPolicy:
             on_retry: called with (error, delay) before each wait.
             clock, sleep: injectable for tests.
             unreachable: the types that mean "no answer" (default :func:`unreachable_types`).
+            unanswered_deadline_s: a shorter deadline while nothing has answered at all (a long
+                deadline meant to ride out an outage of a service that was there should not make
+                a wrong or dead endpoint cost minutes before it is named).
 
         Raises:
             EndpointUnreachable: every attempt failed without an answer.
@@ -144,21 +148,25 @@ class RetryPolicy:
                 no_answer = isinstance(exc, unreachable or unreachable_types())
                 answered = answered or not no_answer
                 delay = next(delays)
-                if now + delay - first > self.deadline_s:
-                    raise self._give_up(exc, what, where, now - first, answered) from None
+                limit = self.deadline_s if answered or unanswered_deadline_s is None else \
+                    min(self.deadline_s, unanswered_deadline_s)
+                if now + delay - first > limit:
+                    raise self._give_up(exc, what, where, now - first, answered,
+                                        limit) from None
                 if on_retry is not None:
                     on_retry(exc, delay)
                 sleep(delay)
 
     def _give_up(self, exc: BaseException, what: str, where: str, elapsed: float,
-                 answered: bool) -> Exception:
+                 answered: bool, limit: float | None = None) -> Exception:
         detail = describe(exc)
         place = f" at {where}" if where else ""
         if not answered:
             return EndpointUnreachable(
                 f"{what}: no answer{place} for {elapsed:.0f} s ({detail}); check the endpoint "
                 f"(TRAINGUARD_ENDPOINT_*, STORAGE_EMULATOR_HOST) and the network. Retries stop "
-                f"after {self.deadline_s:g} s ({DEADLINE_ENV} sets it)")
+                f"after {self.deadline_s if limit is None else limit:g} s ({DEADLINE_ENV} sets "
+                f"it)")
         return TransientError(
             f"{what}{place} kept failing for {elapsed:.0f} s: {detail}; try again later "
             f"(retries stop after {self.deadline_s:g} s; {DEADLINE_ENV} sets it)")

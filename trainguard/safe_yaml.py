@@ -46,12 +46,37 @@ def _too_big(where: str, values: int, chars: int) -> SpecError:
 
 
 class _Open:
-    """A mapping or sequence being read: its anchor and the totals when it opened."""
+    """A mapping or sequence being read: its anchor and the totals when it opened; for a
+    mapping, the keys seen so far and whether the next node is a key."""
 
-    __slots__ = ("anchor", "values", "chars", "height")
+    __slots__ = ("anchor", "values", "chars", "height", "keys", "at_key")
 
-    def __init__(self, anchor: str | None, values: int, chars: int) -> None:
+    def __init__(self, anchor: str | None, values: int, chars: int, mapping: bool) -> None:
         self.anchor, self.values, self.chars, self.height = anchor, values, chars, 0
+        self.keys: set[tuple[str, bool]] | None = set() if mapping else None
+        self.at_key = True
+
+
+def _node_ended(stack: list[_Open], event: yaml.Event, where: str) -> None:
+    """A node ended inside ``stack[-1]``: when it is a mapping's key, refuses a key seen before.
+
+    YAML and JSON parsers keep the last of two equal keys, so a spec with ``serviceAccount``
+    twice would silently lose one (gcloud refuses it). Keys compare as written: the same text,
+    both plain or both quoted (plain ``1`` and quoted ``"1"`` are different keys).
+    """
+    parent = stack[-1] if stack else None
+    keys = parent.keys if parent is not None else None
+    if parent is None or keys is None:
+        return
+    if parent.at_key and isinstance(event, yaml.ScalarEvent) and event.value != "<<":
+        key = (event.value, bool(event.implicit[0]))
+        if key in keys:
+            line = event.start_mark.line + 1 if event.start_mark else 0
+            raise SpecError(f"the key {bound(redact(repr(event.value)), 120)} appears twice in "
+                            f"one mapping (line {line}); YAML and JSON would keep only the last "
+                            "value and silently drop the other: keep one", where)
+        keys.add(key)
+    parent.at_key = not parent.at_key
 
 
 def _precheck(text: str, where: str) -> None:
@@ -65,19 +90,23 @@ def _precheck(text: str, where: str) -> None:
             if len(stack) >= MAX_DEPTH:
                 raise _too_deep(where)
             values += 1
-            stack.append(_Open(event.anchor, values, chars))
+            stack.append(_Open(event.anchor, values, chars,
+                               isinstance(event, yaml.MappingStartEvent)))
             continue
         if isinstance(event, _CLOSE):
             node = stack.pop()
+            _node_ended(stack, event, where)
             height = node.height + 1
             if node.anchor is not None:
                 anchors[node.anchor] = (values - node.values + 1, chars - node.chars, height)
         elif isinstance(event, yaml.ScalarEvent):
+            _node_ended(stack, event, where)
             values += 1
             chars += len(event.value)
             if event.anchor is not None:
                 anchors[event.anchor] = (1, len(event.value), 0)
         elif isinstance(event, yaml.AliasEvent):
+            _node_ended(stack, event, where)
             more_values, more_chars, height = anchors.get(event.anchor or "", (1, 0, 0))
             values += more_values
             chars += more_chars

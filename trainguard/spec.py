@@ -57,6 +57,9 @@ _JOB_DESC = CustomJob.meta.pb.DESCRIPTOR
 _OUTPUT_ONLY = {"name", "state", "createTime", "startTime", "endTime", "updateTime", "error",
                 "webAccessUris", "satisfiesPzs", "satisfiesPzi"}
 _MAX_LISTED = 20  # problems listed in one message; the rest are counted
+# Vertex AI gives each position in workerPoolSpecs[] a role: [0] the primary (chief), [1]
+# workers, [2] parameter servers / Reduction Server, [3] evaluators; there is no fifth.
+MAX_WORKER_POOLS = 4
 
 
 def validate_project(project: str) -> str:
@@ -314,7 +317,11 @@ def _semantic_errors(data: Mapping[str, Any]) -> Problems:
         return [("workerPoolSpecs", "is missing or empty; give at least one worker pool with a "
                                     "machineSpec and a containerSpec")]
     errors: Problems = []
-    for i, pool in enumerate(pools):
+    if len(pools) > MAX_WORKER_POOLS:
+        errors.append(("workerPoolSpecs", f"has {len(pools)} worker pools; Vertex AI takes at most "
+                       f"{MAX_WORKER_POOLS}: [0] the chief, [1] workers, [2] parameter servers, "
+                       "[3] evaluators (more replicas go in a pool's replicaCount)"))
+    for i, pool in enumerate(pools[:MAX_WORKER_POOLS]):
         if pool:
             errors += _pool_errors(i, pool)
         elif i == 0:
@@ -432,7 +439,12 @@ def load_spec(path: str | Path, *, project: str, region: str,
         text = raw.decode("utf-8")
     except FileNotFoundError:
         raise SpecError(f"spec file {shown} does not exist", "spec") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except UnicodeDecodeError as exc:
+        what = ("UTF-16 text, not UTF-8" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else
+                f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})")
+        raise SpecError(f"spec file {shown} is {what}: save the YAML or JSON spec as UTF-8",
+                        "spec") from None
+    except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or bound(str(exc), 300)
         raise SpecError(f"cannot read spec file {shown}: {reason}", "spec") from None
     if not text.strip():

@@ -45,15 +45,9 @@ def make_spec(job_spec: Mapping[str, Any] | str | Path | JobSpec, *, project: st
 
 def _write(path: str | None, text: str | bytes) -> None:
     if path:
-        try:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(text, bytes):
-                Path(path).write_bytes(text)
-            else:
-                Path(path).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot write {path}: {exc.strerror or exc}; choose another "
-                              "path") from None
+        from trainguard.output_files import write_output
+
+        write_output(path, text)
 
 
 def _log_metrics(sink, values: Mapping[str, float]) -> None:

@@ -32,7 +32,7 @@ from typing import BinaryIO
 from trainguard.failure_classes import CLASS_NAMES
 from trainguard.failure_classes import get as get_failure_class
 from trainguard.prefilter import Prefilter, gate_words, has_folded
-from trainguard.redaction import redact
+from trainguard.redaction import printable, redact
 
 __all__ = [
     "ERROR",
@@ -493,17 +493,20 @@ class _Hit:
         return (self.line_number, self.segment, -self.pattern.weight)
 
 
-def classify(text: str) -> Diagnosis:
+def classify(text: str | bytes) -> Diagnosis:
     """Names the failure class of a job from its error message and/or the tail of its logs.
 
     Args:
-        text: the job's error message, its log tail, or both concatenated.
+        text: the job's error message, its log tail, or both concatenated (bytes are decoded
+            as UTF-8, undecodable bytes as U+FFFD).
 
     Returns:
         The diagnosis: the root-cause class, the evidence line, the class's first remedy and
         trap, a confidence and the reason. Text with no known failure signature, such as a
         healthy training log, is ``unknown`` with a confidence below 0.3.
     """
+    if isinstance(text, bytes | bytearray):  # a process's raw output: read like a log file
+        return classify_stream(io.BytesIO(text))
     # surrogatepass: any str round-trips, so the evidence is the caller's text exactly.
     data = (text or "").encode("utf-8", "surrogatepass")
     return _decide(_scan(io.BytesIO(data), errors="surrogatepass"))
@@ -835,7 +838,7 @@ def _evidence(hit: _Hit) -> str:
         begin = max(0, start - _REDACT_MARGIN)
         line, start = line[begin : begin + 2 * _REDACT_MARGIN], start - begin
     before = len(line)
-    line = redact(line)
+    line = printable(redact(line))
     if len(line) <= MAX_EVIDENCE_CHARS:
         return line
     if len(line) != before:  # redaction moved the signal: find it again

@@ -9,15 +9,19 @@ cannot be read is bad input (exit 2) with what to do.
 
 from __future__ import annotations
 
+import os
 import re
+import select
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 from trainguard.errors import ConfigError
 from trainguard.redaction import bound, redact
 from trainguard.triage import Diagnosis, classify, classify_file, classify_stream
 
-__all__ = ["read_diagnosis", "looks_like_text"]
+__all__ = ["read_diagnosis", "looks_like_text", "FIFO_WAIT_S"]
+
+FIFO_WAIT_S = 10.0  # for a named FIFO's first byte: a writer that is there answers at once
 
 # "train.log", "logs/job 7.txt": a name ending in a short extension is a file the user meant.
 _FILE_NAME_END = re.compile(r"\.[A-Za-z0-9]{1,5}$")
@@ -32,6 +36,32 @@ def looks_like_text(argument: str) -> bool:
 
 def _shown(argument: str) -> str:
     return repr(bound(redact(argument), 200))
+
+
+def _open_fifo(path: Path, source: str) -> BinaryIO:
+    """A FIFO opened for reading without waiting forever for a writer.
+
+    ``triage <(kubectl logs …)`` hands a pipe whose writer is already there (``/dev/fd/N``): it
+    is read as it comes. A named FIFO that nothing writes to would block ``open`` for ever: it
+    gets :data:`FIFO_WAIT_S` for its first byte (or its writer's end), then is bad input.
+
+    Raises:
+        ConfigError: nothing wrote to the named FIFO in time.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        inherited = source.startswith(("/dev/fd/", "/proc/self/fd/", "/dev/stdin"))
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if not inherited and not poller.poll(int(FIFO_WAIT_S * 1000)):
+            raise ConfigError(f"cannot read {_shown(source)}: a FIFO (named pipe) that nothing "
+                              f"wrote to in {FIFO_WAIT_S:g} s; start its writer first, or pipe "
+                              "the log in: ... | trainguard triage -")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def read_diagnosis(source: str, text: str | None, *, stdin: TextIO) -> tuple[Diagnosis, str]:
@@ -52,6 +82,9 @@ def read_diagnosis(source: str, text: str | None, *, stdin: TextIO) -> tuple[Dia
         return (classify_stream(buffer) if buffer is not None else classify(stdin.read())), ""
     path = Path(source)
     try:
+        if path.is_fifo():
+            with _open_fifo(path, source) as stream:
+                return classify_stream(stream), ""
         return classify_file(path), ""
     except FileNotFoundError:
         if looks_like_text(source):

@@ -806,3 +806,27 @@ def test_train_rejects_a_max_queued_that_is_not_a_duration(vertex_server, tmp_pa
     assert_contract(outcome, allowed=(2,))
     assert "--max-queued: 'soon' is not a duration" in outcome.output
     assert vertex_server.requests == []
+
+
+def test_a_dead_endpoint_is_named_within_the_short_deadline_not_after_minutes(monkeypatch,
+                                                                           fake_time):
+    # With nothing ever answering, the launcher once retried create (and a label lookup after
+    # each try) for max_transient_s, 15 min by default, before saying anything was wrong.
+    import socket
+
+    from trainguard.errors import EndpointUnreachable
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"  # closed again: nothing listens there
+    monkeypatch.setenv("TRAINGUARD_ENDPOINT_AIPLATFORM", dead)
+    monkeypatch.setenv("TRAINGUARD_RETRY_DEADLINE", "10s")
+    with pytest.raises(EndpointUnreachable, match=re.escape(dead)):
+        backend(fake_time).run(a100_spec())
+    assert sum(fake_time.sleeps) <= 10
+
+
+def test_an_answering_but_failing_vertex_still_gets_the_long_deadline(vertex_server, fake_time):
+    vertex_server.fail_next(6, 503, "create")  # 2+4+8+16+32+60 s of 503s: it is there, busy
+    result = backend(fake_time).run(a100_spec())
+    assert result.succeeded and len(vertex_server.jobs) == 1

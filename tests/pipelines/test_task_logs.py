@@ -37,3 +37,17 @@ def test_a_log_gets_plain_lines_one_per_start_and_end(tmp_path):
     lines = out.getvalue().splitlines()
     assert lines[0] == "  validate: started"
     assert lines[1].startswith("  validate: FAILED in ") and len(lines) == 2
+
+
+def test_a_secret_the_executor_echoes_from_the_job_spec_is_not_filed(tmp_path):
+    # `trainguard run` once filed the spec's env values (an HF token, a database URL) verbatim
+    # in preflight.log and train.log, the files its summary tells people to open.
+    splitter = TaskLogSplitter(tmp_path, lambda event: None)
+    splitter.write("Executing task 'train'\n"
+                   '    "env": [{"name": "HF_TOKEN", "value": "hf_0123456789abcdefghijABCDEFGHIJklmn"},\n'
+                   '            {"name": "DB", "value": "postgres://u:pw0rdXYZ@db/x"}]\n'
+                   "Task 'train' finished with status SUCCESS\n")
+    splitter.close()
+    train = (tmp_path / "train.log").read_text()
+    assert "0123456789abcdefghij" not in train and "pw0rdXYZ" not in train
+    assert '"name": "HF_TOKEN"' in train and "[REDACTED]" in train

@@ -110,3 +110,15 @@ def test_bound_keeps_head_and_tail_within_the_limit():
     assert len(out) <= 1000 and out.startswith("AAA") and out.endswith("Z")
     assert "characters elided" in out
     assert bound("short", 1000) == "short"
+
+
+def test_every_error_message_is_redacted_and_bounded_where_it_is_raised():
+    # A component's task log shows the message as raised, without the CLI in between.
+    from trainguard.errors import MAX_MESSAGE_CHARS, HistoryError, SpecError, ValidationFailed
+
+    assert "hunter2" not in str(ConfigError("cannot read postgres://bob:hunter2@db/x"))
+    assert "ghp_" not in str(HistoryError("series ghp_" + "a" * 36 + " missing"))
+    assert "AKIA" not in str(ValidationFailed("val/AKIAABCDEFGHIJKLMNOP rose", None))
+    huge = SpecError("v" * 1_000_000, "workerPoolSpecs[0].args")
+    assert len(str(huge)) <= MAX_MESSAGE_CHARS and str(huge).startswith("workerPoolSpecs[0].args")
+    assert str(ConfigError("--guard 'sometimes'")) == "--guard 'sometimes'"  # plain text untouched

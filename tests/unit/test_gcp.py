@@ -100,6 +100,18 @@ def test_endpoint_rejects_bad_override_and_unknown_api():
         gcp.endpoint("storage", environ={})
 
 
+@pytest.mark.parametrize("value", ["http://", "http://127.0.0.1:99999", "ftp://x", "http://[::1",
+                                   "http://127.0.0.1:9/v1?x=1", "http://u:p@:80", "http://h:0"])
+def test_an_override_that_is_no_host_and_port_is_refused(value):
+    # Each of these once got as far as a client and came back as an UNKNOWN check and exit 0.
+    with pytest.raises(ConfigError, match="TRAINGUARD_ENDPOINT_IAM=.* must be a URL"):
+        gcp.endpoint("IAM", environ={"TRAINGUARD_ENDPOINT_IAM": value})
+    with pytest.raises(ConfigError, match="STORAGE_EMULATOR_HOST"):
+        gcp.check_overrides({"STORAGE_EMULATOR_HOST": value})
+    assert gcp.endpoint("IAM", environ={"TRAINGUARD_ENDPOINT_IAM": "https://[::1]:8443/"}).host \
+        == "[::1]:8443"
+
+
 def test_overridden_endpoint_gets_anonymous_credentials():
     ep = gcp.endpoint("IAM", environ={"TRAINGUARD_ENDPOINT_IAM": "http://127.0.0.1:1"})
     assert isinstance(gcp.credentials(ep), ga_credentials.AnonymousCredentials)

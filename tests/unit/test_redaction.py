@@ -72,6 +72,20 @@ CASES = [
      ["sk-live-0123456789abcdef"], ["%22api_key%22"]),
     ("Authorization header", "header%3A%20Authorization%3A%20Bearer%20tok_0123456789abcdef",
      ["tok_0123456789abcdef"], []),
+    # Shapes that leaked before this round: an "@" or nothing as the URL's user, argv flags,
+    # a prefix glued to PASSWORD, Hugging Face and OpenAI keys.
+    ("URL credentials", "redis://:r3d1sPass@cache:6379/0", ["r3d1sPass"], ["@cache:6379/0"]),
+    ("URL credentials", "https://bob:p@ss#w0rd@proxy.corp:3128/ up", ["p@ss", "w0rd"],
+     ["https://bob:", "@proxy.corp:3128/ up"]),
+    ("secret key=value", "exec python train.py --hf-token=abc123DEF --lr=0.1",
+     ["abc123DEF"], ["--hf-token=", "--lr=0.1"]),
+    ("secret key=value", "PGPASSWORD=hunter2 psql -h db", ["hunter2"], ["psql -h db"]),
+    ("secret command-line flag", "argv: train.py --password hunter2 --epochs 3", ["hunter2"],
+     ["--password", "--epochs 3"]),
+    ("secret command-line flag", "--wandb-api-key 0123abcd --seed 1", ["0123abcd"], ["--seed 1"]),
+    ("Hugging Face token", "HF login with hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789 ok",
+     ["aBcDeFgHiJkLmNoP"], ["ok"]),
+    ("OpenAI API key", "key sk-proj-" + "aB3" * 16 + " rejected", ["aB3aB3aB3"], ["rejected"]),
 ]
 
 
@@ -105,6 +119,10 @@ ORDINARY = [
     "NCCL INFO comm 0x7f1928e6e060 rank 3 nRanks 4 nNodes 1 localRanks 4 localRank 3 MNNVL 0",
     "Using authorization mode ADC for project my-project; cookies disabled",
     "bearer tokens are not logged",
+    "fetched https://storage.googleapis.com:443/b/runs/bob@example.com/log.txt",
+    "ssh://git@github.com:org/repo.git and mail bob@example.com",
+    "python train.py --max-tokens 2048 --token-budget 5 --secretary-mode on",
+    "hf_hub_download(repo_id='bert-base-uncased') sk-learn tasks: 3",
 ]
 
 
@@ -123,3 +141,15 @@ def test_an_unterminated_private_key_is_redacted_to_the_end():
     cleaned = redact("boom\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\nmore")
 
     assert cleaned == "boom\n[REDACTED PRIVATE KEY]"
+
+
+def test_terminal_control_characters_are_shown_as_escapes():
+    from trainguard.redaction import printable
+
+    hostile = "loss\x1b[1A\x1b[2K\rPASSED\x1b]0;title\x07 \u202eevil\x9b"
+    shown = printable(hostile)
+    assert not any(ord(c) < 32 and c not in "\t\n" or 0x7f <= ord(c) <= 0x9f
+                   or c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069" for c in shown)
+    assert shown == "loss\\x1b[1A\\x1b[2K\\rPASSED\\x1b]0;title\\x07 \\u202eevil\\x9b"
+    assert printable("a\tb\nc") == "a\tb\nc" and printable("a\nb", one_line=True) == "a\\nb"
+    assert printable("plain text, ünïcödé ✓") == "plain text, ünïcödé ✓"

@@ -430,3 +430,49 @@ def test_a_spec_built_before_aiplatform_is_imported_is_a_real_custom_job():
     spec = parse_spec({"workerPoolSpecs": [pool()]}, project=P, region=R)
     assert isinstance(spec.custom_job(), aiplatform_v1.CustomJob)
     assert aiplatform_v1.CustomJob.pb(spec.custom_job()).SerializeToString()
+
+
+def test_more_than_four_worker_pools_is_bad_input_with_a_short_message():
+    # Vertex AI has four pool roles; 5000 pools once made preflight print 500 KB of PASS lines.
+    with pytest.raises(SpecError) as info:
+        parse_spec({"workerPoolSpecs": [pool()] + [pool(replicaCount=2)] * 4999},
+                   project=P, region=R)
+    assert info.value.path == "workerPoolSpecs" and "at most 4" in str(info.value)
+    assert len(str(info.value)) < 500
+    assert len(parse_spec({"workerPoolSpecs": [pool()] + [pool(replicaCount=2)] * 3},
+                          project=P, region=R).pools) == 4
+
+
+@pytest.mark.parametrize("text", [
+    "workerPoolSpecs: []\nserviceAccount: a@p.iam.gserviceaccount.com\n"
+    "serviceAccount: b@p.iam.gserviceaccount.com\n",
+    '{"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4", '
+    '"machineType": "a2-highgpu-1g"}}]}',
+])
+def test_a_key_given_twice_is_bad_input_not_a_silent_last_wins(text):
+    with pytest.raises(SpecError, match="appears twice in one mapping"):
+        parse_spec(text, project=P, region=R)
+
+
+def test_equal_keys_in_different_mappings_and_merge_keys_are_fine():
+    text = (
+        "workerPoolSpecs:\n- machineSpec: {machineType: n1-standard-4}\n"
+        "  containerSpec: {imageUri: img, env: [{name: A, value: '1'}, {name: B, value: '1'}]}\n"
+        "- machineSpec: {machineType: n1-standard-4}\n  replicaCount: 2\n"
+        "  containerSpec: {imageUri: img}\n")
+    assert len(parse_spec(text, project=P, region=R).pools) == 2
+    from trainguard import safe_yaml
+
+    assert safe_yaml.load("x: &x {a: 1}\ny: {<<: *x, a: 2}\n", "t")["y"] == {"a": 2}
+    assert safe_yaml.load('1: a\n"1": b\n', "t") == {1: "a", "1": "b"}
+
+
+@pytest.mark.parametrize("data,needle", [(b"\xff\xfe" + "workerPoolSpecs: []".encode("utf-16-le"),
+                                          "UTF-16 text, not UTF-8"),
+                                         (bytes(range(256)), "not UTF-8 text (byte 0x80")])
+def test_a_spec_that_is_not_utf8_says_so_and_what_to_do(tmp_path, data, needle):
+    path = tmp_path / "spec.yaml"
+    path.write_bytes(data)
+    with pytest.raises(SpecError, match="save the YAML or JSON spec as UTF-8") as info:
+        load_spec(path, project=P, region=R)
+    assert needle in str(info.value)

@@ -656,3 +656,41 @@ def test_the_prefilter_finds_the_same_lines_with_and_without_de_duplication():
 
     assert with_dedup == without and share == 1.0
     assert len(with_dedup) < text.count(b"\n")  # healthy lines are left out
+
+
+def test_a_process_output_given_as_bytes_is_classified_like_text():
+    # subprocess output is bytes; classify(bytes) once raised AttributeError.
+    raw = b"step 10\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB \xff\xfe\n"
+    assert classify(raw).failure_class == "device_oom"
+    assert classify(bytearray(raw)).failure_class == "device_oom"
+
+
+def test_a_named_fifo_nothing_writes_to_is_bad_input_not_a_hang(tmp_path, monkeypatch):
+    import os
+    import threading
+
+    from tests.fuzz.contract import assert_contract, run_cli
+    from trainguard import triage_input
+
+    monkeypatch.setattr(triage_input, "FIFO_WAIT_S", 0.3)
+    fifo = tmp_path / "job.log"
+    os.mkfifo(fifo)
+    box: dict = {}
+    worker = threading.Thread(target=lambda: box.update(out=run_cli("triage", fifo)), daemon=True)
+    worker.start()
+    worker.join(20)
+    if worker.is_alive():  # free the blocked open() so the suite goes on, then fail
+        with open(fifo, "wb"):
+            pass
+        worker.join(5)
+        pytest.fail("triage waited for ever on a FIFO nothing writes to")
+    assert_contract(box["out"], allowed=(2,))
+    assert "nothing wrote to" in box["out"].stderr
+
+    writer = threading.Thread(target=lambda: fifo.write_bytes(
+        b"RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n"), daemon=True)
+    writer.start()
+    outcome = run_cli("triage", fifo)
+    writer.join(5)
+    assert_contract(outcome, allowed=(0,))
+    assert "device_oom" in outcome.stdout

@@ -20,7 +20,7 @@ import numpy as np
 from trainguard.errors import HistoryError
 from trainguard.guard.book import Added, SeriesBook
 from trainguard.guard.follow import FollowError, GcsFollower, LocalFollower, split_gs
-from trainguard.validation.history import describe_name
+from trainguard.validation.history import describe_name, shown_name
 
 __all__ = ["EventRecords", "EventDirTail", "EVENTS_MARK", "MAX_RECORD_BYTES"]
 
@@ -205,7 +205,8 @@ class EventDirTail:
                 values.append(number)
         added = Added()
         for name, (tag, steps, values) in points.items():
-            split, metric, granularity = describe_name(tag, None, entry.run)
-            added.merge(self.book.add(name, split, metric, granularity, np.asarray(steps),
-                                      np.asarray(values)))
+            split, metric, granularity = describe_name(shown_name(tag), None,
+                                                       shown_name(entry.run))
+            added.merge(self.book.add(shown_name(name), split, metric, granularity,
+                                      np.asarray(steps), np.asarray(values)))
         return added

@@ -16,6 +16,7 @@ read; when they do not (or the file shrank), the file was replaced and is read a
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -116,8 +117,18 @@ class LocalFollower(_Tail):
 
     def read_new(self, size: int | None = None, generation: Any = None) -> Chunk | None:
         try:
-            with open(self.uri, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
+            # O_NONBLOCK: a FIFO at the history's path must not block the launcher's poll loop
+            # (open() would wait for a writer for ever, and the job would go unwatched).
+            fd = os.open(self.uri, os.O_RDONLY | os.O_NONBLOCK)
+            with open(fd, "rb") as handle:
+                info = os.fstat(handle.fileno())
+                if stat.S_ISDIR(info.st_mode):
+                    raise IsADirectoryError
+                if not stat.S_ISREG(info.st_mode):
+                    raise FollowError(f"{self.uri} is not a regular file (a FIFO, a device or a "
+                                      "socket): not a history", transient=False)
+                os.set_blocking(handle.fileno(), True)
+                size = info.st_size
 
                 def read(start: int, end: int) -> bytes:
                     handle.seek(start)

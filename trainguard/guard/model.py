@@ -40,6 +40,8 @@ class BestStep:
         value: its value there.
         last_step: the last validation step.
         steps, values: the validation series (finite points), for the value at another step.
+        nonfinite_from: where the judged training or validation series became NaN/Inf and stayed
+            so to its end (None when it did not): weights saved from there on are not a model.
     """
 
     step: float
@@ -48,6 +50,7 @@ class BestStep:
     last_step: float
     steps: np.ndarray
     values: np.ndarray
+    nonfinite_from: float | None = None
 
     def value_at(self, step: float) -> tuple[float, float] | None:
         """(evaluation step, value) of the last evaluation at or before ``step``."""
@@ -68,7 +71,23 @@ def best_validation(verdict: Verdict) -> BestStep | None:
         return None
     best = int(np.argmax(values) if verdict.series.get("mode") == "max" else np.argmin(values))
     return BestStep(float(steps[best]), series.name, float(values[best]), float(steps[-1]),
-                    steps, values)
+                    steps, values, _first_nonfinite(verdict))
+
+
+def _first_nonfinite(verdict: Verdict) -> float | None:
+    """Where the judged train or validation series went NaN/Inf for good (the run of non-finite
+    points it ends with begins), or None. A NaN the run recovered from (a skipped fp16 step) does
+    not count: the weights after it are finite."""
+    firsts = []
+    for role in ("train", "val"):
+        described = verdict.series.get(role)
+        series = verdict.history.series.get(described["name"]) if described and \
+            verdict.history is not None else None
+        if series is None or not len(series) or np.isfinite(series.values[-1]):
+            continue
+        finite = np.flatnonzero(np.isfinite(series.values))
+        firsts.append(float(series.steps[finite[-1] + 1 if finite.size else 0]))
+    return min(firsts) if firsts else None
 
 
 @dataclass(frozen=True)
@@ -195,8 +214,9 @@ def pick_model(choice: ModelChoice | str, *, model_dir: str, checkpoint_dir: str
     if not candidates:
         return ModelPick(choice.value, "", "none", None, (), "the job left no weights: no "
                          "AIP_MODEL_DIR files and no complete checkpoint", best)
+    candidates, finite_note = _before_nonfinite(candidates, best)
     _, step, chosen = min(candidates, key=lambda item: (item[0], item[1]))
-    best_text = f"best validation step {best.step:g} ({best.series} {best.value:.4g})"
+    best_text = f"best validation step {best.step:g} ({best.series} {best.value:.4g}){finite_note}"
     if chosen is None:
         reason = (f"the final weights are the saved weights nearest the {best_text}")
         return _with_value(_replace(last_weights, reason=reason))
@@ -209,6 +229,20 @@ def _files_dir(checkpoint: Any) -> str:
     """Where a checkpoint's payload files are: its attempt directory (``step-N/a-<id>/``), or the
     step directory itself for checkpoints written before attempts existed."""
     return getattr(checkpoint, "root", "") or checkpoint.uri
+
+
+def _before_nonfinite(candidates: list[tuple[float, float, Any]],
+                      best: BestStep) -> tuple[list[tuple[float, float, Any]], str]:
+    """The candidates saved before the run went NaN/Inf (a checkpoint at or after that step holds
+    weights the NaN already reached), and a note for the reason; all of them, with a warning,
+    when none was."""
+    if best.nonfinite_from is None:
+        return candidates, ""
+    at = f"{best.nonfinite_from:g}"
+    healthy = [c for c in candidates if c[1] < best.nonfinite_from]
+    if healthy:
+        return healthy, f", saved before the run went NaN/Inf at step {at}"
+    return candidates, f"; every saved weight comes after the run went NaN/Inf at step {at}"
 
 
 def _replace(pick: ModelPick, **changes: Any) -> ModelPick:

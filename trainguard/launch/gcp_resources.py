@@ -28,6 +28,9 @@ def resource_uri(job_name: str) -> str:
     return f"https://{region}-aiplatform.googleapis.com/v1/{job_name}"
 
 
+_MAX_BYTES = 1 << 20  # GCPC's JSON for one CustomJob is a few hundred bytes
+
+
 def write_gcp_resources(path: str | os.PathLike[str], job_name: str) -> None:
     """Writes GCPC's ``GcpResources`` JSON naming ``job_name`` (atomically: a restart never sees
     half a file)."""
@@ -56,7 +59,15 @@ def read_gcp_resources(path: str | os.PathLike[str]) -> str | None:
 
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        if p.exists() and not p.is_file():  # a FIFO would block the read for ever
+            raise ConfigError(f"gcp_resources file {str(p)!r} is not a regular file (a "
+                              "directory, a FIFO, a device); give a file path")
+        with p.open("rb") as handle:
+            raw = handle.read(_MAX_BYTES + 1)
+        if len(raw) > _MAX_BYTES:
+            raise ConfigError(f"gcp_resources file {str(p)!r} is larger than {_MAX_BYTES >> 10} "
+                              "KiB, not GcpResources JSON; delete it to launch a new job")
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:

@@ -44,9 +44,13 @@ from trainguard.launch.watching import WatcherSeam, stop_error
 from trainguard.runtime.env import HISTORY_ENV, HISTORY_FILENAME
 from trainguard.spec import JobSpec, Pool
 
-__all__ = ["LocalBackend", "resolve_command", "contract_env"]
+__all__ = ["LocalBackend", "resolve_command", "contract_env", "MAX_LOCAL_REPLICAS",
+           "check_replicas"]
 
 _TF_TASK = {0: "chief", 1: "worker", 2: "ps", 3: "evaluator"}
+# Every replica is a process here, and each one's CLUSTER_SPEC lists every other: past a few
+# dozen a local run is a fork bomb (20,000 replicas took 2.9 GB and 37 s before a MemoryError).
+MAX_LOCAL_REPLICAS = 64
 _PYTHON = {"python", "python3", f"python{sys.version_info.major}.{sys.version_info.minor}"}
 
 
@@ -65,6 +69,21 @@ def resolve_command(pool: Pool) -> list[str]:
     if argv[0] in _PYTHON:
         argv[0] = sys.executable
     return argv
+
+
+def check_replicas(spec: JobSpec) -> int:
+    """The job's replica count, when this machine can run them all as processes.
+
+    Raises:
+        ConfigError: more than :data:`MAX_LOCAL_REPLICAS` replicas.
+    """
+    replicas = sum(p.replica_count for p in spec.pools)
+    if replicas > MAX_LOCAL_REPLICAS:
+        raise ConfigError(
+            f"the spec asks for {replicas} replicas; the local backend runs each as a process on "
+            f"this machine and takes at most {MAX_LOCAL_REPLICAS}: lower replicaCount for a local "
+            "run (Vertex AI runs the full count)")
+    return replicas
 
 
 def _die_with_parent() -> None:
@@ -212,7 +231,7 @@ class LocalBackend:
 
     def _workers(self, spec: JobSpec, base: str, job_id: str) -> list[_Worker]:
         pools = spec.pools
-        world = sum(p.replica_count for p in pools)
+        world = check_replicas(spec)
         ports = {(p.index, r): _free_port() for p in pools for r in range(p.replica_count)}
         workers, rank = [], 0
         for pool in pools:

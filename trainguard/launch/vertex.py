@@ -391,8 +391,9 @@ class VertexBackend:
                                                 timeout=self.request_timeout_s)
             except transient as exc:
                 # A 5xx or a lost answer may follow a create that landed: look before recreating.
-                # (A 429 is a refusal before any work, so there is nothing to look for.)
-                found = None if isinstance(exc, gexc.TooManyRequests) else \
+                # (A 429 is a refusal before any work, and a connection that never opened sent
+                # nothing, so there is nothing to look for.)
+                found = None if isinstance(exc, gexc.TooManyRequests) or _never_sent(exc) else \
                     self._find_launch(r, client)
                 if found is None:
                     raise
@@ -528,3 +529,22 @@ def _running_for(job: Any) -> float:
     with contextlib.suppress(TypeError, ValueError, OverflowError):
         return max(0.0, time.time() - start.timestamp())
     return 0.0
+
+
+def _never_sent(exc: BaseException) -> bool:
+    """True when the request cannot have reached Vertex: the connection itself never opened
+    (refused, no such host, a connect timeout), however the HTTP stack wrapped that."""
+    from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+
+    seen: BaseException | None = exc
+    for _ in range(8):  # requests wraps urllib3's MaxRetryError, which holds the reason
+        if seen is None:
+            return False
+        if isinstance(seen, NewConnectionError | ConnectTimeoutError):
+            return True
+        inner = getattr(seen, "reason", None)
+        if not isinstance(inner, BaseException) and seen.args and isinstance(seen.args[0],
+                                                                              BaseException):
+            inner = seen.args[0]
+        seen = inner if isinstance(inner, BaseException) else (seen.__cause__ or seen.__context__)
+    return False

@@ -12,7 +12,7 @@ import json
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from trainguard.errors import (
@@ -123,6 +123,10 @@ class VertexCalls:
     clock: Callable[[], float]
     sleep: Callable[[float], None]
     where: str = ""
+    # Until Vertex has answered once in this run, "no answer at all" gives up after the short,
+    # user-visible deadline (TRAINGUARD_RETRY_DEADLINE, 10 s): a dead or mistyped endpoint is
+    # named at once, not after max_transient_s of retries meant for an outage mid-job.
+    first_contact_s: float = field(default_factory=lambda: RetryPolicy.from_env().deadline_s)
     _answered: bool = False
 
     def __call__(self, fn: Callable[[], _T], doing: str, *, deadline: float | None = None,
@@ -149,7 +153,9 @@ class VertexCalls:
         try:
             result = policy.call(fn, transient=transient_types(), what=f"Vertex AI {doing}",
                                  where=self.where, on_retry=on_retry, clock=self.clock,
-                                 sleep=self.sleep)
+                                 sleep=self.sleep,
+                                 unanswered_deadline_s=None if self._answered
+                                 else self.first_contact_s)
         except passthrough:
             self._answered = True
             raise

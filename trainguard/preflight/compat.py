@@ -7,6 +7,7 @@ Spot spec). Facts come from ``trainguard.catalog``.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from trainguard import catalog
@@ -232,6 +233,17 @@ def check_scheduling(ctx: PreflightContext) -> list[CheckResult]:
     return out
 
 
+# Cloud Storage's naming rules: 3-63 characters of [a-z0-9._-], a letter or digit at each end;
+# with dots up to 222, each dot-separated part at most 63.
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
+
+
+def _bucket_name_ok(name: str) -> bool:
+    if not _BUCKET.fullmatch(name):
+        return False
+    return len(name) <= 63 or ("." in name and all(len(p) <= 63 for p in name.split(".")))
+
+
 def check_outputs(ctx: PreflightContext) -> list[CheckResult]:
     """baseOutputDirectory and service account are well-formed for Vertex."""
     spec, out = ctx.spec, []
@@ -241,6 +253,13 @@ def check_outputs(ctx: PreflightContext) -> list[CheckResult]:
                                f"outputUriPrefix {base!r} is not a gs:// URI; Vertex only writes "
                                "to Cloud Storage", "set baseOutputDirectory.outputUriPrefix to "
                                "gs://BUCKET/PATH (or run with the local backend)", "container"))
+    elif base and not _bucket_name_ok(base[5:].split("/", 1)[0]):
+        out.append(CheckResult(NAME, "baseOutputDirectory", Status.FAIL,
+                               f"outputUriPrefix {base!r} names no valid bucket: a bucket name is "
+                               "3-63 lowercase letters, digits, '-', '_' or '.', starting and "
+                               "ending with a letter or digit", "set baseOutputDirectory."
+                               "outputUriPrefix to gs://BUCKET/PATH with the bucket's exact name",
+                               "container"))
     sa = spec.service_account
     if sa and ("@" not in sa or not sa.endswith(".gserviceaccount.com")):
         out.append(CheckResult(NAME, "serviceAccount", Status.FAIL,

@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 from trainguard.errors import ConfigError
-from trainguard.launch.local import resolve_command
+from trainguard.launch.local import MAX_LOCAL_REPLICAS, resolve_command
 from trainguard.preflight.checks import PreflightContext, register
 from trainguard.preflight.results import CheckResult, Status
 from trainguard.spec import Pool
@@ -129,7 +129,13 @@ def local(ctx: PreflightContext) -> list[CheckResult]:
                                    f"the spec asks for {names}; this machine has no GPU, so the "
                                    "local run uses the CPU"))
     replicas = sum(p.replica_count for p in ctx.spec.pools)
-    if replicas > (os.cpu_count() or 1) * 2:
+    if replicas > MAX_LOCAL_REPLICAS:
+        results.append(CheckResult(NAME, "replicas", Status.FAIL,
+                                   f"{replicas} replicas: the local backend runs at most "
+                                   f"{MAX_LOCAL_REPLICAS}, each a process on this machine",
+                                   "lower replicaCount for local runs (Vertex AI runs the full "
+                                   "count)"))
+    elif replicas > (os.cpu_count() or 1) * 2:
         results.append(CheckResult(NAME, "replicas", Status.WARN,
                                    f"{replicas} replicas on {os.cpu_count()} cores will be slow",
                                    "lower replicaCount for local runs"))

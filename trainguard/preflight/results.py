@@ -10,8 +10,11 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 
 from trainguard.choices import FailOn, parse
+from trainguard.redaction import bound, printable, redact
 
-__all__ = ["Status", "CheckResult", "Report"]
+__all__ = ["Status", "CheckResult", "Report", "MAX_TEXT_CHARS"]
+
+MAX_TEXT_CHARS = 2_000  # of one result's evidence or remedy: a few lines a person reads
 
 
 class Status(StrEnum):
@@ -51,6 +54,16 @@ class CheckResult:
     duration_s: float = 0.0
     details: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Title, evidence and remedy quote the spec and the environment (a machine type, a
+        # bucket URI, an endpoint override): whatever a check wrote, it is shown redacted and
+        # bounded, here once rather than in every check.
+        for name, limit in (("title", 500), ("evidence", MAX_TEXT_CHARS),
+                            ("remedy", MAX_TEXT_CHARS)):
+            text = getattr(self, name)
+            if isinstance(text, str) and text:
+                object.__setattr__(self, name, bound(printable(redact(text)), limit))
+
     def to_dict(self) -> dict:
         out = asdict(self)
         out["status"] = self.status.value
@@ -65,6 +78,10 @@ class Report:
     backend: str
     results: list[CheckResult]
     wall_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        # The job's display name, as given.
+        self.subject = bound(printable(redact(self.subject), one_line=True), 500)
 
     def worst(self) -> Status:
         """The worst status, PASS for an empty report."""

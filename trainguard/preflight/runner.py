@@ -6,6 +6,7 @@ UNKNOWN with the reason, so the run always ends with a report.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -58,7 +59,8 @@ def run_preflight(
         environ: the environment the local backend will use.
 
     Raises:
-        ConfigError: an unknown backend or check name.
+        ConfigError: an unknown backend or check name, a deadline that is not a positive number,
+            a malformed ``TRAINGUARD_ENDPOINT_*`` (when an online check runs).
     """
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
@@ -80,7 +82,14 @@ def run_preflight(
     if not names:
         raise ConfigError("no check left to run: --skip removed them all; a preflight that "
                           "checks nothing cannot pass")
+    if not (isinstance(timeout_s, int | float) and math.isfinite(timeout_s) and timeout_s > 0):
+        raise ConfigError(f"--timeout must be a finite number of seconds above 0 (default 30), "
+                          f"not {timeout_s!r}")
     checks = {name: load(name) for name in names}  # only the families that run are imported
+    if any(c.online for c in checks.values()):
+        from trainguard.gcp import check_overrides
+
+        check_overrides()  # a malformed endpoint override is bad input, not N times UNKNOWN
     ctx = PreflightContext(spec=spec, backend=backend, call_timeout_s=call_timeout_s,
                            local_output_dir=local_output_dir, environ=dict(environ or {}))
     started = time.perf_counter()

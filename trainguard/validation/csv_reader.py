@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trainguard.errors import HistoryError
-from trainguard.validation.collect import Collector, Tail, echo, whole_lines
+from trainguard.validation.collect import MAX_SERIES, Collector, Tail, echo, whole_lines
 from trainguard.validation.history import History
 
 __all__ = ["read_csv", "read_csv_arrow", "read_csv_exact", "Columns", "header_columns"]
@@ -82,6 +82,10 @@ def header_columns(header: list[str], source: str, fmt: str) -> Columns:
     metrics = [i for i in range(len(header)) if i not in skip and header[i]]
     if not metrics:
         raise HistoryError(f"{source}: only the {x_name} column, no metrics")
+    if len(metrics) > MAX_SERIES:  # refused from the header, before a row is parsed
+        raise HistoryError(f"{source}: {len(metrics)} metric columns, more than {MAX_SERIES} "
+                           f"distinct series: not a training history (name the metrics you log, "
+                           f"not per-item values)")
     return Columns(header, x, metrics, x_name)
 
 

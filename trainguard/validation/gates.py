@@ -101,7 +101,7 @@ def parse_gates(items: str | Iterable[str] | None, default_at: str = GateAt.BEST
         return []
     if isinstance(items, str):
         items = [items]
-    texts = [part for item in items for part in re.split(r"[,;\n]", item) if part.strip()]
+    texts = [part for item in items for part in re.split(r"[,;\n]", str(item)) if part.strip()]
     return [_one(text, at) for text in texts]
 
 

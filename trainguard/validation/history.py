@@ -9,18 +9,22 @@ choice, or honours the one the user made.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from trainguard.errors import ConfigError, HistoryError
+from trainguard.redaction import printable, redact
 
 __all__ = [
     "Series",
     "SeriesParts",
     "History",
     "describe_name",
+    "shown_name",
     "select_series",
     "DEFAULT_METRICS",
     "MODES",
@@ -90,7 +94,7 @@ class Series:
     """One metric over training: sorted steps and their values (NaN/Inf kept).
 
     Attributes:
-        name: unique within the history, as the file names it.
+        name: unique within the history, as the file names it (a credential-shaped name redacted).
         split: ``train``, ``val``, ``test`` or a custom split.
         metric: the base metric name (``loss``), used to pair training and validation series.
         granularity: ``step``, ``epoch`` or "" when the name does not say.
@@ -214,18 +218,20 @@ class History:
         notes = list(notes or [])
         series: dict[str, Series] = {}
         repaired = 0
-        for name in list(parts):
-            part = parts.pop(name)
+        for raw in list(parts):
+            part = parts.pop(raw)
             steps, values = part.arrays()
             if steps.size == 0:
                 continue
+            name = _unique(shown_name(raw), raw, series)
             steps, values, note = _ordered(steps, values, name)
             if note:
                 repaired += 1
                 if repaired <= MAX_SERIES_NOTES:
                     notes.append(note)
-            split, metric, granularity = describe_name(part.tag or name, part.split or None,
-                                                       part.context)
+            split, metric, granularity = describe_name(
+                shown_name(part.tag or raw), shown_name(part.split) or None,
+                shown_name(part.context))
             series[name] = Series(name, split, metric, granularity, steps, values)
         if repaired > MAX_SERIES_NOTES:
             notes.append(f"… and {repaired - MAX_SERIES_NOTES} more series re-ordered or "
@@ -242,6 +248,26 @@ class History:
     def describe(self) -> list[dict]:
         """Every series' summary (see :meth:`Series.describe`)."""
         return [s.describe() for s in self.series.values()]
+
+
+@functools.lru_cache(maxsize=4096)
+def shown_name(text: str) -> str:
+    """A name from the file as trainguard may show it: a series named like a credential (a
+    token logged as a metric key, a database URL as a column) is redacted before anything
+    derives from it (split, metric, messages, reports), since those lower-case and re-join it
+    past what the secret shapes recognise; terminal control characters are written as escapes
+    (a name must not clear the screen or rewrite the verdict's line)."""
+    return printable(redact(text), one_line=True) if text else text
+
+
+def _unique(shown: str, raw: str, taken: Mapping[str, object]) -> str:
+    """``shown``, or ``shown #2``… when redaction made two different names alike."""
+    if shown == raw or shown not in taken:
+        return shown
+    n = 2
+    while f"{shown} #{n}" in taken:
+        n += 1
+    return f"{shown} #{n}"
 
 
 def _ordered(steps: np.ndarray, values: np.ndarray,

@@ -341,9 +341,13 @@ def _record(raw: bytes, line: int) -> tuple[float, str, dict]:
         raise LineError(line, f"longer than {MAX_LINE_BYTES >> 20} MiB")
     try:
         record = json.loads(raw)
+    except UnicodeDecodeError:
+        raise LineError(line, "not JSON (not UTF-8 text)") from None
     except ValueError as exc:
-        reason = getattr(exc, "msg", None) or "not UTF-8 text"
-        raise LineError(line, f"not JSON ({reason})") from None
+        if isinstance(exc, json.JSONDecodeError):
+            raise LineError(line, f"not JSON ({exc.msg})") from None
+        # An integer past Python's 4300-digit limit: read as a float (inf), as pyarrow reads it.
+        record = json.loads(raw, parse_int=float)
     except RecursionError:
         raise LineError(line, "JSON nested too deeply") from None
     if not isinstance(record, dict):

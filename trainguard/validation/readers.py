@@ -47,7 +47,12 @@ def load_history(path_or_uri: str | os.PathLike, format: str | None = None) -> H
         HistoryError: the input is missing, empty, not a regular file, or malformed.
         EndpointUnreachable: Cloud Storage did not answer within the retry deadline.
     """
-    source = os.fspath(path_or_uri)
+    if not isinstance(path_or_uri, str | bytes | os.PathLike):
+        raise ConfigError(f"the history must be a path or a gs:// URI, not "
+                          f"{type(path_or_uri).__name__}")
+    source = os.fsdecode(path_or_uri)
+    if not source.strip():  # Path("") is the current directory: say what is missing instead
+        raise ConfigError("no history given: pass the history file, its directory or a gs:// URI")
     if format is not None and format not in FORMATS:
         raise ConfigError(f"unknown history format {format!r}; use one of {', '.join(FORMATS)}")
     try:

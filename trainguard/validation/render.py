@@ -316,7 +316,10 @@ def plot_png(history_or_verdict: History | Verdict) -> bytes:
     ax.grid(True, alpha=0.3)
     if plotted:
         ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
+    # Values near the float limits (1e308) overflow matplotlib's tick arithmetic: the plot is
+    # still drawn; numpy's RuntimeWarning would only reach the user's terminal as noise.
+    with np.errstate(all="ignore"):
+        fig.tight_layout()
+        fig.savefig(buffer, format="png")
     return buffer.getvalue()

@@ -90,3 +90,33 @@ def test_a_job_that_only_wrote_tensorboard_logs_is_validated_on_them(tmp_path):
     outcome = run_cli("validate", history.path)
     assert_contract(outcome)
     assert outcome.exit_code == 1 and "overfit" in outcome.output  # judged, not "no history"
+
+
+def test_a_job_whose_history_path_is_a_fifo_is_not_watched_for_ever(tmp_path):
+    # The guard's open() once waited for a writer for ever: `trainguard train` never returned.
+    import threading
+
+    code = ("import os, time\n"
+            "os.mkfifo(os.environ['TRAINGUARD_HISTORY'])\n"
+            "time.sleep(2)\n")
+    box: dict = {}
+    worker = threading.Thread(target=lambda: box.update(out=run_cli(
+        "train", job_spec(tmp_path, code), *PR, "--output-dir", tmp_path / "o")), daemon=True)
+    worker.start()
+    worker.join(60)
+    if worker.is_alive():
+        with open(tmp_path / "o" / "history.jsonl", "wb"):  # free the blocked open()
+            pass
+        worker.join(10)
+        pytest.fail("train blocked on a FIFO at the history path")
+    assert_contract(box["out"], max_seconds=60, allowed=(0,))
+    assert "not a regular file" in box["out"].output
+
+
+def test_a_job_that_left_no_weights_does_not_claim_a_model_directory(tmp_path):
+    # The last line once said "model: <base>/model/" right after "model: none (...)".
+    outcome = run_cli("train", job_spec(tmp_path, "print('no weights')"), *PR, "--output-dir",
+                      tmp_path / "o")
+    assert_contract(outcome, max_seconds=30, allowed=(0,))
+    last = outcome.stdout.strip().splitlines()[-1]
+    assert "model: none" in last and str(tmp_path / "o" / "model") not in last

@@ -75,3 +75,19 @@ def test_a_new_event_file_after_a_restart_is_followed_too(tmp_path):
     second, present = tail.read()
     assert present and first.points == second.points > 0
     assert tail.files == 2
+
+
+def test_a_tag_named_like_a_credential_is_followed_redacted(tmp_path):
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(tmp_path / "logs" / "train"))
+    for step in range(1, 6):
+        writer.add_event(event_pb2.Event(step=step, summary=summary_pb2.Summary(value=[
+            summary_pb2.Summary.Value(tag="loss", simple_value=1 / step),
+            summary_pb2.Summary.Value(tag="ghp_" + "s" * 36, simple_value=1.0)])))
+    writer.close()
+    tail = EventDirTail(str(tmp_path / "logs"))
+    tail.read()
+    names = sorted(tail.book.history("tensorboard", "logs").series)
+    assert names == ["train/[REDACTED]", "train/loss"]

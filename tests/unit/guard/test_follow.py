@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from trainguard.guard.follow import ANCHOR_BYTES, LocalFollower
 
 
@@ -71,3 +73,35 @@ def test_a_large_backlog_is_caught_up_over_several_reads(tmp_path):
     while (chunk := follower.read_new()).data:
         sizes.append(len(chunk.data))
     assert max(sizes) <= 300 and sum(sizes) == 1000
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_history_path_that_is_no_regular_file_is_refused_without_blocking(tmp_path, kind):
+    # A job that made its history path a FIFO once froze the launcher's poll loop in open():
+    # the job ran on unwatched and `trainguard train` never returned.
+    import os
+    import threading
+
+    from trainguard.guard.follow import FollowError, LocalFollower
+
+    path = tmp_path / "history.jsonl"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    box: dict = {}
+
+    def poll() -> None:
+        try:
+            box["chunk"] = LocalFollower(str(path)).read_new()
+        except FollowError as exc:
+            box["error"] = exc
+
+    worker = threading.Thread(target=poll, daemon=True)
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():
+        with open(path, "wb"):  # frees the blocked open() so the suite goes on
+            pass
+        pytest.fail("reading the history blocked on a FIFO")
+    assert "not a regular file" in str(box.get("error")) and not box["error"].transient

@@ -114,3 +114,49 @@ def test_publishing_gs_weights_points_the_artifact_at_them(overfit_best):
     publish_model(pick, model, model_dir="gs://b/run/model/")
     assert model.uri == "gs://b/run/checkpoints/step-000000100/"
     assert model.metadata["model_step"] == 100
+
+
+def _nan_run(tmp_path: Path, nan_from: int | None, spike: int | None = None) -> Path:
+    """train/loss every step, val/loss every 10; best val at 100; NaN from ``nan_from`` to the
+    end, or a single NaN at ``spike`` the run recovers from (a skipped fp16 step)."""
+    path = tmp_path / "h.jsonl"
+    with path.open("w") as out:
+        for s in range(1, 201):
+            bad = (nan_from is not None and s >= nan_from) or s == spike
+            train = float("nan") if bad else 1 / s ** 0.5
+            out.write(json.dumps({"step": s, "split": "train", "metrics": {"loss": train}}) + "\n")
+            if s % 10 == 0:
+                val = 1.1 / min(s, 100) ** 0.3 + max(0, s - 100) * 1e-3
+                val = float("nan") if nan_from is not None and s >= nan_from else val
+                out.write(json.dumps({"step": s, "split": "val", "metrics": {"loss": val}}) + "\n")
+    return path
+
+
+def test_best_never_ships_weights_saved_after_the_run_went_nan(tmp_path):
+    # Checkpoint 150 is nearer the best step (100) than 40, but the loss is NaN from 150 on:
+    # those weights are NaN. It once shipped as "best", its metadata claiming val/loss 0.32.
+    best = best_validation(validate(_nan_run(tmp_path, nan_from=150)))
+    assert best.step == 100 and best.nonfinite_from == 150
+    base = run_dir(tmp_path, [40, 150], final=True)
+    pick = pick_model("best", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
+                      best=best, last_step=200)
+    assert pick.step == 40 and pick.value_step == 40
+    assert "before the run went NaN/Inf at step 150" in pick.reason
+
+
+def test_a_nan_the_run_recovered_from_does_not_rule_out_later_weights(tmp_path):
+    best = best_validation(validate(_nan_run(tmp_path, nan_from=None, spike=120),
+                                    warn_on=["non_finite"]))
+    assert best.nonfinite_from is None
+    base = run_dir(tmp_path, [40, 130])
+    pick = pick_model("best", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
+                      best=best, last_step=200)
+    assert pick.step == 130
+
+
+def test_when_every_saved_weight_is_after_the_nan_the_nearest_ships_with_a_warning(tmp_path):
+    best = best_validation(validate(_nan_run(tmp_path, nan_from=150)))
+    base = run_dir(tmp_path, [160, 190], final=False)
+    pick = pick_model("best", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
+                      best=best, last_step=200)
+    assert pick.step == 160 and "every saved weight comes after" in pick.reason

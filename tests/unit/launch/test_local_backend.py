@@ -319,3 +319,16 @@ def test_a_token_in_a_workers_output_is_redacted_and_the_tail_is_bounded(tmp_pat
     assert "upload failed" in result.log_tail
     assert len(result.log_tail) <= 32_000
     assert max(len(line) for line in out.getvalue().splitlines()) <= 2_100
+
+
+def test_a_replica_count_this_machine_cannot_run_is_refused_before_anything_starts(tmp_path):
+    # 20,000 replicas once built 20,000 environments each listing every address (2.9 GB, 37 s,
+    # then a MemoryError traceback) before the first process started.
+    from tests.fuzz.contract import peak_memory
+
+    # (A command that cannot start: should the cap ever go, this test must not fork 1000 times.)
+    job = spec([str(tmp_path / "no-such-trainer")], str(tmp_path / "base"), replicas=1_000)
+    started = time.perf_counter()
+    outcome, peak = peak_memory(lambda: LocalBackend().run(job))
+    assert isinstance(outcome, ConfigError) and "at most 64" in str(outcome)
+    assert time.perf_counter() - started < 5 and peak < 4 * 2**20

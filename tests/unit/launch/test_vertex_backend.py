@@ -155,3 +155,34 @@ def test_the_history_path_is_what_the_chief_is_told():
     assert VertexBackend(extra_env={"TRAINGUARD_HISTORY": "gs://b/x.jsonl"}).history_path(own) \
         == "gs://b/own.jsonl"
     assert VertexBackend().history_path(spec(base_output_dir=None)) == ""
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "huge"])
+def test_a_gcp_resources_path_that_is_no_small_file_is_bad_input_at_once(tmp_path, kind):
+    # A FIFO there once blocked `train --vertex --gcp-resources` for ever before any call.
+    import os
+    import threading
+
+    path = tmp_path / "gcp_resources"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes(b" " * (2 << 20))
+    box: dict = {}
+
+    def read() -> None:
+        try:
+            box["name"] = read_gcp_resources(path)
+        except ConfigError as exc:
+            box["error"] = exc
+
+    worker = threading.Thread(target=read, daemon=True)
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():
+        with open(path, "wb"):  # free the blocked read
+            pass
+        pytest.fail("reading gcp_resources blocked")
+    assert "gcp_resources file" in str(box.get("error"))

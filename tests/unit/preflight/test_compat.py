@@ -116,9 +116,9 @@ def test_spot_without_checkpoints_names_the_trap():
     assert result.status == Status.WARN
     assert "AIP_CHECKPOINT_DIR" in result.evidence
     assert result.failure_class == "preemption"
-    ok = results(job("g2-standard-8", "NVIDIA_L4", 1, spot=True, base_output_dir="gs://b/r"))
+    ok = results(job("g2-standard-8", "NVIDIA_L4", 1, spot=True, base_output_dir="gs://bkt/r"))
     assert all(r.status == Status.PASS for r in ok)
-    assert any("under gs://b/r/checkpoints/" in r.evidence for r in ok)
+    assert any("under gs://bkt/r/checkpoints/" in r.evidence for r in ok)
 
 
 def test_mixing_tpu_and_gpu_pools_fails():
@@ -167,3 +167,17 @@ def test_a_healthy_a100_spot_spec_has_no_false_alarm():
     report = run_preflight(spec, only=["compat"])
     assert report.results and all(r.status == Status.PASS for r in report.results)
     assert report.passed()
+
+
+@pytest.mark.parametrize("uri", ["gs://", "gs:///runs", "gs://My_Bucket/x", "gs://ab/x",
+                                 "gs://bucket!/x", "gs://-bucket/x", "gs://" + "b" * 64 + "/x"])
+def test_an_output_uri_that_names_no_valid_bucket_fails_offline(uri):
+    # "gs://" and "gs://Bad_Bucket!/x" once passed compat and reached Vertex.
+    (found,) = results(job("n1-standard-4", base_output_dir=uri), "baseOutputDirectory")
+    assert found.status == Status.FAIL and "names no valid bucket" in found.evidence
+
+
+@pytest.mark.parametrize("uri", ["gs://my-bucket", "gs://tg_out/runs/r1", "gs://a.b.example.com/x",
+                                 "gs://" + "b" * 63])
+def test_valid_bucket_names_pass(uri):
+    assert not results(job("n1-standard-4", base_output_dir=uri), "baseOutputDirectory")

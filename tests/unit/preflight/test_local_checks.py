@@ -75,3 +75,12 @@ def test_a_gcs_output_on_the_local_backend_is_not_a_silent_pass():
     r = by_title(run_preflight(spec([sys.executable, "-c", "1"], "gs://bucket/run"),
                                backend="local"))["output directory"]
     assert r.status == Status.UNKNOWN and "gcloud storage ls gs://bucket/run/" in r.remedy
+
+
+def test_more_replicas_than_the_local_backend_runs_fail_preflight(tmp_path):
+    job = JobSpec.create("my-project", "us-central1", machine_type="n1-standard-4",
+                         image_uri="img", command=[sys.executable, "-c", "pass"],
+                         base_output_dir=str(tmp_path), replica_count=1000)
+    (replicas,) = [r for r in run_preflight(job, backend="local").results
+                   if r.title == "replicas"]
+    assert replicas.status == Status.FAIL and "at most 64" in replicas.evidence

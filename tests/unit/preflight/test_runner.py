@@ -148,3 +148,32 @@ def test_an_unknown_fail_on_is_bad_input_listing_the_choices():
     report = run_preflight(SPEC, only=["compat"])
     with pytest.raises(ConfigError, match="fail, unknown, warn"):
         report.passed("sometimes")
+
+
+def test_what_a_check_quotes_from_the_spec_or_environment_is_shown_redacted(tmp_path):
+    # A machine type, an output URI, an endpoint override with user:password: echoed by the
+    # checks' evidence into stdout, the JSON and the Markdown report.
+    spec = JobSpec.create("my-project", "us-central1", machine_type="ya29.a0AfB_mtypeSECRET",
+                          image_uri="i", command=["true"],
+                          base_output_dir="gs://u:pwSECRET@bucket/runs/r1",
+                          display_name="nightly ghp_" + "d" * 36)
+    report = run_preflight(spec, only=["compat"])
+    text = report.to_json("fail") + report.to_markdown("fail") + report.subject
+    assert "SECRET" not in text and "ddddddddd" not in text and "[REDACTED]" in text
+    many = CheckResult("zz", "t", Status.WARN, "e" * 100_000, "r" * 100_000)
+    assert len(many.evidence) <= 2_000 and len(many.remedy) <= 2_000
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf")])
+def test_a_deadline_that_is_not_a_positive_number_is_bad_input(timeout):
+    # --timeout nan once ran every online check into "still running after the nan s deadline"
+    # and passed.
+    with pytest.raises(ConfigError, match="--timeout must be a finite number of seconds"):
+        run_preflight(SPEC, only=["compat"], timeout_s=timeout)
+
+
+def test_a_malformed_endpoint_override_is_bad_input_when_an_online_check_runs(monkeypatch):
+    monkeypatch.setenv("TRAINGUARD_ENDPOINT_CLOUDQUOTAS", "cloudquotas.local:8080")
+    with pytest.raises(ConfigError, match="TRAINGUARD_ENDPOINT_CLOUDQUOTAS"):
+        run_preflight(SPEC, only=["quota"])
+    assert run_preflight(SPEC, only=["compat"]).passed()  # offline checks do not read it

@@ -166,3 +166,8 @@ def test_a_history_already_read_takes_gates_too() -> None:
     history = load_history(OVERFIT)  # the in-flight guard passes the growing history itself
     verdict = validate(history, gates=["val_loss<=0.3"], warn_on=["overfit"])
     assert verdict.history is history and verdict.failure_class == "gate"
+
+
+def test_gates_that_are_not_text_are_bad_input_not_a_type_error():
+    with pytest.raises(ConfigError, match="--gate '1'"):
+        parse_gates([1, 2])

@@ -307,3 +307,21 @@ def test_whole_lines_cut_only_at_line_ends(monkeypatch, read: int, chunk: int) -
     pieces = list(collect.whole_lines(collect.bytes_blocks(data, read), "h", tail))
     assert b"".join(pieces) + tail.data == data and tail.data == b"torn"
     assert all(p.endswith(b"\n") and len(p) <= max(chunk, 151) for p in pieces)
+
+
+
+def test_an_integer_of_thousands_of_digits_reads_as_pyarrow_reads_it() -> None:
+    # json refuses ints past 4300 digits (ValueError) where pyarrow reads inf: the json path
+    # once said "not UTF-8 text" for such a line, which it was.
+    data = b'{"step": 1' + b"0" * 5000 + b', "metrics": {"loss": 1' + b"0" * 5000 + b'}}\n'
+    fast, exact = parse_lines_arrow(data), parse_lines_json(data)
+    assert fast is not None
+    _same(fast, exact)
+    assert exact.groups[0][2].tolist() == [math.inf] and exact.groups[0][3].tolist() == [math.inf]
+
+
+def test_a_line_that_is_not_utf8_says_so(tmp_path) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_bytes(b'{"step": 1, "metrics": {"loss": 1}, "note": "\xff\xfe"}\n')
+    with pytest.raises(HistoryError, match=r"line 1: not JSON \(not UTF-8 text"):
+        load_history(path)

@@ -25,12 +25,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install trainguard with the dev and torch extras
 
-test: install ## run the test suite (unit, integration against loopback servers, pipelines)
-	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+test: lint ## lint, then the test suite (unit, integration on loopback servers, pipelines) on every core
+	$(BIN)/python -m pytest -q -n auto
 
-test-long: install ## the long variants too (many random kill points, ...)
-	$(BIN)/python -m pytest -q -m long
+test-long: install ## the long variants (many random kill points, ...)
+	$(BIN)/python -m pytest -q -n auto -m long
 
 demo: install ## the guarded pipeline end to end in the KFP local runner (no cloud account)
 	$(BIN)/python -m trainguard.pipelines.demo
@@ -41,8 +40,10 @@ compile: install ## compile pipelines and components to compiled/*.yaml
 bench: install ## benchmarks: preflight concurrency, checkpoint stall/throughput, validation speed
 	@for b in tests/benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
-lint: install ## ruff
+lint: install ## ruff (rules, complexity <= 15), ruff format --check, mypy on the core
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 images: ## docker build (and push with REGISTRY=…) the components and trainer images
 	@if ! docker info >/dev/null 2>&1; then \
@@ -66,4 +67,4 @@ cloud-images: ## build and push both images with Cloud Build (no Docker engine n
 	gcloud builds submit --config cloudbuild.yaml --substitutions=_REGISTRY=$(REGISTRY),_VERSION=$(VERSION) .
 
 clean: ## remove build outputs and local runs
-	rm -rf compiled .tg-local build dist *.egg-info .pytest_cache .ruff_cache
+	rm -rf compiled .tg-local build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -22,12 +22,9 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-try:  # Python >= 3.11 keeps the parser private; older ones call it sre_parse
-    from re import _constants as _c  # type: ignore[attr-defined]
-    from re import _parser as _sre  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - Python < 3.11
-    import sre_constants as _c  # type: ignore[no-redef]
-    import sre_parse as _sre  # type: ignore[no-redef]
+# Python 3.11+ keeps the regex parser private; the prefilter reads literals off its parse tree.
+from re import _constants as _c  # type: ignore[attr-defined]
+from re import _parser as _sre  # type: ignore[attr-defined]
 
 __all__ = ["GAP", "FOLDED", "Prefilter", "skeleton", "gate_words", "has_folded"]
 

@@ -171,7 +171,7 @@ class RetryPolicy:
             f"{what}{place} kept failing for {elapsed:.0f} s: {detail}; try again later "
             f"(retries stop after {self.deadline_s:g} s; {DEADLINE_ENV} sets it)")
 
-    def api_core(self, *types: type[Exception]):
+    def api_core(self, *types: type[BaseException]):
         """This policy as a ``google.api_core.retry.Retry`` for GAPIC and storage calls.
 
         Args:
@@ -180,7 +180,8 @@ class RetryPolicy:
         from google.api_core import exceptions, retry
 
         types = types or (exceptions.TooManyRequests, exceptions.ServiceUnavailable)
-        return retry.Retry(predicate=retry.if_exception_type(*types), initial=self.initial_s,
+        return retry.Retry(predicate=retry.if_exception_type(*types),  # type: ignore[arg-type]
+                           initial=self.initial_s,
                            maximum=self.max_delay_s, multiplier=self.factor,
                            timeout=self.deadline_s)
 

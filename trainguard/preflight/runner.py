@@ -62,26 +62,7 @@ def run_preflight(
         ConfigError: an unknown backend or check name, a deadline that is not a positive number,
             a malformed ``TRAINGUARD_ENDPOINT_*`` (when an online check runs).
     """
-    if backend not in BACKENDS:
-        raise ConfigError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
-    names = available_checks(backend)
-    known = set(FAMILIES) | set(CHECKS)
-    for label, chosen in (("--only", only), ("--skip", skip)):
-        unknown = sorted(set(chosen or ()) - known)
-        if unknown:
-            raise ConfigError(f"{label}: unknown check {', '.join(unknown)}; "
-                              f"known: {', '.join(sorted(known))}")
-    if only:
-        elsewhere = sorted(set(only) - set(names))
-        if elsewhere:
-            raise ConfigError(f"--only: {', '.join(elsewhere)}: not a check of the {backend} "
-                              f"backend, whose checks are {', '.join(names)}")
-        names = [n for n in names if n in set(only)]
-    if skip:
-        names = [n for n in names if n not in set(skip)]
-    if not names:
-        raise ConfigError("no check left to run: --skip removed them all; a preflight that "
-                          "checks nothing cannot pass")
+    names = _chosen(backend, only, skip)
     if not (isinstance(timeout_s, int | float) and math.isfinite(timeout_s) and timeout_s > 0):
         raise ConfigError(f"--timeout must be a finite number of seconds above 0 (default 30), "
                           f"not {timeout_s!r}")
@@ -138,6 +119,35 @@ def run_preflight(
     return Report(subject=subject, backend=backend, results=results,
                   wall_s=time.perf_counter() - started)
 
+
+
+def _chosen(backend: str, only: Iterable[str] | None, skip: Iterable[str] | None) -> list[str]:
+    """The check families to run: the backend's, narrowed by --only and --skip.
+
+    Raises:
+        ConfigError: an unknown backend or check, one of another backend, or nothing left.
+    """
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
+    names = available_checks(backend)
+    known = set(FAMILIES) | set(CHECKS)
+    for label, chosen in (("--only", only), ("--skip", skip)):
+        unknown = sorted(set(chosen or ()) - known)
+        if unknown:
+            raise ConfigError(f"{label}: unknown check {', '.join(unknown)}; "
+                              f"known: {', '.join(sorted(known))}")
+    if only:
+        elsewhere = sorted(set(only) - set(names))
+        if elsewhere:
+            raise ConfigError(f"--only: {', '.join(elsewhere)}: not a check of the {backend} "
+                              f"backend, whose checks are {', '.join(names)}")
+        names = [n for n in names if n in set(only)]
+    if skip:
+        names = [n for n in names if n not in set(skip)]
+    if not names:
+        raise ConfigError("no check left to run: --skip removed them all; a preflight that "
+                          "checks nothing cannot pass")
+    return names
 
 def _timed(func, ctx: PreflightContext) -> list[CheckResult]:
     started = time.perf_counter()

@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from trainguard.errors import CheckpointError, UserError
 from trainguard.runtime.storage import FileStore, join, store_for
@@ -225,7 +225,7 @@ class CheckpointManager:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._preempted = threading.Event()
-        self._previous_handler = None
+        self._previous_handler: Any = None
         self._handler_installed = False
 
     # -- reading --
@@ -373,7 +373,7 @@ class CheckpointManager:
         sharded = isinstance(payload, Sharded)
         if not self.is_chief and not sharded:
             return
-        if not sharded:
+        if not isinstance(payload, Sharded):
             payload = dict(payload)
             for name in payload:
                 if not safe_relative_name(name) or name == COMMIT_MARKER:
@@ -552,7 +552,7 @@ def _commit_problem(meta: object, step: int) -> str:
 def _no_space(exc: BaseException) -> str | None:
     """The disk-full message hidden anywhere in ``exc``'s chain (DCP wraps per-rank failures)."""
     seen: set[int] = set()
-    todo = [exc]
+    todo: list[BaseException | None] = [exc]
     while todo:
         current = todo.pop()
         if current is None or id(current) in seen:

@@ -112,7 +112,9 @@ class Checkpointer:
                  history: str | None = None, log_every: int = 1, rank: int = 0,
                  world_size: int = 1, exit_on_preemption: bool = True,
                  handle_sigterm: bool = True, deadline_s: float | None = None) -> None:
-        if isinstance(save, int) and not isinstance(save, bool):
+        if isinstance(save, bool):
+            raise ValueError(f"save={save}: save every N >= 1 steps, or pass a SavePolicy")
+        if isinstance(save, int):
             if save < 1:
                 raise ValueError(f"save={save}: save every N >= 1 steps, or pass a SavePolicy")
             save = SavePolicy(every_steps=save)

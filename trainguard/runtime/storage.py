@@ -71,7 +71,7 @@ class FileStore:
         """A binary writer for engines that want a file object (``write_stream`` inside out)."""
         # Generic fallback through a local temporary file, uploaded atomically at the end.
         with tempfile.NamedTemporaryFile(prefix="tg-upload-", suffix=".tmp") as tmp:
-            yield tmp
+            yield tmp  # type: ignore[misc]  # a binary file object, as BinaryIO describes
             tmp.flush()
             self.upload_file(tmp.name, uri)
 
@@ -150,7 +150,7 @@ class LocalStore(FileStore):
         try:
             with os.fdopen(fd, "wb") as handle:
                 watch = _SpaceWatch(handle)
-                writer(watch)
+                writer(watch)  # type: ignore[arg-type]  # a file-like proxy of the handle
                 handle.flush()
                 os.fsync(handle.fileno())
                 size = handle.tell()
@@ -256,7 +256,7 @@ class GCSStore(FileStore):
         from trainguard.retry import RetryPolicy, transient_types
 
         if client is None:
-            from google.cloud import storage
+            from google.cloud import storage  # type: ignore[attr-defined]
 
             if os.environ.get("STORAGE_EMULATOR_HOST"):
                 from google.auth.credentials import AnonymousCredentials

@@ -125,6 +125,7 @@ def _parsed_in_order(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, Batch]]:
     window: collections.deque = collections.deque()
     with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="jsonl") as pool:
         for chunk in itertools.chain((first, second), chunks):
+            assert chunk is not None  # both heads were checked above
             window.append((chunk, pool.submit(parse_lines, chunk)))
             if len(window) > workers:
                 done, future = window.popleft()

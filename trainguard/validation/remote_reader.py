@@ -12,6 +12,7 @@ whose path would leave that directory (``..``), or that two names would share (`
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -108,7 +109,7 @@ class BoundedStore:
             return blob.download_as_bytes(start=start, end=end, if_generation_match=generation,
                                           retry=None, timeout=self._timeout)
 
-        ranges = (self._call(lambda start=start: part(start), "read", uri)
+        ranges = (self._call(functools.partial(part, start), "read", uri)
                   for start in range(0, total, size))
         return total, ranges
 

@@ -151,7 +151,7 @@ def test_a_crafted_torch_file_is_refused_by_name_and_never_runs(tmp_path):
     marker = tmp_path / "pwned"
     buffer = io.BytesIO()
     torch.save({"state": {}, "param_groups": [], "x": Evil(marker)}, buffer)
-    files = {name: (found.uri + "/" + name) for name in found.files}
+    files = {name: found.path(name) for name in found.files}
     data = {name: open(path, "rb").read() for name, path in files.items()}  # noqa: SIM115
     data["optimizer.pt"] = buffer.getvalue()
     commit(tmp_path / "ckpt" / "step-000000005", data)

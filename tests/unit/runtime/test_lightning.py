@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -99,6 +100,11 @@ def baseline(tmp_path_factory):
     return weights(model), history(tmp / "history.jsonl")
 
 
+def committed(tmp_path, step: int) -> str:
+    """Where the committed checkpoint of ``step`` keeps its Lightning file (its attempt dir)."""
+    return CheckpointManager(str(tmp_path / "ckpt")).checkpoint(step).path(CHECKPOINT_FILE)
+
+
 def test_a_crashed_fit_resumes_mid_epoch_to_the_same_weights_and_history(tmp_path, baseline):
     with pytest.raises(RuntimeError, match="VM went away"):
         fit(tmp_path, At(11, crash))  # saved at 4 and 8; 8 is batch 2 of epoch 1
@@ -160,7 +166,7 @@ def test_a_torn_save_is_passed_over(tmp_path, baseline):
 
 def test_the_checkpoint_is_a_standard_lightning_checkpoint(tmp_path):
     fit(tmp_path, epochs=1)
-    path = tmp_path / "ckpt" / f"step-{BATCHES:09d}" / CHECKPOINT_FILE
+    path = committed(tmp_path, BATCHES)
     restored = Tiny.load_from_checkpoint(path, weights_only=True)
     state = torch.load(path, weights_only=True)
     assert state["global_step"] == BATCHES and "optimizer_states" in state
@@ -191,7 +197,7 @@ def test_the_users_own_model_checkpoint_still_writes_its_files(tmp_path):
                                               save_top_k=-1)
     fit(tmp_path, own, epochs=1)
     assert sorted(p.name for p in (tmp_path / "own").iterdir()) == ["epoch=0-step=5.ckpt"]
-    assert (tmp_path / "ckpt" / "step-000000004" / CHECKPOINT_FILE).exists()
+    assert Path(committed(tmp_path, 4)).exists()
 
 
 def test_hyper_parameters_that_are_not_plain_data_do_not_stop_a_save(tmp_path):
@@ -206,5 +212,5 @@ def test_hyper_parameters_that_are_not_plain_data_do_not_stop_a_save(tmp_path):
                         enable_progress_bar=False, enable_model_summary=False,
                         num_sanity_val_steps=0, callbacks=[guard])
     trainer.fit(WithHparams(where=tmp_path), *loaders())
-    state = torch.load(tmp_path / "ckpt" / "step-000000003" / CHECKPOINT_FILE, weights_only=True)
+    state = torch.load(committed(tmp_path, 3), weights_only=True)
     assert state["hyper_parameters"]["where"] == repr(tmp_path)

@@ -206,7 +206,7 @@ def digest(path: Path) -> str:
 
 def kill_and_resume(device: str, tmp: Path, dry: bool, rng: random.Random) -> list[dict]:
     """Byte-identical resume after SIGTERM and SIGKILL: fp32 and bf16, single file and DCP."""
-    steps, every = (40, 5) if dry else (80, 8)
+    steps, every = (20, 4) if dry else (80, 8)
     common = ["--device", device, "--steps", str(steps), "--every", str(every),
               "--width", "64" if dry else "1024", "--sleep", "0.01"]
     cases = [("fp32", []), ("bf16", ["--bf16"]), ("dcp", ["--sharded"]), ("fsdp", ["--fsdp"])]
@@ -306,7 +306,7 @@ def stall(device: str, tmp: Path, dry: bool) -> dict:
     state_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values()) + sum(
         t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values()
         if isinstance(t, torch.Tensor))
-    spacing = 0.3 if dry else 3.0  # seconds of training between saves
+    spacing = 0.15 if dry else 3.0  # seconds of training between saves
     every = max(2, round(spacing / step_s))
     saves = 3
     steps = every * saves + every // 2

@@ -107,6 +107,7 @@ def test_preempted_twice_mid_epoch_ends_bit_identical(name, baselines, tmp_path)
     assert history(tmp_path / "history.jsonl") == history(base / "history.jsonl")
 
 
+@pytest.mark.long  # the default suite kills each framework's run in-process (tests/unit/runtime)
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_killed_mid_epoch_ends_bit_identical(name, baselines, tmp_path):
     base = baselines(name)

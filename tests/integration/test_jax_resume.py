@@ -86,6 +86,7 @@ def hard_kill_runs(baseline: Path, tmp_path: Path, count: int, seed: int) -> Non
         assert history(base) == history(baseline), f"kill points {kills}"
 
 
+@pytest.mark.long  # the default suite kills mid-save in test_jax_checkpointer.py
 def test_sigkill_at_random_moments_still_ends_byte_identical(baseline, tmp_path):
     hard_kill_runs(baseline, tmp_path, count=1, seed=5)
 

@@ -50,7 +50,9 @@ def baseline(tmp_path_factory):
     return base
 
 
-@pytest.mark.parametrize("preemptions", [1, 2, 3])
+# One preemption in the default suite; two and three (the same path, longer) in the long one.
+@pytest.mark.parametrize("preemptions", [1, pytest.param(2, marks=pytest.mark.long),
+                                         pytest.param(3, marks=pytest.mark.long)])
 def test_preempted_runs_end_bit_identical(baseline, tmp_path, preemptions):
     # Mid-epoch 1, then mid-epoch 2, then mid-epoch 3 (each after a resume).
     triggers = [(f"epoch {e} step", 0.1) for e in range(preemptions)]

@@ -41,6 +41,17 @@ def preflight(
     """
     from trainguard.stages import preflight_stage
 
-    preflight_stage(job_spec, project=project, region=region, display_name=display_name,
-                    backend=backend, fail_on=fail_on, only=only, skip=skip, output_dir=output_dir,
-                    json_path=report_json.path, markdown_path=report.path, metrics=metrics)
+    preflight_stage(
+        job_spec,
+        project=project,
+        region=region,
+        display_name=display_name,
+        backend=backend,
+        fail_on=fail_on,
+        only=only,
+        skip=skip,
+        output_dir=output_dir,
+        json_path=report_json.path,
+        markdown_path=report.path,
+        metrics=metrics,
+    )

@@ -51,9 +51,20 @@ def train(
     """
     from trainguard.stages import train_stage
 
-    result = train_stage(job_spec, project=project, region=region, display_name=display_name,
-                         backend=backend, output_dir=output_dir, preempt_after=preempt_after,
-                         gcp_resources_path=gcp_resources, model=model, history=history,
-                         diagnosis_path=diagnosis.path, max_queued=max_queued, guard=guard,
-                         model_choice=model_choice)
+    result = train_stage(
+        job_spec,
+        project=project,
+        region=region,
+        display_name=display_name,
+        backend=backend,
+        output_dir=output_dir,
+        preempt_after=preempt_after,
+        gcp_resources_path=gcp_resources,
+        model=model,
+        history=history,
+        diagnosis_path=diagnosis.path,
+        max_queued=max_queued,
+        guard=guard,
+        model_choice=model_choice,
+    )
     return int(getattr(result, "model", {}).get("model_step", -1))

@@ -57,9 +57,22 @@ def validate(
     """
     from trainguard.stages import validate_stage
 
-    return validate_stage(history.path, format=history_format, train_metric=train_metric,
-                          val_metric=val_metric, mode=mode, fail_on=fail_on, warn_on=warn_on,
-                          thresholds=thresholds, gates=gates, gate_at=gate_at,
-                          directions=directions, shipped_step=shipped_step,
-                          json_path=verdict.path, markdown_path=report.path, html_path=curves.path,
-                          metrics=metrics, raise_on_fail=fail_pipeline).passed
+    return validate_stage(
+        history.path,
+        format=history_format,
+        train_metric=train_metric,
+        val_metric=val_metric,
+        mode=mode,
+        fail_on=fail_on,
+        warn_on=warn_on,
+        thresholds=thresholds,
+        gates=gates,
+        gate_at=gate_at,
+        directions=directions,
+        shipped_step=shipped_step,
+        json_path=verdict.path,
+        markdown_path=report.path,
+        html_path=curves.path,
+        metrics=metrics,
+        raise_on_fail=fail_pipeline,
+    ).passed

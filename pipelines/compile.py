@@ -24,13 +24,17 @@ def compile_all(output_dir: str | Path) -> list[Path]:
 
     out = Path(output_dir)
     targets = [(pipeline, out / f"{name}.yaml") for name, pipeline in PIPELINES.items()]
-    targets += [(component, out / "components" / f"{component.component_spec.name}.yaml")
-                for component in (preflight, train, validate)]
+    targets += [
+        (component, out / "components" / f"{component.component_spec.name}.yaml")
+        for component in (preflight, train, validate)
+    ]
     try:
         (out / "components").mkdir(parents=True, exist_ok=True)
         for item, path in targets:
             compiler.Compiler().compile(item, str(path))
     except OSError as exc:  # a file in the way, no permission: bad input, not a traceback
-        raise ConfigError(f"cannot write into --output-dir {out}: {exc.strerror or exc} "
-                          f"({exc.filename or out}); choose another directory") from None
+        raise ConfigError(
+            f"cannot write into --output-dir {out}: {exc.strerror or exc} "
+            f"({exc.filename or out}); choose another directory"
+        ) from None
     return [path for _, path in targets]

@@ -58,35 +58,40 @@ def main(argv: list[str] | None = None) -> int:
     report = None if verbose else TaskReporter(indent="  ")
     started = time.monotonic()
     results: list[tuple[str, bool, bool]] = []
-    print("trainguard demo: the guarded pipeline in the KFP local runner (no cloud account)",
-          flush=True)
+    print("trainguard demo: the guarded pipeline in the KFP local runner (no cloud account)", flush=True)
     try:
-        print("\n1/3 guarded_training, healthy config, one injected Spot-style preemption",
-              flush=True)
+        print("\n1/3 guarded_training, healthy config, one injected Spot-style preemption", flush=True)
         # A short pause per step stretches training to ~10 s, so the preemption at 6 s lands in
         # the middle of it (start-up takes 2-4 s here), not before or after.
-        healthy = _local_spec(examples / "local-healthy.yaml", trainer, "demo-healthy",
-                              ("--step-sleep=0.03",))
-        outcome = run_local("guarded_training", healthy, pipeline_root=pipeline_root,
-                            preempt_after="6s", on_event=report)
+        healthy = _local_spec(
+            examples / "local-healthy.yaml", trainer, "demo-healthy", ("--step-sleep=0.03",)
+        )
+        outcome = run_local(
+            "guarded_training", healthy, pipeline_root=pipeline_root, preempt_after="6s", on_event=report
+        )
         restarts = outcome.metadata("train", "model").get("restarts", 0)
-        _show(outcome, [f"training survived {restarts} preemption(s), resuming from its newest "
-                        "checkpoint"])
+        _show(outcome, [f"training survived {restarts} preemption(s), resuming from its newest checkpoint"])
         results.append(("healthy run passes", outcome.succeeded, True))
         results.append(("the preemption landed during training", restarts >= 1, True))
 
         print("\n2/3 guarded_training, learning rate far too high", flush=True)
         diverging = _local_spec(examples / "local-diverging.yaml", trainer, "demo-diverging")
-        outcome = run_local("guarded_training", diverging, pipeline_root=pipeline_root,
-                            on_event=report)
+        outcome = run_local("guarded_training", diverging, pipeline_root=pipeline_root, on_event=report)
         _show(outcome)
         results.append(("diverging run is stopped", outcome.succeeded, False))
 
         print("\n3/3 preflight_only on examples/a100-spot.yaml (offline checks)", flush=True)
-        a100 = load_spec(examples / "a100-spot.yaml", project=PROJECT, region=REGION,
-                         display_name="demo-a100-spot")
-        outcome = run_local("preflight_only", a100, backend="vertex", pipeline_root=pipeline_root,
-                            only="compat", on_event=report)
+        a100 = load_spec(
+            examples / "a100-spot.yaml", project=PROJECT, region=REGION, display_name="demo-a100-spot"
+        )
+        outcome = run_local(
+            "preflight_only",
+            a100,
+            backend="vertex",
+            pipeline_root=pipeline_root,
+            only="compat",
+            on_event=report,
+        )
         checks = (outcome.read_json("preflight", "report_json") or {}).get("results", [])
         _show(outcome, [f"{r['status']:<7} {r['check']}: {r['title']}" for r in checks])
         results.append(("A100 Spot preflight passes", outcome.succeeded, True))
@@ -95,8 +100,11 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
 
     ok = all(got == expected for _, got, expected in results)
-    print(f"\ndemo {'finished as expected' if ok else 'did NOT go as expected'} in "
-          f"{time.monotonic() - started:.0f} s:", flush=True)
+    print(
+        f"\ndemo {'finished as expected' if ok else 'did NOT go as expected'} in "
+        f"{time.monotonic() - started:.0f} s:",
+        flush=True,
+    )
     for label, got, expected in results:
         print(f"  {'ok ' if got == expected else 'UNEXPECTED'} {label}", flush=True)
     return 0 if ok else 1

@@ -8,9 +8,10 @@ from trainguard.components import preflight, train, validate
 __all__ = ["guarded_training"]
 
 
-@dsl.pipeline(name="trainguard-guarded-training",
-              description="Preflight, checkpointed training and validation of a Vertex AI "
-                          "CustomJob")
+@dsl.pipeline(
+    name="trainguard-guarded-training",
+    description="Preflight, checkpointed training and validation of a Vertex AI CustomJob",
+)
 def guarded_training(
     job_spec: dict,
     project: str,
@@ -60,20 +61,43 @@ def guarded_training(
     Returns:
         Whether validation passed.
     """
-    checked = preflight(job_spec=job_spec, project=project, region=region,
-                        display_name=display_name, backend=backend, fail_on=preflight_fail_on,
-                        skip=preflight_skip, output_dir=output_dir)
+    checked = preflight(
+        job_spec=job_spec,
+        project=project,
+        region=region,
+        display_name=display_name,
+        backend=backend,
+        fail_on=preflight_fail_on,
+        skip=preflight_skip,
+        output_dir=output_dir,
+    )
     checked.set_caching_options(False)
     checked.set_display_name("preflight")
-    trained = train(job_spec=job_spec, project=project, region=region, display_name=display_name,
-                    backend=backend, output_dir=output_dir, preempt_after=preempt_after,
-                    max_queued=max_queued, guard=guard, model_choice=model_choice)
+    trained = train(
+        job_spec=job_spec,
+        project=project,
+        region=region,
+        display_name=display_name,
+        backend=backend,
+        output_dir=output_dir,
+        preempt_after=preempt_after,
+        max_queued=max_queued,
+        guard=guard,
+        model_choice=model_choice,
+    )
     trained.after(checked)
     trained.set_caching_options(False)
     trained.set_display_name("train")
-    judged = validate(history=trained.outputs["history"], train_metric=train_metric,
-                      val_metric=val_metric, fail_on=validate_fail_on, warn_on=validate_warn_on,
-                      thresholds=validate_thresholds, gates=validate_gates,
-                      gate_at=validate_gate_at, shipped_step=trained.outputs["Output"])
+    judged = validate(
+        history=trained.outputs["history"],
+        train_metric=train_metric,
+        val_metric=val_metric,
+        fail_on=validate_fail_on,
+        warn_on=validate_warn_on,
+        thresholds=validate_thresholds,
+        gates=validate_gates,
+        gate_at=validate_gate_at,
+        shipped_step=trained.outputs["Output"],
+    )
     judged.set_display_name("validate")
     return judged.outputs["Output"]

@@ -68,17 +68,21 @@ class LocalOutcome:
             fails = [f for f in verdict.get("findings", []) if f.get("severity") == "fail"]
             if fails:
                 f = fails[0]
-                return (f"failure class: {verdict.get('failure_class')}\n"
-                        f"  {f.get('message')}\n  remedy: {f.get('remedy')}")
+                return (
+                    f"failure class: {verdict.get('failure_class')}\n"
+                    f"  {f.get('message')}\n  remedy: {f.get('remedy')}"
+                )
         if self.failed_task == "train":
             path = self.artifact("train", "diagnosis")
             if path is not None and path.is_file():
                 return path.read_text().strip()
         if self.failed_task == "preflight":
             report = self.read_json("preflight", "report_json") or {}
-            lines = [f"{r['status']} {r['check']}: {r['title']}: {r['evidence']}\n"
-                     f"  fix: {r['remedy']}" for r in report.get("results", [])
-                     if r["status"] == "FAIL"]
+            lines = [
+                f"{r['status']} {r['check']}: {r['title']}: {r['evidence']}\n  fix: {r['remedy']}"
+                for r in report.get("results", [])
+                if r["status"] == "FAIL"
+            ]
             if lines:
                 return "\n".join(lines)
         return self.message
@@ -92,9 +96,11 @@ class LocalOutcome:
             verdict = self.read_json("validate", "verdict") or {}
             fails = [f for f in verdict.get("findings", []) if f.get("severity") == "fail"]
             if fails:
-                return lines + [f"  class:    {verdict.get('failure_class')}",
-                                f"  evidence: {fails[0].get('message')}",
-                                f"  remedy:   {fails[0].get('remedy')}"]
+                return lines + [
+                    f"  class:    {verdict.get('failure_class')}",
+                    f"  evidence: {fails[0].get('message')}",
+                    f"  remedy:   {fails[0].get('remedy')}",
+                ]
         if self.failed_task == "train":
             path = self.artifact("train", "diagnosis")
             if path is not None and path.is_file():
@@ -104,20 +110,24 @@ class LocalOutcome:
 
     def summary(self) -> str:
         """What a person reads at the end of the run."""
-        head = (f"pipeline {self.pipeline}: SUCCEEDED" if self.succeeded
-                else f"pipeline {self.pipeline}: FAILED at task '{self.failed_task}'")
+        head = (
+            f"pipeline {self.pipeline}: SUCCEEDED"
+            if self.succeeded
+            else f"pipeline {self.pipeline}: FAILED at task '{self.failed_task}'"
+        )
         lines = [head]
         if not self.succeeded:
             lines.append(self.failure_detail())
         if self.run_dir is not None:
             lines.append(f"artifacts: {self.run_dir}")
-            for task_dir in sorted(p for p in self.run_dir.iterdir()
-                                   if p.is_dir() and p != self.log_dir):
+            for task_dir in sorted(p for p in self.run_dir.iterdir() if p.is_dir() and p != self.log_dir):
                 names = sorted(p.name for p in task_dir.iterdir() if not p.name.startswith("."))
                 lines.append(f"  {task_dir.name}/: {', '.join(names)}")
         if self.log_dir is not None:
-            lines.append(f"task logs: {self.log_dir}/ "
-                         f"({', '.join(sorted(p.name for p in self.log_dir.glob('*.log')))})")
+            lines.append(
+                f"task logs: {self.log_dir}/ "
+                f"({', '.join(sorted(p.name for p in self.log_dir.glob('*.log')))})"
+            )
         return "\n".join(lines)
 
 
@@ -130,19 +140,26 @@ def _diagnosis_lines(markdown: str) -> list[str]:
             m = re.search(r"`([\w-]+)`", line)
             found["class"] = m.group(1) if m else "unknown"
         elif line.startswith("**Why:**"):
-            found["why"] = re.sub(r" \(confidence [\d.]+\)$", "", line[len("**Why:**"):].strip())
+            found["why"] = re.sub(r" \(confidence [\d.]+\)$", "", line[len("**Why:**") :].strip())
         elif line.startswith("```") and "evidence" not in found and i + 1 < len(lines):
             found["evidence"] = lines[i + 1].strip()
         elif line.startswith("**First remedy:**"):
-            found["remedy"] = line[len("**First remedy:**"):].strip()
-    return [f"  {key + ':':<9} {found[key]}" for key in ("class", "evidence", "why", "remedy")
-            if key in found]
+            found["remedy"] = line[len("**First remedy:**") :].strip()
+    return [
+        f"  {key + ':':<9} {found[key]}" for key in ("class", "evidence", "why", "remedy") if key in found
+    ]
 
 
-def run_local(pipeline: str, spec: JobSpec, *, backend: str = "local",
-              pipeline_root: str = "./.tg-local", preempt_after: str = "",
-              on_event: Callable[[TaskEvent], None] | None = None,
-              **parameters) -> LocalOutcome:
+def run_local(
+    pipeline: str,
+    spec: JobSpec,
+    *,
+    backend: str = "local",
+    pipeline_root: str = "./.tg-local",
+    preempt_after: str = "",
+    on_event: Callable[[TaskEvent], None] | None = None,
+    **parameters,
+) -> LocalOutcome:
     """Runs ``guarded_training`` or ``preflight_only`` on ``spec`` in the KFP local runner.
 
     With ``on_event`` set, the runner's output (its log lines, each component's streamed output,
@@ -163,12 +180,19 @@ def run_local(pipeline: str, spec: JobSpec, *, backend: str = "local",
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"cannot create the pipeline root {root}: {exc.strerror or exc}; "
-                          "choose a writable --pipeline-root") from None
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root),
-               raise_on_error=True)
-    args = dict(job_spec=spec.to_body(), project=spec.project, region=spec.region,
-                display_name=spec.display_name, backend=backend, **parameters)
+        raise ConfigError(
+            f"cannot create the pipeline root {root}: {exc.strerror or exc}; "
+            "choose a writable --pipeline-root"
+        ) from None
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=True)
+    args = dict(
+        job_spec=spec.to_body(),
+        project=spec.project,
+        region=spec.region,
+        display_name=spec.display_name,
+        backend=backend,
+        **parameters,
+    )
     if pipeline == "guarded_training" and preempt_after:
         args["preempt_after"] = preempt_after
     func = PIPELINES[pipeline]
@@ -187,8 +211,10 @@ def run_local(pipeline: str, spec: JobSpec, *, backend: str = "local",
             if m is None:
                 raise
             succeeded, failed_task = False, m.group(1)
-    new = sorted((p for p in root.iterdir() if p not in before and p.is_dir() and p != staging),
-                 key=lambda p: p.stat().st_mtime)
+    new = sorted(
+        (p for p in root.iterdir() if p not in before and p.is_dir() and p != staging),
+        key=lambda p: p.stat().st_mtime,
+    )
     run_dir = new[-1] if new else None
     log_dir = _keep_logs(staging, run_dir) if splitter is not None else None
     return LocalOutcome(pipeline, succeeded, run_dir, failed_task, message, outputs, log_dir)

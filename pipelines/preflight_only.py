@@ -7,8 +7,10 @@ from trainguard.components import preflight
 __all__ = ["preflight_only"]
 
 
-@dsl.pipeline(name="trainguard-preflight",
-              description="Check quota, IAM, image and compatibility of a Vertex AI CustomJob")
+@dsl.pipeline(
+    name="trainguard-preflight",
+    description="Check quota, IAM, image and compatibility of a Vertex AI CustomJob",
+)
 def preflight_only(
     job_spec: dict,
     project: str,
@@ -31,7 +33,15 @@ def preflight_only(
         only: comma-separated check families to run.
         skip: comma-separated check families to skip.
     """
-    task = preflight(job_spec=job_spec, project=project, region=region, display_name=display_name,
-                     backend=backend, fail_on=fail_on, only=only, skip=skip)
+    task = preflight(
+        job_spec=job_spec,
+        project=project,
+        region=region,
+        display_name=display_name,
+        backend=backend,
+        fail_on=fail_on,
+        only=only,
+        skip=skip,
+    )
     task.set_caching_options(False)
     task.set_display_name("preflight")

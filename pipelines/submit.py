@@ -11,8 +11,15 @@ from trainguard.spec import JobSpec
 __all__ = ["submit"]
 
 
-def submit(pipeline: str, spec: JobSpec, *, pipeline_root: str, backend: str = "vertex",
-           service_account: str = "", **parameters) -> str:
+def submit(
+    pipeline: str,
+    spec: JobSpec,
+    *,
+    pipeline_root: str,
+    backend: str = "vertex",
+    service_account: str = "",
+    **parameters,
+) -> str:
     """Compiles ``pipeline``, submits it as a PipelineJob and returns its console URL.
 
     Raises:
@@ -28,22 +35,32 @@ def submit(pipeline: str, spec: JobSpec, *, pipeline_root: str, backend: str = "
         raise ConfigError(f"unknown pipeline {pipeline!r}; use one of {', '.join(PIPELINES)}")
     if not pipeline_root.startswith("gs://"):
         raise ConfigError("--pipeline-root must be a gs:// URI for Vertex AI Pipelines")
-    arguments = dict(job_spec=spec.to_body(), project=spec.project, region=spec.region,
-                     display_name=spec.display_name, backend=backend, **parameters)
+    arguments = dict(
+        job_spec=spec.to_body(),
+        project=spec.project,
+        region=spec.region,
+        display_name=spec.display_name,
+        backend=backend,
+        **parameters,
+    )
     try:
-        job_id = _submit(PIPELINES[pipeline], spec, pipeline, pipeline_root, arguments,
-                         service_account)
+        job_id = _submit(PIPELINES[pipeline], spec, pipeline, pipeline_root, arguments, service_account)
     except google.auth.exceptions.DefaultCredentialsError as exc:
-        raise ConfigError(f"no Google Cloud credentials on this machine ({exc}); run "
-                          "`gcloud auth application-default login`") from None
+        raise ConfigError(
+            f"no Google Cloud credentials on this machine ({exc}); run "
+            "`gcloud auth application-default login`"
+        ) from None
     except api_exceptions.GoogleAPICallError as exc:
         raise TrainguardError(f"Vertex AI refused the pipeline job: {exc}") from None
-    return (f"https://console.cloud.google.com/vertex-ai/locations/{spec.region}/pipelines/runs/"
-            f"{job_id}?project={spec.project}")
+    return (
+        f"https://console.cloud.google.com/vertex-ai/locations/{spec.region}/pipelines/runs/"
+        f"{job_id}?project={spec.project}"
+    )
 
 
-def _submit(pipeline_func, spec: JobSpec, name: str, pipeline_root: str, arguments: dict,
-            service_account: str) -> str:
+def _submit(
+    pipeline_func, spec: JobSpec, name: str, pipeline_root: str, arguments: dict, service_account: str
+) -> str:
     from google.cloud import aiplatform
     from kfp import compiler
 
@@ -51,8 +68,12 @@ def _submit(pipeline_func, spec: JobSpec, name: str, pipeline_root: str, argumen
         package = str(Path(tmp) / f"{name}.yaml")
         compiler.Compiler().compile(pipeline_func, package)
         aiplatform.init(project=spec.project, location=spec.region)
-        job = aiplatform.PipelineJob(display_name=f"{spec.display_name}-{name}",
-                                     template_path=package, pipeline_root=pipeline_root,
-                                     parameter_values=arguments, enable_caching=False)
+        job = aiplatform.PipelineJob(
+            display_name=f"{spec.display_name}-{name}",
+            template_path=package,
+            pipeline_root=pipeline_root,
+            parameter_values=arguments,
+            enable_caching=False,
+        )
         job.submit(service_account=service_account or None)
     return job.resource_name.rsplit("/", 1)[-1]

@@ -90,8 +90,11 @@ class TaskLogSplitter(io.TextIOBase):
         end = _END.search(line)
         if end and end.group(1) == self._task:
             self._handle.flush()
-            self._on_event(TaskEvent(self._task, end.group(2),
-                                     time.monotonic() - self._started, self.log_path(self._task)))
+            self._on_event(
+                TaskEvent(
+                    self._task, end.group(2), time.monotonic() - self._started, self.log_path(self._task)
+                )
+            )
 
     def _switch(self, task: str) -> None:
         self._handle.close()
@@ -136,5 +139,4 @@ class TaskReporter:
             self._status.stop()
             self._status = None
         mark = "passed" if event.status == "SUCCESS" else "FAILED"
-        self._console.print(f"{self._indent}{event.task}: {mark} in {event.seconds:.1f} s",
-                            markup=False)
+        self._console.print(f"{self._indent}{event.task}: {mark} in {event.seconds:.1f} s", markup=False)

@@ -84,53 +84,169 @@ class Accelerator:
 
 
 _US = ("us-central1", "us-east1", "us-east4", "us-west1", "us-west4")
-ACCELERATORS: dict[str, Accelerator] = {a.name: a for a in (
-    Accelerator("NVIDIA_TESLA_T4", "nvidia_t4_gpus", "gpu", _US + (
-        "us-west2", "northamerica-northeast1", "southamerica-east1", "europe-west1",
-        "europe-west2", "europe-west3", "europe-west4", "asia-east1", "asia-northeast1",
-        "asia-northeast3", "asia-south1", "asia-southeast1", "australia-southeast1"),
-        compute_name="nvidia-tesla-t4"),
-    Accelerator("NVIDIA_TESLA_P4", "nvidia_p4_gpus", "gpu", (
-        "us-central1", "us-east4", "us-west2", "northamerica-northeast1", "europe-west4",
-        "asia-southeast1", "australia-southeast1"), compute_name="nvidia-tesla-p4"),
-    Accelerator("NVIDIA_TESLA_P100", "nvidia_p100_gpus", "gpu", (
-        "us-central1", "us-east1", "us-west1", "europe-west1", "europe-west4", "asia-east1"),
-        compute_name="nvidia-tesla-p100"),
-    Accelerator("NVIDIA_TESLA_V100", "nvidia_v100_gpus", "gpu", (
-        "us-central1", "us-east1", "us-west1", "europe-west4", "asia-east1"),
-        compute_name="nvidia-tesla-v100"),
-    Accelerator("NVIDIA_TESLA_A100", "nvidia_a100_gpus", "gpu", (
-        "us-central1", "us-east1", "us-west1", "us-west3", "us-west4", "europe-west4",
-        "me-west1", "asia-northeast1", "asia-northeast3", "asia-southeast1"),
-        compute_name="nvidia-tesla-a100", flex_start=True),
-    Accelerator("NVIDIA_A100_80GB", "nvidia_a100_80gb_gpus", "gpu", (
-        "us-central1", "us-east4", "us-east5", "europe-west4", "asia-southeast1"),
-        compute_name="nvidia-a100-80gb", flex_start=True),
-    Accelerator("NVIDIA_L4", "nvidia_l4_gpus", "gpu", _US + (
-        "europe-west1", "europe-west2", "europe-west3", "europe-west4", "asia-east1",
-        "asia-northeast1", "asia-northeast3", "asia-south1", "asia-southeast1"),
-        compute_name="nvidia-l4", flex_start=True),
-    Accelerator("NVIDIA_H100_80GB", "nvidia_h100_gpus", "gpu", (
-        "us-central1", "us-east4", "us-east5", "us-west1", "europe-west1", "europe-west4",
-        "asia-southeast1"), compute_name="nvidia-h100-80gb", flex_start=True),
-    Accelerator("NVIDIA_H100_MEGA_80GB", "nvidia_h100_mega_gpus", "gpu", (
-        "us-central1", "us-east4", "us-east5", "europe-west4", "asia-southeast1"),
-        compute_name="nvidia-h100-mega-80gb", flex_start=True, vpc_peering=False),
-    Accelerator("NVIDIA_H200_141GB", "nvidia_h200_gpus", "gpu", (
-        "us-central1", "us-east4", "us-south1", "europe-west1", "asia-south1"),
-        compute_name="nvidia-h200-141gb", flex_start=True, vpc_peering=False),
-    Accelerator("NVIDIA_B200", "nvidia_b200_gpus", "gpu", ("us-central1", "us-east4"),
-                compute_name="nvidia-b200", flex_start=True, vpc_peering=False),
-    Accelerator("TPU_V2", "tpu_v2", "tpu", ("us-central1", "europe-west4", "asia-east1")),
-    Accelerator("TPU_V3", "tpu_v3", "tpu", ("us-central1", "europe-west4")),
-    # No documented metric name for v4 pods: found by pattern in the project's quota list; a
-    # v4 chip has two TensorCores, so a limit in cores counts 2 per chip.
-    Accelerator("TPU_V4_POD", "", "tpu", (), cores_per_chip=2,
-                quota_pattern=r"custom_model_training_(preemptible_)?tpu_v4\w*"),
-    Accelerator("TPU_V5_LITEPOD", "tpu_v5e", "tpu", (
-        "us-central1", "us-east1", "us-east5", "us-south1", "us-west1", "us-west4",
-        "asia-southeast1")),
-)}
+ACCELERATORS: dict[str, Accelerator] = {
+    a.name: a
+    for a in (
+        Accelerator(
+            "NVIDIA_TESLA_T4",
+            "nvidia_t4_gpus",
+            "gpu",
+            _US
+            + (
+                "us-west2",
+                "northamerica-northeast1",
+                "southamerica-east1",
+                "europe-west1",
+                "europe-west2",
+                "europe-west3",
+                "europe-west4",
+                "asia-east1",
+                "asia-northeast1",
+                "asia-northeast3",
+                "asia-south1",
+                "asia-southeast1",
+                "australia-southeast1",
+            ),
+            compute_name="nvidia-tesla-t4",
+        ),
+        Accelerator(
+            "NVIDIA_TESLA_P4",
+            "nvidia_p4_gpus",
+            "gpu",
+            (
+                "us-central1",
+                "us-east4",
+                "us-west2",
+                "northamerica-northeast1",
+                "europe-west4",
+                "asia-southeast1",
+                "australia-southeast1",
+            ),
+            compute_name="nvidia-tesla-p4",
+        ),
+        Accelerator(
+            "NVIDIA_TESLA_P100",
+            "nvidia_p100_gpus",
+            "gpu",
+            ("us-central1", "us-east1", "us-west1", "europe-west1", "europe-west4", "asia-east1"),
+            compute_name="nvidia-tesla-p100",
+        ),
+        Accelerator(
+            "NVIDIA_TESLA_V100",
+            "nvidia_v100_gpus",
+            "gpu",
+            ("us-central1", "us-east1", "us-west1", "europe-west4", "asia-east1"),
+            compute_name="nvidia-tesla-v100",
+        ),
+        Accelerator(
+            "NVIDIA_TESLA_A100",
+            "nvidia_a100_gpus",
+            "gpu",
+            (
+                "us-central1",
+                "us-east1",
+                "us-west1",
+                "us-west3",
+                "us-west4",
+                "europe-west4",
+                "me-west1",
+                "asia-northeast1",
+                "asia-northeast3",
+                "asia-southeast1",
+            ),
+            compute_name="nvidia-tesla-a100",
+            flex_start=True,
+        ),
+        Accelerator(
+            "NVIDIA_A100_80GB",
+            "nvidia_a100_80gb_gpus",
+            "gpu",
+            ("us-central1", "us-east4", "us-east5", "europe-west4", "asia-southeast1"),
+            compute_name="nvidia-a100-80gb",
+            flex_start=True,
+        ),
+        Accelerator(
+            "NVIDIA_L4",
+            "nvidia_l4_gpus",
+            "gpu",
+            _US
+            + (
+                "europe-west1",
+                "europe-west2",
+                "europe-west3",
+                "europe-west4",
+                "asia-east1",
+                "asia-northeast1",
+                "asia-northeast3",
+                "asia-south1",
+                "asia-southeast1",
+            ),
+            compute_name="nvidia-l4",
+            flex_start=True,
+        ),
+        Accelerator(
+            "NVIDIA_H100_80GB",
+            "nvidia_h100_gpus",
+            "gpu",
+            (
+                "us-central1",
+                "us-east4",
+                "us-east5",
+                "us-west1",
+                "europe-west1",
+                "europe-west4",
+                "asia-southeast1",
+            ),
+            compute_name="nvidia-h100-80gb",
+            flex_start=True,
+        ),
+        Accelerator(
+            "NVIDIA_H100_MEGA_80GB",
+            "nvidia_h100_mega_gpus",
+            "gpu",
+            ("us-central1", "us-east4", "us-east5", "europe-west4", "asia-southeast1"),
+            compute_name="nvidia-h100-mega-80gb",
+            flex_start=True,
+            vpc_peering=False,
+        ),
+        Accelerator(
+            "NVIDIA_H200_141GB",
+            "nvidia_h200_gpus",
+            "gpu",
+            ("us-central1", "us-east4", "us-south1", "europe-west1", "asia-south1"),
+            compute_name="nvidia-h200-141gb",
+            flex_start=True,
+            vpc_peering=False,
+        ),
+        Accelerator(
+            "NVIDIA_B200",
+            "nvidia_b200_gpus",
+            "gpu",
+            ("us-central1", "us-east4"),
+            compute_name="nvidia-b200",
+            flex_start=True,
+            vpc_peering=False,
+        ),
+        Accelerator("TPU_V2", "tpu_v2", "tpu", ("us-central1", "europe-west4", "asia-east1")),
+        Accelerator("TPU_V3", "tpu_v3", "tpu", ("us-central1", "europe-west4")),
+        # No documented metric name for v4 pods: found by pattern in the project's quota list; a
+        # v4 chip has two TensorCores, so a limit in cores counts 2 per chip.
+        Accelerator(
+            "TPU_V4_POD",
+            "",
+            "tpu",
+            (),
+            cores_per_chip=2,
+            quota_pattern=r"custom_model_training_(preemptible_)?tpu_v4\w*",
+        ),
+        Accelerator(
+            "TPU_V5_LITEPOD",
+            "tpu_v5e",
+            "tpu",
+            ("us-central1", "us-east1", "us-east5", "us-south1", "us-west1", "us-west4", "asia-southeast1"),
+        ),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -181,12 +297,26 @@ def _slices(chips_per_host: int, *topologies: str) -> dict[str, TpuSlice]:
 #: single-host slice is the one with ``hosts == 1`` and ``chips == chips per host``.
 _TPU_MACHINES: dict[str, tuple[str, int, dict[str, TpuSlice]]] = {
     "ct5lp-hightpu-1t": ("TPU_V5_LITEPOD", 1, _slices(1, "1x1")),
-    "ct5lp-hightpu-4t": ("TPU_V5_LITEPOD", 4, _slices(4, "2x2", "4x4", "4x8", "8x8", "8x16",
-                                                      "16x16")),
+    "ct5lp-hightpu-4t": ("TPU_V5_LITEPOD", 4, _slices(4, "2x2", "4x4", "4x8", "8x8", "8x16", "16x16")),
     "ct5lp-hightpu-8t": ("TPU_V5_LITEPOD", 8, _slices(8, "2x4")),
-    "ct4p-hightpu-4t": ("TPU_V4_POD", 4, _slices(4, "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4",
-                                                 "4x4x8", "4x8x8", "8x8x8", "8x8x12", "8x8x16",
-                                                 "8x16x16")),
+    "ct4p-hightpu-4t": (
+        "TPU_V4_POD",
+        4,
+        _slices(
+            4,
+            "2x2x1",
+            "2x2x2",
+            "2x2x4",
+            "2x4x4",
+            "4x4x4",
+            "4x4x8",
+            "4x8x8",
+            "8x8x8",
+            "8x8x12",
+            "8x8x16",
+            "8x16x16",
+        ),
+    ),
 }
 
 
@@ -226,8 +356,7 @@ class MachineRule:
     @property
     def needs_accelerator(self) -> bool:
         """True for GPU accelerator-optimized families (g2/a2/a3/a4), which bundle them."""
-        return (bool(self.accelerators) and not self.machine_type.startswith("n1-")
-                and not self.is_tpu)
+        return bool(self.accelerators) and not self.machine_type.startswith("n1-") and not self.is_tpu
 
     @property
     def is_tpu(self) -> bool:
@@ -251,10 +380,10 @@ _BUNDLED = (  # family regex → (accelerator, count from the match)
     (re.compile(r"^a3-ultragpu-(8)g$"), "NVIDIA_H200_141GB"),
     (re.compile(r"^a4-highgpu-(8)g$"), "NVIDIA_B200"),
 )
-_CPU_FAMILY_NAMES = ("n1", "n2", "n2d", "n4", "e2", "c2", "c2d", "c3", "c3d", "c4", "m1", "m2",
-                     "m3")
+_CPU_FAMILY_NAMES = ("n1", "n2", "n2d", "n4", "e2", "c2", "c2d", "c3", "c3d", "c4", "m1", "m2", "m3")
 _CPU_FAMILIES = re.compile(
-    rf"^({'|'.join(_CPU_FAMILY_NAMES)})-(standard|highmem|highcpu|megamem|ultramem)-(\d+)$")
+    rf"^({'|'.join(_CPU_FAMILY_NAMES)})-(standard|highmem|highcpu|megamem|ultramem)-(\d+)$"
+)
 
 #: How each known family names its machine types: a name of a family's shape that is not in the
 #: tables above may be a type trainguard has not learnt yet (WARN); any other name is a typo
@@ -268,16 +397,22 @@ _FAMILY_SHAPES: dict[str, re.Pattern[str]] = {
     "ct5lp": re.compile(r"^ct5lp-hightpu-\d+t$"),
     "ct5p": re.compile(r"^ct5p-hightpu-\d+t$"),
     "ct6e": re.compile(r"^ct6e-standard-\d+t$"),
-    **{f: re.compile(rf"^{f}-(standard|highmem|highcpu|megamem|ultramem)-\d+$")
-       for f in _CPU_FAMILY_NAMES},
+    **{f: re.compile(rf"^{f}-(standard|highmem|highcpu|megamem|ultramem)-\d+$") for f in _CPU_FAMILY_NAMES},
 }
 _KNOWN_EXAMPLES = (
     [f"g2-standard-{n}" for n in sorted(_G2_L4)]
-    + [f"a2-highgpu-{n}g" for n in (1, 2, 4, 8)] + ["a2-megagpu-16g"]
-    + [f"a2-ultragpu-{n}g" for n in (1, 2, 4, 8)] + [f"a3-highgpu-{n}g" for n in (1, 2, 4, 8)]
-    + ["a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g", "cloud-tpu"] + list(_TPU_MACHINES)
-    + [f"{f}-{k}-{n}" for f in ("n1", "n2", "e2", "c2") for k in ("standard", "highmem", "highcpu")
-       for n in (2, 4, 8, 16, 32, 64, 96)]
+    + [f"a2-highgpu-{n}g" for n in (1, 2, 4, 8)]
+    + ["a2-megagpu-16g"]
+    + [f"a2-ultragpu-{n}g" for n in (1, 2, 4, 8)]
+    + [f"a3-highgpu-{n}g" for n in (1, 2, 4, 8)]
+    + ["a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g", "cloud-tpu"]
+    + list(_TPU_MACHINES)
+    + [
+        f"{f}-{k}-{n}"
+        for f in ("n1", "n2", "e2", "c2")
+        for k in ("standard", "highmem", "highcpu")
+        for n in (2, 4, 8, 16, 32, 64, 96)
+    ]
 )
 
 
@@ -307,8 +442,7 @@ def machine_rule(machine_type: str) -> MachineRule | None:
     """The accelerator rule for ``machine_type``; None for a type trainguard does not know."""
     m = re.match(r"^g2-standard-(\d+)$", machine_type)
     if m and int(m.group(1)) in _G2_L4:
-        return MachineRule(machine_type, {"NVIDIA_L4": (_G2_L4[int(m.group(1))],)}, {},
-                           int(m.group(1)))
+        return MachineRule(machine_type, {"NVIDIA_L4": (_G2_L4[int(m.group(1))],)}, {}, int(m.group(1)))
     for pattern, accel in _BUNDLED:
         m = pattern.match(machine_type)
         if m:

@@ -24,8 +24,12 @@ from trainguard.errors import EXIT_BAD_INPUT, ConfigError, TrainguardError
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Guard costly Vertex AI training: preflight, train, validate, triage.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Guard costly Vertex AI training: preflight, train, validate, triage.",
+)
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -34,12 +38,24 @@ _STYLE = {"PASS": "green", "WARN": "yellow", "UNKNOWN": "magenta", "FAIL": "bold
 # A job that runs on this machine uses no cloud names: these harmless placeholders stand in.
 LOCAL_PROJECT = "local-project"
 LOCAL_REGION = "us-central1"
-Project = Annotated[str, typer.Option(
-    "--project", "-p", envvar="GOOGLE_CLOUD_PROJECT",
-    help=f"Google Cloud project ID (required for Vertex; local runs default to {LOCAL_PROJECT})")]
-Region = Annotated[str, typer.Option(
-    "--region", "-r", envvar="GOOGLE_CLOUD_REGION",
-    help=f"region, e.g. us-central1 (required for Vertex; local runs default to {LOCAL_REGION})")]
+Project = Annotated[
+    str,
+    typer.Option(
+        "--project",
+        "-p",
+        envvar="GOOGLE_CLOUD_PROJECT",
+        help=f"Google Cloud project ID (required for Vertex; local runs default to {LOCAL_PROJECT})",
+    ),
+]
+Region = Annotated[
+    str,
+    typer.Option(
+        "--region",
+        "-r",
+        envvar="GOOGLE_CLOUD_REGION",
+        help=f"region, e.g. us-central1 (required for Vertex; local runs default to {LOCAL_REGION})",
+    ),
+]
 JsonOut = Annotated[Path | None, typer.Option("--json", help="write the machine-readable result")]
 
 
@@ -50,8 +66,11 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: Annotated[bool, typer.Option("--version", callback=_version,
-                                                 is_eager=True, help="print the version")] = False):
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version")
+    ] = False,
+):
     """Guard costly Vertex AI training: preflight, train, validate, triage."""
 
 
@@ -75,8 +94,10 @@ def _cloud_names(project: str, region: str, *, local: bool) -> tuple[str, str]:
         return project or LOCAL_PROJECT, region or LOCAL_REGION
     missing = [flag for flag, value in (("--project", project), ("--region", region)) if not value]
     if missing:
-        raise ConfigError(f"{' and '.join(missing)} required for Vertex AI (or set "
-                          "GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_REGION); a --local run needs none")
+        raise ConfigError(
+            f"{' and '.join(missing)} required for Vertex AI (or set "
+            "GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_REGION); a --local run needs none"
+        )
     return project, region
 
 
@@ -93,18 +114,27 @@ def _print_report(report, fail_on: str) -> None:
         for column in ("status", "check", "evidence", "remedy"):
             table.add_column(column, overflow="fold")
         for r in ordered:
-            table.add_row(f"[{_STYLE[r.status.value]}]{r.status.value}[/]",
-                          escape(f"{r.check}: {r.title}"), escape(r.evidence), escape(r.remedy))
+            table.add_row(
+                f"[{_STYLE[r.status.value]}]{r.status.value}[/]",
+                escape(f"{r.check}: {r.title}"),
+                escape(r.evidence),
+                escape(r.remedy),
+            )
         out.print(table)
     else:  # logs and pipes: one unwrapped line per fact, easy to grep
         out.print(f"Preflight: {report.subject}", markup=False)
         for r in ordered:
-            out.print(f"{r.status.value:<7} {r.check}: {r.title}\n        {r.evidence}"
-                      + (f"\n        fix: {r.remedy}" if r.remedy else ""), markup=False)
+            out.print(
+                f"{r.status.value:<7} {r.check}: {r.title}\n        {r.evidence}"
+                + (f"\n        fix: {r.remedy}" if r.remedy else ""),
+                markup=False,
+            )
     c = report.counts()
     verdict = "[green]passed[/]" if report.passed(fail_on) else "[bold red]FAILED[/]"
-    out.print(f"preflight {verdict}: {c['PASS']} pass, {c['WARN']} warn, {c['UNKNOWN']} unknown, "
-              f"{c['FAIL']} fail in {report.wall_s:.2f} s")
+    out.print(
+        f"preflight {verdict}: {c['PASS']} pass, {c['WARN']} warn, {c['UNKNOWN']} unknown, "
+        f"{c['FAIL']} fail in {report.wall_s:.2f} s"
+    )
 
 
 @app.command()
@@ -116,8 +146,7 @@ def preflight(
     backend: Annotated[Backend, typer.Option(help="where the job will run")] = Backend.VERTEX,
     json_path: JsonOut = None,
     markdown: Annotated[Path | None, typer.Option(help="write the Markdown report")] = None,
-    fail_on: Annotated[str, typer.Option(help="lowest status that fails: fail, unknown, warn")]
-    = "fail",
+    fail_on: Annotated[str, typer.Option(help="lowest status that fails: fail, unknown, warn")] = "fail",
     only: Annotated[str, typer.Option(help="comma-separated check families to run")] = "",
     skip: Annotated[str, typer.Option(help="comma-separated check families to skip")] = "",
     output_dir: Annotated[str, typer.Option(help="local backend: output directory")] = "",
@@ -129,11 +158,20 @@ def preflight(
 
     try:
         project, region = _cloud_names(project, region, local=backend == Backend.LOCAL)
-        report = preflight_stage(spec, project=project, region=region, display_name=display_name,
-                                 backend=backend, fail_on=fail_on, only=only, skip=skip,
-                                 output_dir=output_dir, timeout_s=timeout,
-                                 json_path=str(json_path) if json_path else None,
-                                 markdown_path=str(markdown) if markdown else None)
+        report = preflight_stage(
+            spec,
+            project=project,
+            region=region,
+            display_name=display_name,
+            backend=backend,
+            fail_on=fail_on,
+            only=only,
+            skip=skip,
+            output_dir=output_dir,
+            timeout_s=timeout,
+            json_path=str(json_path) if json_path else None,
+            markdown_path=str(markdown) if markdown else None,
+        )
     except PreflightFailed as exc:
         _print_report(exc.result, fail_on)
         raise typer.Exit(exc.exit_code) from None
@@ -147,23 +185,39 @@ def train(
     spec: Annotated[Path, typer.Argument(help="CustomJobSpec file")],
     project: Project = "",
     region: Region = "",
-    local: Annotated[bool, typer.Option("--local/--vertex",
-                                        help="run here (default) or on Vertex AI")] = True,
+    local: Annotated[
+        bool, typer.Option("--local/--vertex", help="run here (default) or on Vertex AI")
+    ] = True,
     display_name: Annotated[str, typer.Option(help="the job's display name")] = "trainguard-job",
     output_dir: Annotated[str, typer.Option(help="base output dir when the spec has none")] = "",
-    preempt_after: Annotated[str, typer.Option(help="local: inject preemptions, e.g. 20s,45s")]
-    = "",
+    preempt_after: Annotated[str, typer.Option(help="local: inject preemptions, e.g. 20s,45s")] = "",
     gcp_resources: Annotated[Path | None, typer.Option(help="vertex: gcp_resources file")] = None,
-    max_queued: Annotated[str, typer.Option(
-        "--max-queued", help="vertex: cancel a job still QUEUED after this long (90, 20s, 45m, 2h;"
-        " 0 waits forever). Default: 30m; FLEX_START: its maxWaitDuration + 15m")] = "",
+    max_queued: Annotated[
+        str,
+        typer.Option(
+            "--max-queued",
+            help="vertex: cancel a job still QUEUED after this long (90, 20s, 45m, 2h;"
+            " 0 waits forever). Default: 30m; FLEX_START: its maxWaitDuration + 15m",
+        ),
+    ] = "",
     json_path: JsonOut = None,
-    guard: Annotated[str, typer.Option(help="in-flight guard: off, nonfinite (stop on NaN/Inf), "
-                                            "fail (also divergence, instability; early-stop a "
-                                            "confirmed overfit)")] = "fail",
-    model: Annotated[str, typer.Option("--model", help="which weights are the model: best (the "
-                                                       "checkpoint nearest the best validation "
-                                                       "step) or last")] = "best",
+    guard: Annotated[
+        str,
+        typer.Option(
+            help="in-flight guard: off, nonfinite (stop on NaN/Inf), "
+            "fail (also divergence, instability; early-stop a "
+            "confirmed overfit)"
+        ),
+    ] = "fail",
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            help="which weights are the model: best (the "
+            "checkpoint nearest the best validation "
+            "step) or last",
+        ),
+    ] = "best",
 ):
     """Run the training job (locally with Vertex's environment, or on Vertex AI)."""
     from trainguard.errors import TrainingFailed
@@ -174,12 +228,20 @@ def train(
 
         check_writable(json_path, "--json")  # now, not after the job has run for hours
         project, region = _cloud_names(project, region, local=local)
-        result = train_stage(spec, project=project, region=region, display_name=display_name,
-                             backend="local" if local else "vertex", output_dir=output_dir,
-                             preempt_after=preempt_after,
-                             gcp_resources_path=str(gcp_resources) if gcp_resources else None,
-                             stream=sys.stdout, max_queued=max_queued, guard=guard,
-                             model_choice=model)
+        result = train_stage(
+            spec,
+            project=project,
+            region=region,
+            display_name=display_name,
+            backend="local" if local else "vertex",
+            output_dir=output_dir,
+            preempt_after=preempt_after,
+            gcp_resources_path=str(gcp_resources) if gcp_resources else None,
+            stream=sys.stdout,
+            max_queued=max_queued,
+            guard=guard,
+            model_choice=model,
+        )
     except TrainingFailed as exc:
         data = exc.result.to_dict() if exc.result is not None else {}
         if exc.diagnosis is not None:
@@ -188,11 +250,13 @@ def train(
             stopped = exc.result.stopped if exc.result is not None else {}
             saved = (stopped or {}).get("details", {}).get("saved", "")
             error = exc.result.error if exc.result is not None else str(exc)
-            err.print(f"[bold red]training failed[/]: {escape(error)}\n"
-                      f"  class:    [bold]{d.failure_class}[/]\n"
-                      f"  evidence: {escape(d.evidence)}\n  remedy:   {escape(d.remedy)}"
-                      + (f"\n  not this: {escape(d.trap)}" if d.trap else "")
-                      + (f"\n  saved:    {escape(saved)}" if saved else ""))
+            err.print(
+                f"[bold red]training failed[/]: {escape(error)}\n"
+                f"  class:    [bold]{d.failure_class}[/]\n"
+                f"  evidence: {escape(d.evidence)}\n  remedy:   {escape(d.remedy)}"
+                + (f"\n  not this: {escape(d.trap)}" if d.trap else "")
+                + (f"\n  saved:    {escape(saved)}" if saved else "")
+            )
         else:
             err.print(f"[bold red]training failed[/]: {escape(str(exc))}")
         _write_json(json_path, data)
@@ -202,40 +266,67 @@ def train(
     _write_json(json_path, result.to_dict())
     if result.stopped:  # an early stop that is a success: a confirmed overfit
         stop = result.stopped
-        out.print(f"[yellow]training stopped early[/] ([bold]{stop['failure_class']}[/]): "
-                  f"{escape(stop['evidence'])}\n  {escape(stop['details'].get('saved', ''))}")
+        out.print(
+            f"[yellow]training stopped early[/] ([bold]{stop['failure_class']}[/]): "
+            f"{escape(stop['evidence'])}\n  {escape(stop['details'].get('saved', ''))}"
+        )
     picked = getattr(result, "model", None) or {}
-    model_shown = ("none (the job left no weights)" if picked.get("model_source") == "none"
-                   else picked.get("model_uri") or result.model_dir)
-    out.print(f"[green]training {result.state}[/] in {result.duration_s:.1f} s "
-              f"({result.restarts} restart(s)); model: {escape(model_shown)}; "
-              f"history: {escape(result.history_path)}")
+    model_shown = (
+        "none (the job left no weights)"
+        if picked.get("model_source") == "none"
+        else picked.get("model_uri") or result.model_dir
+    )
+    out.print(
+        f"[green]training {result.state}[/] in {result.duration_s:.1f} s "
+        f"({result.restarts} restart(s)); model: {escape(model_shown)}; "
+        f"history: {escape(result.history_path)}"
+    )
 
 
 @app.command()
 def validate(
-    history: Annotated[str, typer.Argument(help="history: JSONL, Keras/Lightning CSV, TensorBoard "
-                                                "dir; local or gs://")],
+    history: Annotated[
+        str, typer.Argument(help="history: JSONL, Keras/Lightning CSV, TensorBoard dir; local or gs://")
+    ],
     format: Annotated[str, typer.Option(help="jsonl, keras_csv, lightning_csv, tensorboard")] = "",
     train_metric: Annotated[str, typer.Option(help="training-loss series")] = "",
     val_metric: Annotated[str, typer.Option(help="validation-loss series")] = "",
-    mode: Annotated[str, typer.Option(help="min for a loss, max for accuracy-like (default: "
-                                           "from the metric's name, else min)")] = "",
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="min for a loss, max for accuracy-like (default: from the metric's name, else min)"
+        ),
+    ] = "",
     fail_on: Annotated[str, typer.Option(help="classes that fail (comma-separated)")] = "",
     warn_on: Annotated[str, typer.Option(help="classes that only warn")] = "",
-    threshold: Annotated[list[str] | None, typer.Option(
-        "--threshold", metavar="NAME=VALUE",
-        help="repeatable: a rule threshold (the README lists them)")] = None,
-    gate: Annotated[list[str] | None, typer.Option(
-        "--gate", metavar="METRIC>=VALUE[@best|@last]",
-        help="repeatable (or <=, >, <): a bar the model must clear, e.g. 'val_accuracy>=0.9'")]
-    = None,
-    gate_at: Annotated[str, typer.Option(
-        help="where gates read: best (the best validation step, what --model best ships) or "
-             "last")] = "best",
-    direction: Annotated[list[str] | None, typer.Option(
-        "--direction", metavar="METRIC=min|max",
-        help="repeatable: which way a metric improves, when its name does not say")] = None,
+    threshold: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--threshold", metavar="NAME=VALUE", help="repeatable: a rule threshold (the README lists them)"
+        ),
+    ] = None,
+    gate: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--gate",
+            metavar="METRIC>=VALUE[@best|@last]",
+            help="repeatable (or <=, >, <): a bar the model must clear, e.g. 'val_accuracy>=0.9'",
+        ),
+    ] = None,
+    gate_at: Annotated[
+        str,
+        typer.Option(
+            help="where gates read: best (the best validation step, what --model best ships) or last"
+        ),
+    ] = "best",
+    direction: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--direction",
+            metavar="METRIC=min|max",
+            help="repeatable: which way a metric improves, when its name does not say",
+        ),
+    ] = None,
     json_path: JsonOut = None,
     markdown: Annotated[Path | None, typer.Option(help="write the Markdown report")] = None,
     html: Annotated[Path | None, typer.Option(help="write the HTML report with curves")] = None,
@@ -246,14 +337,24 @@ def validate(
     from trainguard.validation import render_markdown
 
     try:
-        verdict = validate_stage(history, format=format, train_metric=train_metric,
-                                 val_metric=val_metric, mode=mode, fail_on=fail_on,
-                                 warn_on=warn_on, thresholds=threshold or None, gates=gate or None,
-                                 gate_at=gate_at, directions=direction or None,
-                                 json_path=str(json_path) if json_path else None,
-                                 markdown_path=str(markdown) if markdown else None,
-                                 html_path=str(html) if html else None,
-                                 plot_path=str(plot) if plot else None, raise_on_fail=False)
+        verdict = validate_stage(
+            history,
+            format=format,
+            train_metric=train_metric,
+            val_metric=val_metric,
+            mode=mode,
+            fail_on=fail_on,
+            warn_on=warn_on,
+            thresholds=threshold or None,
+            gates=gate or None,
+            gate_at=gate_at,
+            directions=direction or None,
+            json_path=str(json_path) if json_path else None,
+            markdown_path=str(markdown) if markdown else None,
+            html_path=str(html) if html else None,
+            plot_path=str(plot) if plot else None,
+            raise_on_fail=False,
+        )
     except TrainguardError as exc:
         _fail(exc)
     out.print(render_markdown(verdict), markup=False)
@@ -261,15 +362,18 @@ def validate(
         raise typer.Exit(1)
 
 
-_TRIAGE_SOURCE_HELP = ("a log file, or - for stdin (the default); an argument that names no file "
-                       "and reads as a sentence is classified as the error text itself")
+_TRIAGE_SOURCE_HELP = (
+    "a log file, or - for stdin (the default); an argument that names no file "
+    "and reads as a sentence is classified as the error text itself"
+)
 
 
 @app.command()
 def triage(
     source: Annotated[str, typer.Argument(help=_TRIAGE_SOURCE_HELP, metavar="[LOG_FILE|-]")] = "-",
-    text: Annotated[str | None, typer.Option("--text", "-t", help="classify this error text "
-                                             "(instead of a file)")] = None,
+    text: Annotated[
+        str | None, typer.Option("--text", "-t", help="classify this error text (instead of a file)")
+    ] = None,
     json_path: JsonOut = None,
 ):
     """Name the failure class of a failed job from its log file, stdin, or --text."""
@@ -282,8 +386,7 @@ def triage(
     if note:
         err.print(note, markup=False)
     _write_json(json_path, diagnosis.to_dict())
-    out.print(f"class:    [bold]{diagnosis.failure_class}[/] (confidence "
-              f"{diagnosis.confidence:.2f})")
+    out.print(f"class:    [bold]{diagnosis.failure_class}[/] (confidence {diagnosis.confidence:.2f})")
     if diagnosis.evidence:
         out.print(f"evidence: {diagnosis.evidence}", markup=False)
     out.print(f"remedy:   {diagnosis.remedy}", markup=False)
@@ -294,8 +397,9 @@ def triage(
 @app.command("compile")
 def compile_(
     output_dir: Annotated[Path, typer.Option(help="where the YAML files go")] = Path("compiled"),
-    image: Annotated[str, typer.Option(help="components image (default trainguard/components:"
-                                            "<version>)")] = "",
+    image: Annotated[
+        str, typer.Option(help="components image (default trainguard/components:<version>)")
+    ] = "",
 ):
     """Compile the pipelines and components to YAML."""
     if image:
@@ -315,19 +419,22 @@ def run(
     spec: Annotated[Path, typer.Argument(help="CustomJobSpec file")],
     project: Project = "",
     region: Region = "",
-    local: Annotated[bool, typer.Option("--local/--vertex", help="KFP local runner (default) or "
-                                        "Vertex AI Pipelines")] = True,
-    pipeline: Annotated[str, typer.Option(help="guarded_training or preflight_only")]
-    = "guarded_training",
+    local: Annotated[
+        bool, typer.Option("--local/--vertex", help="KFP local runner (default) or Vertex AI Pipelines")
+    ] = True,
+    pipeline: Annotated[str, typer.Option(help="guarded_training or preflight_only")] = "guarded_training",
     display_name: Annotated[str, typer.Option(help="the job's display name")] = "trainguard-job",
-    backend: Annotated[str, typer.Option(help="where the training job runs: local or vertex "
-                                              "(default: local with --local)")] = "",
+    backend: Annotated[
+        str, typer.Option(help="where the training job runs: local or vertex (default: local with --local)")
+    ] = "",
     pipeline_root: Annotated[str, typer.Option(help="local dir, or gs:// for Vertex")] = "",
     preempt_after: Annotated[str, typer.Option(help="local: inject preemptions")] = "",
     image: Annotated[str, typer.Option(help="--vertex: the components image")] = "",
     service_account: Annotated[str, typer.Option(help="--vertex: the pipeline's SA")] = "",
-    verbose: Annotated[bool, typer.Option("--verbose", help="--local: print all of the "
-                                          "runner's output, not one line per task")] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", help="--local: print all of the runner's output, not one line per task"),
+    ] = False,
 ):
     """Run a pipeline on SPEC: in the KFP local runner, or submitted to Vertex AI Pipelines."""
     from trainguard.stages import make_spec
@@ -336,12 +443,12 @@ def run(
         os.environ["TRAINGUARD_COMPONENT_IMAGE"] = image
     try:
         backend = parse(Backend, backend, "--backend").value if backend else ""
-        project, region = _cloud_names(project, region,
-                                       local=local and (backend or "local") == "local")
-        if preempt_after and (not local or pipeline != "guarded_training"
-                              or (backend or "local") != "local"):
-            raise ConfigError("--preempt-after injects preemptions into a local training job: it "
-                              "needs --local, --backend local and --pipeline guarded_training")
+        project, region = _cloud_names(project, region, local=local and (backend or "local") == "local")
+        if preempt_after and (not local or pipeline != "guarded_training" or (backend or "local") != "local"):
+            raise ConfigError(
+                "--preempt-after injects preemptions into a local training job: it "
+                "needs --local, --backend local and --pipeline guarded_training"
+            )
         from trainguard.durations import parse_durations
 
         parse_durations(preempt_after, "--preempt-after")  # before the pipeline runs, not in it
@@ -350,16 +457,25 @@ def run(
             from trainguard.pipelines.local_runner import run_local
             from trainguard.pipelines.task_logs import TaskReporter
 
-            outcome = run_local(pipeline, job, backend=backend or "local",
-                                pipeline_root=pipeline_root or "./.tg-local",
-                                preempt_after=preempt_after,
-                                on_event=None if verbose else TaskReporter(indent=""))
+            outcome = run_local(
+                pipeline,
+                job,
+                backend=backend or "local",
+                pipeline_root=pipeline_root or "./.tg-local",
+                preempt_after=preempt_after,
+                on_event=None if verbose else TaskReporter(indent=""),
+            )
             out.print(outcome.summary(), markup=False)
             raise typer.Exit(0 if outcome.succeeded else 1)
         from trainguard.pipelines.submit import submit
 
-        url = submit(pipeline, job, pipeline_root=pipeline_root, backend=backend or "vertex",
-                     service_account=service_account)
+        url = submit(
+            pipeline,
+            job,
+            pipeline_root=pipeline_root,
+            backend=backend or "vertex",
+            service_account=service_account,
+        )
         out.print(f"submitted: {url}", markup=False)
     except TrainguardError as exc:
         _fail(exc)

@@ -34,15 +34,15 @@ def parse_duration(text: str | float | int, option: str) -> float:
         return float(text)
     m = _DURATION.fullmatch(str(text).strip().lower())
     if not m:
-        raise ConfigError(f"{option}: {str(text)[:40]!r} is not a duration such as 90, 20s, 45m "
-                          "or 2h")
+        raise ConfigError(f"{option}: {str(text)[:40]!r} is not a duration such as 90, 20s, 45m or 2h")
     return float(m.group(1)) * _SCALE[m.group(2)]
 
 
 def parse_durations(text: str, option: str) -> list[float]:
     """``20s,1m,90`` → sorted seconds (empty text → [])."""
-    return sorted(parse_duration(part, option)
-                  for part in (p.strip() for p in (text or "").split(",")) if part)
+    return sorted(
+        parse_duration(part, option) for part in (p.strip() for p in (text or "").split(",")) if part
+    )
 
 
 def format_duration(seconds: float) -> str:

@@ -100,8 +100,9 @@ class TrainingFailed(GuardFailed):
 
     result: TrainResult | None
 
-    def __init__(self, message: str, result: TrainResult | None = None,
-                 diagnosis: Diagnosis | None = None) -> None:
+    def __init__(
+        self, message: str, result: TrainResult | None = None, diagnosis: Diagnosis | None = None
+    ) -> None:
         self.diagnosis = diagnosis
         super().__init__(message, result)
 

@@ -96,16 +96,14 @@ _TABLE = (
         "plateau",
         "the training loss is flat far above expectation (under-fitting)",
         "learning rate too low, labels, capacity, broken features, over-regularisation",
-        "raise the learning rate, use a larger model, better features, less regularisation, "
-        "train longer",
+        "raise the learning rate, use a larger model, better features, less regularisation, train longer",
         "adding regularisation",
     ),
     FailureClass(
         "stalled",
         "the loss is identical across consecutive steps",
         "the input pipeline: the same batch fed again and again, or a frozen model",
-        "fix sharding/iterator/shuffling (and check that parameters get gradients) before tuning "
-        "anything",
+        "fix sharding/iterator/shuffling (and check that parameters get gradients) before tuning anything",
         "tuning hyperparameters on a data bug",
     ),
     FailureClass(
@@ -120,8 +118,7 @@ _TABLE = (
         "distributed_init",
         "works on one worker, hangs or fails on many",
         "cluster spec agreement, worker count, reachable chief, open ports, quota at that scale",
-        "fix the cluster spec / rendezvous (MASTER_ADDR, MASTER_PORT, WORLD_SIZE); check quota "
-        "at that scale",
+        "fix the cluster spec / rendezvous (MASTER_ADDR, MASTER_PORT, WORLD_SIZE); check quota at that scale",
     ),
     FailureClass(
         "preemption",

@@ -53,8 +53,17 @@ __all__ = [
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 ENDPOINT_APIS = (
-    "AIPLATFORM", "CLOUDQUOTAS", "POLICYTROUBLESHOOTER", "MONITORING", "CLOUDRESOURCEMANAGER",
-    "IAM", "IAMCREDENTIALS", "LOGGING", "COMPUTE", "CLOUDKMS", "SERVICENETWORKING",
+    "AIPLATFORM",
+    "CLOUDQUOTAS",
+    "POLICYTROUBLESHOOTER",
+    "MONITORING",
+    "CLOUDRESOURCEMANAGER",
+    "IAM",
+    "IAMCREDENTIALS",
+    "LOGGING",
+    "COMPUTE",
+    "CLOUDKMS",
+    "SERVICENETWORKING",
 )
 DEFAULT_HOSTS = {
     "AIPLATFORM": "{region}-aiplatform.googleapis.com",
@@ -96,14 +105,20 @@ def _base_url(variable: str, value: str) -> str:
     url = value.rstrip("/")
     try:
         parts = urlsplit(url)
-        ok = (parts.scheme in ("http", "https") and bool(parts.hostname)
-              and not (parts.path or parts.query or parts.fragment) and parts.port != 0)
+        ok = (
+            parts.scheme in ("http", "https")
+            and bool(parts.hostname)
+            and not (parts.path or parts.query or parts.fragment)
+            and parts.port != 0
+        )
     except ValueError:  # a port that is not a number or out of range, a broken [IPv6]
         ok = False
     if not ok:
-        raise ConfigError(f"{variable}={value[:200]!r} must be a URL such as "
-                          "http://127.0.0.1:8080 (scheme, host and port, nothing after); fix or "
-                          "unset it")
+        raise ConfigError(
+            f"{variable}={value[:200]!r} must be a URL such as "
+            "http://127.0.0.1:8080 (scheme, host and port, nothing after); fix or "
+            "unset it"
+        )
     return url
 
 
@@ -166,7 +181,8 @@ def job_client(region: str):
 
     ep = endpoint("AIPLATFORM", region)
     return aiplatform_v1.JobServiceClient(
-        credentials=credentials(ep), transport="rest", client_options=_gapic_options(ep))
+        credentials=credentials(ep), transport="rest", client_options=_gapic_options(ep)
+    )
 
 
 def quotas_client():
@@ -175,7 +191,8 @@ def quotas_client():
 
     ep = endpoint("CLOUDQUOTAS")
     return cloudquotas_v1.CloudQuotasClient(
-        credentials=credentials(ep), transport="rest", client_options=_gapic_options(ep))
+        credentials=credentials(ep), transport="rest", client_options=_gapic_options(ep)
+    )
 
 
 def kms_client():
@@ -184,7 +201,8 @@ def kms_client():
 
     ep = endpoint("CLOUDKMS")
     return kms_v1.KeyManagementServiceClient(
-        credentials=credentials(ep), transport="rest", client_options=_gapic_options(ep))
+        credentials=credentials(ep), transport="rest", client_options=_gapic_options(ep)
+    )
 
 
 def troubleshooter_client():
@@ -193,7 +211,8 @@ def troubleshooter_client():
 
     ep = endpoint("POLICYTROUBLESHOOTER")
     return policytroubleshooter_iam_v3.PolicyTroubleshooterClient(
-        credentials=credentials(ep), transport="rest", client_options=_gapic_options(ep))
+        credentials=credentials(ep), transport="rest", client_options=_gapic_options(ep)
+    )
 
 
 def storage_client(project: str | None = None, credentials=None):
@@ -266,9 +285,13 @@ def impersonated_credentials(email: str, lifetime_s: int = 300):
         source = _Anonymous()
     else:
         source = credentials(ep)
-    return ga_impersonated.Credentials(source_credentials=source, target_principal=email,
-                                       target_scopes=[CLOUD_PLATFORM_SCOPE], lifetime=lifetime_s,
-                                       iam_endpoint_override=override)
+    return ga_impersonated.Credentials(
+        source_credentials=source,
+        target_principal=email,
+        target_scopes=[CLOUD_PLATFORM_SCOPE],
+        lifetime=lifetime_s,
+        iam_endpoint_override=override,
+    )
 
 
 def timed_request(timeout_s: float):
@@ -287,8 +310,9 @@ def timed_request(timeout_s: float):
     return lambda *args, **kwargs: request(*args, **{**kwargs, "timeout": timeout_s})
 
 
-def rest_json(session, method: str, url: str, *, timeout: float, retry=None, params=None,
-              body: dict | None = None) -> dict:
+def rest_json(
+    session, method: str, url: str, *, timeout: float, retry=None, params=None, body: dict | None = None
+) -> dict:
     """One JSON call through an ``AuthorizedSession``; HTTP errors raise google.api_core's classes.
 
     Args:
@@ -321,9 +345,17 @@ def rest_json(session, method: str, url: str, *, timeout: float, retry=None, par
 
     if retry is None:
         return call()
-    return retry.call(call, transient=(exceptions.TooManyRequests, exceptions.InternalServerError,
-                                       exceptions.ServiceUnavailable, exceptions.GatewayTimeout),
-                      what=f"{method} {url.split('?', 1)[0]}", where="")
+    return retry.call(
+        call,
+        transient=(
+            exceptions.TooManyRequests,
+            exceptions.InternalServerError,
+            exceptions.ServiceUnavailable,
+            exceptions.GatewayTimeout,
+        ),
+        what=f"{method} {url.split('?', 1)[0]}",
+        where="",
+    )
 
 
 def insecure_registries(environ: Mapping[str, str] | None = None) -> frozenset[str]:
@@ -338,8 +370,7 @@ def is_google_registry(host: str) -> bool:
     return bool(re.search(r"(^|[.-])docker\.pkg\.dev$|(^|\.)gcr\.io$", host))
 
 
-def registry_credential(host: str, timeout_s: float
-                        ) -> Callable[[], tuple[str, str] | None] | None:
+def registry_credential(host: str, timeout_s: float) -> Callable[[], tuple[str, str] | None] | None:
     """The credential a registry client presents to ``host``, fetched only when first asked for.
 
     Args:

@@ -34,7 +34,8 @@ GAP = rb"[^\n]*?"
 FOLDED = ("\u212a", "\u017f", "\u0130", "\u0131")
 _FOLDED_RE = re.compile("|".join(FOLDED))
 _REPEATS = {_c.MAX_REPEAT, _c.MIN_REPEAT} | (
-    {_c.POSSESSIVE_REPEAT} if hasattr(_c, "POSSESSIVE_REPEAT") else set())
+    {_c.POSSESSIVE_REPEAT} if hasattr(_c, "POSSESSIVE_REPEAT") else set()
+)
 _ATOMIC = getattr(_c, "ATOMIC_GROUP", object())
 # The text the prefilter reads has every digit made 0, so that lines differing only in numbers
 # (step counters, losses, timestamps) are one line to search; its literals are made alike.
@@ -186,9 +187,11 @@ def _leads(part: bytes | _Alt | _Seq) -> list[tuple[bytes, bytes]]:
         return [lead for option in part.options for lead in _leads(option)]
     items = [(i, item) for i, item in enumerate(part.items) if item is not None]
     strengths = [(_strength(item), i) for i, item in items]
-    start = next((i for strength, i in strengths if strength >= _MIN_LEAD),
-                 max(strengths, key=lambda s: (s[0], -s[1]))[1])
-    rest = [item for item in part.items[start + 1:]]
+    start = next(
+        (i for strength, i in strengths if strength >= _MIN_LEAD),
+        max(strengths, key=lambda s: (s[0], -s[1]))[1],
+    )
+    rest = [item for item in part.items[start + 1 :]]
     while rest and rest[0] is None:
         rest.pop(0)
     after = b"" if not rest else GAP + _render(rest[0] if len(rest) == 1 else _Seq(tuple(rest)))
@@ -242,8 +245,10 @@ def _emit(node: dict) -> bytes:
     rests = node.get(None, set())
     if b"" in rests:
         return b""  # a lead that needs nothing more: found
-    options = [re.escape(bytes([byte])) + _emit(child)
-               for byte, child in sorted((k, v) for k, v in node.items() if k is not None)]
+    options = [
+        re.escape(bytes([byte])) + _emit(child)
+        for byte, child in sorted((k, v) for k, v in node.items() if k is not None)
+    ]
     options += sorted(rests)
     if len(options) == 1:
         return options[0]

@@ -26,8 +26,16 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from trainguard.redaction import bound, redact
 
-__all__ = ["Problems", "show", "kind", "normalise_keys", "check_message", "wrap_singletons",
-           "normalise_durations", "MAX_DURATION_S"]
+__all__ = [
+    "Problems",
+    "show",
+    "kind",
+    "normalise_keys",
+    "check_message",
+    "wrap_singletons",
+    "normalise_durations",
+    "MAX_DURATION_S",
+]
 
 # One problem: (path, message). A list of them is what a walk returns.
 Problems = list[tuple[str, str]]
@@ -141,18 +149,25 @@ def normalise_keys(desc: Descriptor, data: Any, path: str, problems: Problems) -
             problems.append((sub, f"is given twice (as {name} and {key}); keep one"))
             continue
         f = fields.get(name) if isinstance(name, str) else None
-        if f is not None and f.message_type is not None and not _is_map(f) \
-                and f.message_type.full_name not in _OPAQUE:
+        if (
+            f is not None
+            and f.message_type is not None
+            and not _is_map(f)
+            and f.message_type.full_name not in _OPAQUE
+        ):
             if _repeated(f) and isinstance(value, list):
-                value = [normalise_keys(f.message_type, v, f"{sub}[{i}]", problems)
-                         for i, v in enumerate(value)]
+                value = [
+                    normalise_keys(f.message_type, v, f"{sub}[{i}]", problems) for i, v in enumerate(value)
+                ]
             else:
                 value = normalise_keys(f.message_type, value, sub, problems)
         elif f is not None and _is_map(f) and isinstance(value, Mapping):
             value_field = f.message_type.fields_by_name["value"]
             if value_field.message_type is not None:
-                value = {k: normalise_keys(value_field.message_type, v, _join(sub, k), problems)
-                         for k, v in value.items()}
+                value = {
+                    k: normalise_keys(value_field.message_type, v, _join(sub, k), problems)
+                    for k, v in value.items()
+                }
         out[name] = value
     return out
 
@@ -216,17 +231,23 @@ def _check_duration(value: Any, path: str, problems: Problems) -> None:
     if isinstance(value, int | float) and not isinstance(value, bool):
         seconds = float(value)
         if not math.isfinite(seconds) or abs(seconds) > MAX_DURATION_S:
-            problems.append((path, f"must be a duration such as \"3600s\", got {show(value)}"))
+            problems.append((path, f'must be a duration such as "3600s", got {show(value)}'))
         elif seconds < 0:
-            problems.append((path, f"must not be negative, got {show(value)}; give the time "
-                                   "in seconds, such as 3600 or \"3600s\""))
+            problems.append(
+                (
+                    path,
+                    f"must not be negative, got {show(value)}; give the time "
+                    'in seconds, such as 3600 or "3600s"',
+                )
+            )
         return
     match = _DURATION_RE.match(value.strip()) if isinstance(value, str) else None
     if match is None or int(match.group(2)) > MAX_DURATION_S:
-        problems.append((path, f"must be a duration such as \"3600s\", got {show(value)}"))
+        problems.append((path, f'must be a duration such as "3600s", got {show(value)}'))
     elif match.group(1) and (int(match.group(2)) or int((match.group(3) or ".0")[1:])):
-        problems.append((path, f"must not be negative, got {show(value)}; give the time in "
-                               "seconds, such as \"3600s\""))
+        problems.append(
+            (path, f'must not be negative, got {show(value)}; give the time in seconds, such as "3600s"')
+        )
 
 
 def _check_int(f: FieldDescriptor, value: Any, path: str, problems: Problems) -> None:
@@ -319,8 +340,7 @@ def check_message(desc: Descriptor, data: Any, path: str, problems: Problems) ->
     if desc.full_name in _OPAQUE:
         return
     if not isinstance(data, Mapping):
-        problems.append((path or desc.name, f"must be a mapping of fields, got {kind(data)} "
-                                            f"({show(data)})"))
+        problems.append((path or desc.name, f"must be a mapping of fields, got {kind(data)} ({show(data)})"))
         return
     fields = _fields(desc)
     for key, value in data.items():

@@ -47,13 +47,17 @@ _VALUE = r"(?:[^\s\"'&,;%<>]|%(?!2[0267Cc]|3[Bb])[0-9A-Fa-f]{2})+"
 _START = r"(?:(?<![\w-])|(?<=(?<![\w-])--)|(?<=%2[027])|(?<=%3[ADad]))"
 # Key names whose value is a secret, in any case, with "_", "-" or nothing between words, and any
 # prefix (AWS_SECRET_ACCESS_KEY, HF_TOKEN, WANDB_API_KEY).
-_SECRET_KEYS = r"(?:[a-z0-9]+[_-])*(?:" + (
-    r"(?:access|id|refresh|auth|session|client|bearer)[_-]?token|token"
-    r"|client[_-]?secret|secret[_-]?(?:access[_-]?)?key|secret|private[_-]?key(?:[_-]?id)?"
-    r"|(?:aws[_-]?)?(?:access[_-]?)?key[_-]?id|api[_-]?key|x-api-key|[a-z]{0,8}passw(?:or)?d|pwd"
-    r"|x-goog-signature|x-goog-credential|x-amz-signature|x-amz-credential|x-amz-security-token"
-    r"|signature|sig"
-) + ")"
+_SECRET_KEYS = (
+    r"(?:[a-z0-9]+[_-])*(?:"
+    + (
+        r"(?:access|id|refresh|auth|session|client|bearer)[_-]?token|token"
+        r"|client[_-]?secret|secret[_-]?(?:access[_-]?)?key|secret|private[_-]?key(?:[_-]?id)?"
+        r"|(?:aws[_-]?)?(?:access[_-]?)?key[_-]?id|api[_-]?key|x-api-key|[a-z]{0,8}passw(?:or)?d|pwd"
+        r"|x-goog-signature|x-goog-credential|x-amz-signature|x-amz-credential|x-amz-security-token"
+        r"|signature|sig"
+    )
+    + ")"
+)
 
 # fmt: off
 SECRET_SHAPES: tuple[SecretShape, ...] = (

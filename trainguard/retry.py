@@ -30,8 +30,15 @@ from typing import TypeVar
 from trainguard.durations import parse_duration
 from trainguard.errors import EndpointUnreachable, TransientError
 
-__all__ = ["RetryPolicy", "DEFAULT_DEADLINE_S", "DEADLINE_ENV", "Backoff", "unreachable_types",
-           "transient_types", "describe"]
+__all__ = [
+    "RetryPolicy",
+    "DEFAULT_DEADLINE_S",
+    "DEADLINE_ENV",
+    "Backoff",
+    "unreachable_types",
+    "transient_types",
+    "describe",
+]
 
 DEFAULT_DEADLINE_S = 10.0
 DEADLINE_ENV = "TRAINGUARD_RETRY_DEADLINE"
@@ -59,16 +66,27 @@ def unreachable_types() -> tuple[type[BaseException], ...]:
     import requests
     from google.auth import exceptions as auth_exc
 
-    return (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError,
-            auth_exc.TransportError)
+    return (
+        requests.ConnectionError,
+        requests.Timeout,
+        ConnectionError,
+        TimeoutError,
+        auth_exc.TransportError,
+    )
 
 
 def transient_types() -> tuple[type[BaseException], ...]:
     """Every error worth retrying: no answer, or 429/500/503/504 (google.api_core's classes)."""
     from google.api_core import exceptions as gexc
 
-    return (gexc.ServiceUnavailable, gexc.TooManyRequests, gexc.InternalServerError,
-            gexc.GatewayTimeout, gexc.DeadlineExceeded, *unreachable_types())
+    return (
+        gexc.ServiceUnavailable,
+        gexc.TooManyRequests,
+        gexc.InternalServerError,
+        gexc.GatewayTimeout,
+        gexc.DeadlineExceeded,
+        *unreachable_types(),
+    )
 
 
 @dataclass(frozen=True)
@@ -89,8 +107,9 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if not (0 < self.initial_s <= self.max_delay_s and self.factor >= 1 and self.deadline_s >= 0):
-            raise ValueError("RetryPolicy needs 0 < initial_s <= max_delay_s, factor >= 1 and "
-                             "deadline_s >= 0")
+            raise ValueError(
+                "RetryPolicy needs 0 < initial_s <= max_delay_s, factor >= 1 and deadline_s >= 0"
+            )
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: float) -> RetryPolicy:
@@ -112,12 +131,19 @@ class RetryPolicy:
         while True:
             yield backoff()
 
-    def call(self, fn: Callable[[], _T], *, transient: tuple[type[BaseException], ...],
-             what: str, where: str = "", on_retry: Callable[[BaseException, float], None] | None = None,
-             clock: Callable[[], float] = time.monotonic,
-             sleep: Callable[[float], None] = time.sleep,
-             unreachable: tuple[type[BaseException], ...] | None = None,
-             unanswered_deadline_s: float | None = None) -> _T:
+    def call(
+        self,
+        fn: Callable[[], _T],
+        *,
+        transient: tuple[type[BaseException], ...],
+        what: str,
+        where: str = "",
+        on_retry: Callable[[BaseException, float], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        unreachable: tuple[type[BaseException], ...] | None = None,
+        unanswered_deadline_s: float | None = None,
+    ) -> _T:
         """``fn()``, retrying errors of the ``transient`` types until the deadline.
 
         Args:
@@ -148,17 +174,26 @@ class RetryPolicy:
                 no_answer = isinstance(exc, unreachable or unreachable_types())
                 answered = answered or not no_answer
                 delay = next(delays)
-                limit = self.deadline_s if answered or unanswered_deadline_s is None else \
-                    min(self.deadline_s, unanswered_deadline_s)
+                limit = (
+                    self.deadline_s
+                    if answered or unanswered_deadline_s is None
+                    else min(self.deadline_s, unanswered_deadline_s)
+                )
                 if now + delay - first > limit:
-                    raise self._give_up(exc, what, where, now - first, answered,
-                                        limit) from None
+                    raise self._give_up(exc, what, where, now - first, answered, limit) from None
                 if on_retry is not None:
                     on_retry(exc, delay)
                 sleep(delay)
 
-    def _give_up(self, exc: BaseException, what: str, where: str, elapsed: float,
-                 answered: bool, limit: float | None = None) -> Exception:
+    def _give_up(
+        self,
+        exc: BaseException,
+        what: str,
+        where: str,
+        elapsed: float,
+        answered: bool,
+        limit: float | None = None,
+    ) -> Exception:
         detail = describe(exc)
         place = f" at {where}" if where else ""
         if not answered:
@@ -166,10 +201,12 @@ class RetryPolicy:
                 f"{what}: no answer{place} for {elapsed:.0f} s ({detail}); check the endpoint "
                 f"(TRAINGUARD_ENDPOINT_*, STORAGE_EMULATOR_HOST) and the network. Retries stop "
                 f"after {self.deadline_s if limit is None else limit:g} s ({DEADLINE_ENV} sets "
-                f"it)")
+                f"it)"
+            )
         return TransientError(
             f"{what}{place} kept failing for {elapsed:.0f} s: {detail}; try again later "
-            f"(retries stop after {self.deadline_s:g} s; {DEADLINE_ENV} sets it)")
+            f"(retries stop after {self.deadline_s:g} s; {DEADLINE_ENV} sets it)"
+        )
 
     def api_core(self, *types: type[BaseException]):
         """This policy as a ``google.api_core.retry.Retry`` for GAPIC and storage calls.
@@ -180,10 +217,13 @@ class RetryPolicy:
         from google.api_core import exceptions, retry
 
         types = types or (exceptions.TooManyRequests, exceptions.ServiceUnavailable)
-        return retry.Retry(predicate=retry.if_exception_type(*types),  # type: ignore[arg-type]
-                           initial=self.initial_s,
-                           maximum=self.max_delay_s, multiplier=self.factor,
-                           timeout=self.deadline_s)
+        return retry.Retry(
+            predicate=retry.if_exception_type(*types),  # type: ignore[arg-type]
+            initial=self.initial_s,
+            maximum=self.max_delay_s,
+            multiplier=self.factor,
+            timeout=self.deadline_s,
+        )
 
 
 def describe(exc: BaseException) -> str:

@@ -33,16 +33,23 @@ _CLOSE = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
 
 
 def _too_deep(where: str) -> SpecError:
-    return SpecError(f"nests more than {MAX_DEPTH} levels deep (a CustomJobSpec nests about 8); "
-                     "check for a runaway structure or aliases that nest into each other", where)
+    return SpecError(
+        f"nests more than {MAX_DEPTH} levels deep (a CustomJobSpec nests about 8); "
+        "check for a runaway structure or aliases that nest into each other",
+        where,
+    )
 
 
 def _too_big(where: str, values: int, chars: int) -> SpecError:
-    what = (f"more than {MAX_VALUES:,} values" if values > MAX_VALUES
-            else f"more than {MAX_CHARS:,} characters")
-    return SpecError(f"expands to {what} (YAML anchors and aliases multiply what they repeat: "
-                     "a few hundred bytes can stand for billions of values); write the spec out "
-                     "without nested aliases", where)
+    what = (
+        f"more than {MAX_VALUES:,} values" if values > MAX_VALUES else f"more than {MAX_CHARS:,} characters"
+    )
+    return SpecError(
+        f"expands to {what} (YAML anchors and aliases multiply what they repeat: "
+        "a few hundred bytes can stand for billions of values); write the spec out "
+        "without nested aliases",
+        where,
+    )
 
 
 class _Open:
@@ -72,9 +79,12 @@ def _node_ended(stack: list[_Open], event: yaml.Event, where: str) -> None:
         key = (event.value, bool(event.implicit[0]))
         if key in keys:
             line = event.start_mark.line + 1 if event.start_mark else 0
-            raise SpecError(f"the key {bound(redact(repr(event.value)), 120)} appears twice in "
-                            f"one mapping (line {line}); YAML and JSON would keep only the last "
-                            "value and silently drop the other: keep one", where)
+            raise SpecError(
+                f"the key {bound(redact(repr(event.value)), 120)} appears twice in "
+                f"one mapping (line {line}); YAML and JSON would keep only the last "
+                "value and silently drop the other: keep one",
+                where,
+            )
         keys.add(key)
     parent.at_key = not parent.at_key
 
@@ -90,8 +100,7 @@ def _precheck(text: str, where: str) -> None:
             if len(stack) >= MAX_DEPTH:
                 raise _too_deep(where)
             values += 1
-            stack.append(_Open(event.anchor, values, chars,
-                               isinstance(event, yaml.MappingStartEvent)))
+            stack.append(_Open(event.anchor, values, chars, isinstance(event, yaml.MappingStartEvent)))
             continue
         if isinstance(event, _CLOSE):
             node = stack.pop()
@@ -128,8 +137,11 @@ def load(text: str, where: str) -> Any:
             ``where`` names the source in the message.
     """
     if len(text) > MAX_TEXT_CHARS:
-        raise SpecError(f"is {len(text):,} characters; a CustomJobSpec is a few thousand "
-                        f"(the limit is {MAX_TEXT_CHARS:,})", where)
+        raise SpecError(
+            f"is {len(text):,} characters; a CustomJobSpec is a few thousand "
+            f"(the limit is {MAX_TEXT_CHARS:,})",
+            where,
+        )
     try:
         _precheck(text, where)
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
@@ -137,8 +149,7 @@ def load(text: str, where: str) -> Any:
         message = bound(redact(str(exc)), 2000)
         raise SpecError(f"is not valid YAML or JSON: {message}", where) from None
     except (ValueError, OverflowError, RecursionError) as exc:  # e.g. an int of 5,000 digits
-        raise SpecError(f"is not valid YAML or JSON: {bound(redact(str(exc)), 300)}",
-                        where) from None
+        raise SpecError(f"is not valid YAML or JSON: {bound(redact(str(exc)), 300)}", where) from None
 
 
 def check_shape(data: Any, where: str) -> None:

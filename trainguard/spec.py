@@ -54,8 +54,18 @@ _PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|\d{6,20})$")
 _REGION_RE = re.compile(r"^[a-z]+-[a-z]+\d+$")
 _SPEC_DESC = CustomJobSpec.meta.pb.DESCRIPTOR
 _JOB_DESC = CustomJob.meta.pb.DESCRIPTOR
-_OUTPUT_ONLY = {"name", "state", "createTime", "startTime", "endTime", "updateTime", "error",
-                "webAccessUris", "satisfiesPzs", "satisfiesPzi"}
+_OUTPUT_ONLY = {
+    "name",
+    "state",
+    "createTime",
+    "startTime",
+    "endTime",
+    "updateTime",
+    "error",
+    "webAccessUris",
+    "satisfiesPzs",
+    "satisfiesPzi",
+}
 _MAX_LISTED = 20  # problems listed in one message; the rest are counted
 # Vertex AI gives each position in workerPoolSpecs[] a role: [0] the primary (chief), [1]
 # workers, [2] parameter servers / Reduction Server, [3] evaluators; there is no fifth.
@@ -156,8 +166,7 @@ class JobSpec:
             machine["acceleratorType"] = accelerator_type
             machine["acceleratorCount"] = accelerator_count or 1
         elif accelerator_count:
-            raise SpecError("is set but accelerator_type is not; name the accelerator",
-                            "accelerator_count")
+            raise SpecError("is set but accelerator_type is not; name the accelerator", "accelerator_count")
         if tpu_topology:
             machine["tpuTopology"] = tpu_topology
         container: dict[str, Any] = {"imageUri": image_uri}
@@ -200,19 +209,21 @@ class JobSpec:
             acc = ms.accelerator_type.name if ms.accelerator_type else None
             cs = wp.container_spec
             image = cs.image_uri or wp.python_package_spec.executor_image_uri
-            out.append(Pool(
-                index=i,
-                machine_type=ms.machine_type,
-                accelerator_type=acc,
-                accelerator_count=int(ms.accelerator_count),
-                replica_count=int(wp.replica_count),
-                image_uri=image,
-                command=tuple(cs.command),
-                args=tuple(cs.args) or tuple(wp.python_package_spec.args),
-                env={e.name: e.value for e in cs.env},
-                tpu_topology=ms.tpu_topology,
-                reduction_server=(i == 3 and not acc and "reductionserver" in image),
-            ))
+            out.append(
+                Pool(
+                    index=i,
+                    machine_type=ms.machine_type,
+                    accelerator_type=acc,
+                    accelerator_count=int(ms.accelerator_count),
+                    replica_count=int(wp.replica_count),
+                    image_uri=image,
+                    command=tuple(cs.command),
+                    args=tuple(cs.args) or tuple(wp.python_package_spec.args),
+                    env={e.name: e.value for e in cs.env},
+                    tpu_topology=ms.tpu_topology,
+                    reduction_server=(i == 3 and not acc and "reductionserver" in image),
+                )
+            )
         return out
 
     @property
@@ -239,8 +250,7 @@ class JobSpec:
 
     def custom_job(self) -> CustomJob:
         """The CustomJob to create (an ``aiplatform_v1.CustomJob``)."""
-        job = CustomJob(display_name=self.display_name, job_spec=self.job_spec,
-                        labels=dict(self.labels))
+        job = CustomJob(display_name=self.display_name, job_spec=self.job_spec, labels=dict(self.labels))
         if self.kms_key_name:
             job.encryption_spec = EncryptionSpec(kms_key_name=self.kms_key_name)
         return job
@@ -277,32 +287,43 @@ def _pool_errors(i: int, pool: Mapping[str, Any]) -> Problems:
     path = f"workerPoolSpecs[{i}]"
     machine = pool.get("machineSpec") or {}
     if not machine.get("machineType"):
-        errors.append((f"{path}.machineSpec.machineType",
-                       "is required (for example n1-standard-8 or a2-highgpu-1g)"))
+        errors.append(
+            (f"{path}.machineSpec.machineType", "is required (for example n1-standard-8 or a2-highgpu-1g)")
+        )
     acc_type = machine.get("acceleratorType")
     acc_count = _count(machine.get("acceleratorCount"))
     if acc_type and acc_type != "ACCELERATOR_TYPE_UNSPECIFIED" and not acc_count:
-        errors.append((f"{path}.machineSpec.acceleratorCount",
-                       f"is required with acceleratorType {show(acc_type)} (at least 1)"))
+        errors.append(
+            (
+                f"{path}.machineSpec.acceleratorCount",
+                f"is required with acceleratorType {show(acc_type)} (at least 1)",
+            )
+        )
     if acc_count and not acc_type:
-        errors.append((f"{path}.machineSpec.acceleratorType",
-                       f"is required when acceleratorCount is {acc_count}"))
+        errors.append(
+            (f"{path}.machineSpec.acceleratorType", f"is required when acceleratorCount is {acc_count}")
+        )
     container, package = pool.get("containerSpec"), pool.get("pythonPackageSpec")
     if container and package:
         errors.append((path, "has both containerSpec and pythonPackageSpec; keep one"))
     elif not container and not package:
-        errors.append((f"{path}.containerSpec",
-                       "is required: give containerSpec.imageUri (and command/args)"))
+        errors.append(
+            (f"{path}.containerSpec", "is required: give containerSpec.imageUri (and command/args)")
+        )
     elif container and not container.get("imageUri"):
         errors.append((f"{path}.containerSpec.imageUri", "is required"))
     replicas = _count(pool.get("replicaCount"))
     if replicas is not None and replicas < 1:
         errors.append((f"{path}.replicaCount", f"must be at least 1, got {replicas}"))
     if i == 0 and replicas is not None and replicas > 1:
-        errors.append((f"{path}.replicaCount",
-                       f"the first pool is the chief and must have replicaCount 1, got "
-                       f"{replicas}; put the other {replicas - 1} replicas in "
-                       "workerPoolSpecs[1]"))
+        errors.append(
+            (
+                f"{path}.replicaCount",
+                f"the first pool is the chief and must have replicaCount 1, got "
+                f"{replicas}; put the other {replicas - 1} replicas in "
+                "workerPoolSpecs[1]",
+            )
+        )
     for j, env in enumerate((container or {}).get("env") or []):
         if isinstance(env, Mapping) and not env.get("name"):
             errors.append((f"{path}.containerSpec.env[{j}].name", "is required"))
@@ -314,13 +335,22 @@ def _semantic_errors(data: Mapping[str, Any]) -> Problems:
     already checked by the walker)."""
     pools = data.get("workerPoolSpecs")
     if not pools:
-        return [("workerPoolSpecs", "is missing or empty; give at least one worker pool with a "
-                                    "machineSpec and a containerSpec")]
+        return [
+            (
+                "workerPoolSpecs",
+                "is missing or empty; give at least one worker pool with a machineSpec and a containerSpec",
+            )
+        ]
     errors: Problems = []
     if len(pools) > MAX_WORKER_POOLS:
-        errors.append(("workerPoolSpecs", f"has {len(pools)} worker pools; Vertex AI takes at most "
-                       f"{MAX_WORKER_POOLS}: [0] the chief, [1] workers, [2] parameter servers, "
-                       "[3] evaluators (more replicas go in a pool's replicaCount)"))
+        errors.append(
+            (
+                "workerPoolSpecs",
+                f"has {len(pools)} worker pools; Vertex AI takes at most "
+                f"{MAX_WORKER_POOLS}: [0] the chief, [1] workers, [2] parameter servers, "
+                "[3] evaluators (more replicas go in a pool's replicaCount)",
+            )
+        )
     for i, pool in enumerate(pools[:MAX_WORKER_POOLS]):
         if pool:
             errors += _pool_errors(i, pool)
@@ -328,8 +358,12 @@ def _semantic_errors(data: Mapping[str, Any]) -> Problems:
             errors.append(("workerPoolSpecs[0]", "the first worker pool (the chief) cannot be empty"))
     base = data.get("baseOutputDirectory") or {}
     if base and not base.get("outputUriPrefix"):
-        errors.append(("baseOutputDirectory.outputUriPrefix", "is required when "
-                       "baseOutputDirectory is given (for example gs://my-bucket/runs/r1)"))
+        errors.append(
+            (
+                "baseOutputDirectory.outputUriPrefix",
+                "is required when baseOutputDirectory is given (for example gs://my-bucket/runs/r1)",
+            )
+        )
     return errors
 
 
@@ -354,18 +388,18 @@ def _check(desc, data: Any) -> tuple[Any, Problems]:
 
 def _unwrap_body(data: Mapping[str, Any], source: str) -> tuple[Mapping[str, Any], dict]:
     """A whole CustomJob body → (its jobSpec, {display_name, labels, kms_key_name})."""
-    body, errors = _check(_JOB_DESC, {k: v for k, v in data.items()
-                                      if k not in ("jobSpec", "job_spec")})
-    errors += [(k, "is set by Vertex AI (output only); remove it")
-               for k in sorted(set(body) & _OUTPUT_ONLY)]
+    body, errors = _check(_JOB_DESC, {k: v for k, v in data.items() if k not in ("jobSpec", "job_spec")})
+    errors += [(k, "is set by Vertex AI (output only); remove it") for k in sorted(set(body) & _OUTPUT_ONLY)]
     if errors:
         _raise(errors, source)
     spec = data.get("jobSpec", data.get("job_spec"))
     if not isinstance(spec, Mapping):
         raise SpecError(f"must be a mapping of CustomJobSpec fields, got {kind(spec)}", "jobSpec")
-    extra = {"display_name": body.get("displayName"),
-             "labels": {str(k): str(v) for k, v in (body.get("labels") or {}).items()},
-             "kms_key_name": (body.get("encryptionSpec") or {}).get("kmsKeyName") or ""}
+    extra = {
+        "display_name": body.get("displayName"),
+        "labels": {str(k): str(v) for k, v in (body.get("labels") or {}).items()},
+        "kms_key_name": (body.get("encryptionSpec") or {}).get("kmsKeyName") or "",
+    }
     return spec, extra
 
 
@@ -416,13 +450,17 @@ def parse_spec(
     name = display_name or extra["display_name"] or "trainguard-job"
     if len(name) > 128:
         raise SpecError("must be at most 128 characters", "display_name")
-    return JobSpec(project=project, region=region, display_name=name,
-                   job_spec=CustomJobSpec.wrap(pb), labels=extra["labels"],
-                   kms_key_name=extra["kms_key_name"])
+    return JobSpec(
+        project=project,
+        region=region,
+        display_name=name,
+        job_spec=CustomJobSpec.wrap(pb),
+        labels=extra["labels"],
+        kms_key_name=extra["kms_key_name"],
+    )
 
 
-def load_spec(path: str | Path, *, project: str, region: str,
-              display_name: str | None = None) -> JobSpec:
+def load_spec(path: str | Path, *, project: str, region: str, display_name: str | None = None) -> JobSpec:
     """Reads a YAML/JSON spec file and validates it.
 
     Raises:
@@ -432,23 +470,24 @@ def load_spec(path: str | Path, *, project: str, region: str,
     shown = show(str(p))
     try:
         if p.exists() and not p.is_file():  # a directory, a FIFO (reading it would wait forever)
-            raise SpecError(f"spec file {shown} is not a regular file; give a YAML or JSON file",
-                            "spec")
+            raise SpecError(f"spec file {shown} is not a regular file; give a YAML or JSON file", "spec")
         with p.open("rb") as stream:
             raw = stream.read(4 * safe_yaml.MAX_TEXT_CHARS + 1)
         text = raw.decode("utf-8")
     except FileNotFoundError:
         raise SpecError(f"spec file {shown} does not exist", "spec") from None
     except UnicodeDecodeError as exc:
-        what = ("UTF-16 text, not UTF-8" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else
-                f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})")
-        raise SpecError(f"spec file {shown} is {what}: save the YAML or JSON spec as UTF-8",
-                        "spec") from None
+        what = (
+            "UTF-16 text, not UTF-8"
+            if raw[:2] in (b"\xff\xfe", b"\xfe\xff")
+            else f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})"
+        )
+        raise SpecError(f"spec file {shown} is {what}: save the YAML or JSON spec as UTF-8", "spec") from None
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or bound(str(exc), 300)
         raise SpecError(f"cannot read spec file {shown}: {reason}", "spec") from None
     if not text.strip():
-        raise SpecError(f"spec file {shown} is empty; it must hold a CustomJobSpec with "
-                        "workerPoolSpecs", "spec")
-    return parse_spec(text, project=project, region=region, display_name=display_name,
-                      source=str(p))
+        raise SpecError(
+            f"spec file {shown} is empty; it must hold a CustomJobSpec with workerPoolSpecs", "spec"
+        )
+    return parse_spec(text, project=project, region=region, display_name=display_name, source=str(p))

@@ -31,15 +31,18 @@ def split_names(value: str | list[str] | tuple[str, ...] | None) -> list[str]:
     return [v for v in value if v]
 
 
-def make_spec(job_spec: Mapping[str, Any] | str | Path | JobSpec, *, project: str, region: str,
-              display_name: str = "") -> JobSpec:
+def make_spec(
+    job_spec: Mapping[str, Any] | str | Path | JobSpec, *, project: str, region: str, display_name: str = ""
+) -> JobSpec:
     """A JobSpec from a mapping, a spec file path, YAML/JSON text or a JobSpec."""
     if isinstance(job_spec, JobSpec):
         return job_spec
-    if isinstance(job_spec, Path) or (isinstance(job_spec, str) and "\n" not in job_spec
-                                      and job_spec.strip().endswith((".yaml", ".yml", ".json"))):
-        return load_spec(job_spec, project=project, region=region,
-                         display_name=display_name or None)
+    if isinstance(job_spec, Path) or (
+        isinstance(job_spec, str)
+        and "\n" not in job_spec
+        and job_spec.strip().endswith((".yaml", ".yml", ".json"))
+    ):
+        return load_spec(job_spec, project=project, region=region, display_name=display_name or None)
     return parse_spec(job_spec, project=project, region=region, display_name=display_name or None)
 
 
@@ -87,9 +90,14 @@ def preflight_stage(
     if backend == "local" and not output_dir and markdown_path:
         # In a pipeline the train task writes next to its artifacts, on this same filesystem.
         output_dir = str(Path(markdown_path).parent)
-    report = run_preflight(spec, backend=backend, only=split_names(only) or None,
-                           skip=split_names(skip) or None, timeout_s=timeout_s,
-                           local_output_dir=output_dir)
+    report = run_preflight(
+        spec,
+        backend=backend,
+        only=split_names(only) or None,
+        skip=split_names(skip) or None,
+        timeout_s=timeout_s,
+        local_output_dir=output_dir,
+    )
     _write(json_path, report.to_json(fail_on))
     _write(markdown_path, report.to_markdown(fail_on))
     _log_metrics(metrics, report.summary_metrics())
@@ -100,20 +108,37 @@ def preflight_stage(
         first = failing[0]
         raise PreflightFailed(
             f"preflight failed: {len(failing)} check(s) — first: {first.check}: {first.title}: "
-            f"{first.evidence}. Fix: {first.remedy}", report)
+            f"{first.evidence}. Fix: {first.remedy}",
+            report,
+        )
     return report
 
 
-def _backend(name: str, *, output_dir: str, preempt_after: str, gcp_resources_path: str | None,
-             stream: TextIO | None, extra_env: Mapping[str, str], max_queued: str | float = ""):
+def _backend(
+    name: str,
+    *,
+    output_dir: str,
+    preempt_after: str,
+    gcp_resources_path: str | None,
+    stream: TextIO | None,
+    extra_env: Mapping[str, str],
+    max_queued: str | float = "",
+):
     from trainguard.durations import parse_durations
     from trainguard.launch.backends import LaunchOptions, make_backend
     from trainguard.launch.queueing import parse_max_queued
 
-    return make_backend(name, LaunchOptions(
-        output_dir=output_dir, preempt_after=tuple(parse_durations(preempt_after, "--preempt-after")),
-        gcp_resources_path=gcp_resources_path, max_queued_s=parse_max_queued(max_queued),
-        stream=stream, extra_env=dict(extra_env)))
+    return make_backend(
+        name,
+        LaunchOptions(
+            output_dir=output_dir,
+            preempt_after=tuple(parse_durations(preempt_after, "--preempt-after")),
+            gcp_resources_path=gcp_resources_path,
+            max_queued_s=parse_max_queued(max_queued),
+            stream=stream,
+            extra_env=dict(extra_env),
+        ),
+    )
 
 
 def train_stage(
@@ -166,24 +191,41 @@ def train_stage(
         output_dir = str(Path(model.path).parent)
     if backend == "vertex" and not spec.base_output_dir:
         if not output_dir.startswith("gs://"):
-            raise ConfigError("a Vertex job needs baseOutputDirectory.outputUriPrefix in the spec "
-                              "(or output_dir=gs://BUCKET/PATH): without it nothing checkpoints")
+            raise ConfigError(
+                "a Vertex job needs baseOutputDirectory.outputUriPrefix in the spec "
+                "(or output_dir=gs://BUCKET/PATH): without it nothing checkpoints"
+            )
         data = spec.to_body()
         data["jobSpec"]["baseOutputDirectory"] = {"outputUriPrefix": output_dir}
         spec = parse_spec(data, project=project, region=region, display_name=spec.display_name)
-    runner = _backend(backend, output_dir=output_dir, preempt_after=preempt_after,
-                      gcp_resources_path=gcp_resources_path, stream=stream, extra_env={},
-                      max_queued=max_queued)
+    runner = _backend(
+        backend,
+        output_dir=output_dir,
+        preempt_after=preempt_after,
+        gcp_resources_path=gcp_resources_path,
+        stream=stream,
+        extra_env={},
+        max_queued=max_queued,
+    )
     if watcher is None and guard_mode != GuardMode.OFF:
         watcher = HistoryGuard.for_spec(spec, guard_mode, thresholds=thresholds, stream=stream)
-    result = conclude(runner.run(spec, watcher=watcher), watcher, model=model, history=history,
-                      model_choice=choice, stream=stream)
+    result = conclude(
+        runner.run(spec, watcher=watcher),
+        watcher,
+        model=model,
+        history=history,
+        model_choice=choice,
+        stream=stream,
+    )
     _write(result_path, json.dumps(result.to_dict(), indent=2))
     if result.stopped and not early_stopped(result):
         diagnosis = stop_diagnosis(result.stopped)
         _write(diagnosis_path, diagnosis.to_markdown())
-        raise TrainingFailed(f"training job {result.job_name} was stopped by the guard: "
-                             f"{stop_message(result.stopped)}", result, diagnosis)
+        raise TrainingFailed(
+            f"training job {result.job_name} was stopped by the guard: {stop_message(result.stopped)}",
+            result,
+            diagnosis,
+        )
     if not result.succeeded and not early_stopped(result):
         diagnosis = diagnose_result(result)
         if diagnosis is not None:
@@ -192,8 +234,9 @@ def train_stage(
         else:
             _write(diagnosis_path, f"# Training failed\n\n{result.error}\n")
             detail = ""
-        raise TrainingFailed(f"training job {result.job_name} ended {result.state}: "
-                             f"{result.error}{detail}", result, diagnosis)
+        raise TrainingFailed(
+            f"training job {result.job_name} ended {result.state}: {result.error}{detail}", result, diagnosis
+        )
     return result
 
 
@@ -239,14 +282,20 @@ def validate_stage(
         validate,
     )
 
-    verdict = validate(history, format=format or None, train_metric=train_metric or None,
-                       val_metric=val_metric or None, mode=mode or None,
-                       fail_on=split_names(fail_on) or None, warn_on=split_names(warn_on) or None,
-                       thresholds=parse_assignments(thresholds, "--threshold", RuleConfig.names()),
-                       gates=gates or None, gate_at=gate_at or "best",
-                       directions=directions or None,
-                       shipped_step=shipped_step if shipped_step is not None and shipped_step >= 0
-                       else None)
+    verdict = validate(
+        history,
+        format=format or None,
+        train_metric=train_metric or None,
+        val_metric=val_metric or None,
+        mode=mode or None,
+        fail_on=split_names(fail_on) or None,
+        warn_on=split_names(warn_on) or None,
+        thresholds=parse_assignments(thresholds, "--threshold", RuleConfig.names()),
+        gates=gates or None,
+        gate_at=gate_at or "best",
+        directions=directions or None,
+        shipped_step=shipped_step if shipped_step is not None and shipped_step >= 0 else None,
+    )
     if verdict.undecided:
         raise HistoryError(f"{history}: {verdict.undecided}")
     png: bytes | None = None
@@ -264,6 +313,7 @@ def validate_stage(
         print(render_markdown(verdict), file=stream, flush=True)
     if raise_on_fail and not verdict.passed:
         first = next(f for f in verdict.findings if f.severity == "fail")
-        raise ValidationFailed(f"validation failed [{verdict.failure_class}]: {first.message} "
-                               f"Remedy: {first.remedy}", verdict)
+        raise ValidationFailed(
+            f"validation failed [{verdict.failure_class}]: {first.message} Remedy: {first.remedy}", verdict
+        )
     return verdict

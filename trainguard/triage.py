@@ -622,8 +622,13 @@ class _Table:
                 ungated.append(index)
             for word in words or ():
                 by_word.setdefault(word, []).append(index)
-        return cls(patterns, Prefilter([p.regex for p in patterns]), tuple(by_word),
-                   {w: tuple(i) for w, i in by_word.items()}, tuple(ungated))
+        return cls(
+            patterns,
+            Prefilter([p.regex for p in patterns]),
+            tuple(by_word),
+            {w: tuple(i) for w, i in by_word.items()},
+            tuple(ungated),
+        )
 
     def gated(self, piece: str) -> list[int]:
         """The signatures worth running on ``piece``: those whose words it holds, in order."""
@@ -674,8 +679,12 @@ def _lf(data: bytes) -> bytes:
     return data if data.endswith(b"\n") else data + b"\n"
 
 
-def _scan(stream: BinaryIO, *, errors: str, patterns: tuple[Pattern, ...] | None = None,
-          ) -> list[_Hit]:
+def _scan(
+    stream: BinaryIO,
+    *,
+    errors: str,
+    patterns: tuple[Pattern, ...] | None = None,
+) -> list[_Hit]:
     table = _table(patterns)
     hits: list[_Hit] = []
     counts = [0] * len(table.patterns)
@@ -702,8 +711,7 @@ def _scan(stream: BinaryIO, *, errors: str, patterns: tuple[Pattern, ...] | None
             for segment, pattern_index, piece in found:
                 if counts[pattern_index] < _HITS_PER_PATTERN:
                     counts[pattern_index] += 1
-                    hits.append(_Hit(line_number + index, segment, piece,
-                                     table.patterns[pattern_index]))
+                    hits.append(_Hit(line_number + index, segment, piece, table.patterns[pattern_index]))
         line_number += len(lines) - 1
         previous = lines[-2] if len(lines) > 1 else previous
     return hits
@@ -730,8 +738,11 @@ def _matches(table: _Table, line: str, after_python_frame: bool) -> list[tuple[i
         after_python_frame = bool(_PYTHON_FRAME.match(piece))
         if quoted_source or _FRAME.match(piece):
             continue
-        found += [(segment, index, piece) for index in table.gated(piece)
-                  if table.patterns[index].regex.search(piece)]
+        found += [
+            (segment, index, piece)
+            for index in table.gated(piece)
+            if table.patterns[index].regex.search(piece)
+        ]
     return found
 
 

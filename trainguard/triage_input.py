@@ -54,9 +54,11 @@ def _open_fifo(path: Path, source: str) -> BinaryIO:
         poller = select.poll()
         poller.register(fd, select.POLLIN)
         if not inherited and not poller.poll(int(FIFO_WAIT_S * 1000)):
-            raise ConfigError(f"cannot read {_shown(source)}: a FIFO (named pipe) that nothing "
-                              f"wrote to in {FIFO_WAIT_S:g} s; start its writer first, or pipe "
-                              "the log in: ... | trainguard triage -")
+            raise ConfigError(
+                f"cannot read {_shown(source)}: a FIFO (named pipe) that nothing "
+                f"wrote to in {FIFO_WAIT_S:g} s; start its writer first, or pipe "
+                "the log in: ... | trainguard triage -"
+            )
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -75,8 +77,9 @@ def read_diagnosis(source: str, text: str | None, *, stdin: TextIO) -> tuple[Dia
             raise ConfigError(f"give either a log file ({_shown(source)}) or --text, not both")
         return classify(text), ""
     if not source.strip():
-        raise ConfigError("the log file name is empty; give a log file, - for stdin, or --text "
-                          "'the error text'")
+        raise ConfigError(
+            "the log file name is empty; give a log file, - for stdin, or --text 'the error text'"
+        )
     if source == "-":
         buffer = getattr(stdin, "buffer", None)
         return (classify_stream(buffer) if buffer is not None else classify(stdin.read())), ""
@@ -88,14 +91,22 @@ def read_diagnosis(source: str, text: str | None, *, stdin: TextIO) -> tuple[Dia
         return classify_file(path), ""
     except FileNotFoundError:
         if looks_like_text(source):
-            return classify(source), (f"note: no file named {_shown(source[:60])}: classified the "
-                                      "argument as the error text itself (say --text to be explicit)")
-        raise ConfigError(f"cannot read {_shown(source)}: no such file; give a log file, - for "
-                          "stdin, or --text 'the error text'") from None
+            return classify(source), (
+                f"note: no file named {_shown(source[:60])}: classified the "
+                "argument as the error text itself (say --text to be explicit)"
+            )
+        raise ConfigError(
+            f"cannot read {_shown(source)}: no such file; give a log file, - for "
+            "stdin, or --text 'the error text'"
+        ) from None
     except IsADirectoryError:
-        raise ConfigError(f"cannot read {_shown(source)}: it is a directory; give a log file, - "
-                          "for stdin, or --text 'the error text'") from None
+        raise ConfigError(
+            f"cannot read {_shown(source)}: it is a directory; give a log file, - "
+            "for stdin, or --text 'the error text'"
+        ) from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise ConfigError(f"cannot read {_shown(source)}: {reason}; give a log file, - for "
-                          "stdin, or --text 'the error text'") from None
+        raise ConfigError(
+            f"cannot read {_shown(source)}: {reason}; give a log file, - for "
+            "stdin, or --text 'the error text'"
+        ) from None

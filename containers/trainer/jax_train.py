@@ -45,19 +45,29 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--dropout", type=float, default=0.0)
-    p.add_argument("--train-fraction", type=float, default=0.8,
-                   help="fraction of the data used for training (the rest validates)")
+    p.add_argument(
+        "--train-fraction",
+        type=float,
+        default=0.8,
+        help="fraction of the data used for training (the rest validates)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-every", type=int, default=5, help="log the train loss every N steps")
     p.add_argument("--checkpoint-every", type=int, default=50, help="checkpoint every N steps")
     p.add_argument("--keep-last", type=int, default=3)
     p.add_argument("--sync-checkpoints", action="store_true", help="save on the training thread")
-    p.add_argument("--step-sleep", type=float,
-                   default=float(os.environ.get("TRAINER_STEP_SLEEP") or 0),
-                   help="seconds to sleep per step (to make preemption tests land mid-run; "
-                        "default $TRAINER_STEP_SLEEP or 0)")
-    p.add_argument("--output-dir", default="./trainguard-output",
-                   help="base output directory when AIP_* variables are not set")
+    p.add_argument(
+        "--step-sleep",
+        type=float,
+        default=float(os.environ.get("TRAINER_STEP_SLEEP") or 0),
+        help="seconds to sleep per step (to make preemption tests land mid-run; "
+        "default $TRAINER_STEP_SLEEP or 0)",
+    )
+    p.add_argument(
+        "--output-dir",
+        default="./trainguard-output",
+        help="base output directory when AIP_* variables are not set",
+    )
     return p.parse_args(argv)
 
 
@@ -71,7 +81,7 @@ def load_data(train_fraction: float, seed: int):
     x, y = x[order], y[order].astype(np.int32)
     n_train = max(10, int(len(x) * train_fraction))
     n_val = min(len(x) - n_train, 360)
-    return x[:n_train], y[:n_train], x[len(x) - n_val:], y[len(x) - n_val:]
+    return x[:n_train], y[:n_train], x[len(x) - n_val :], y[len(x) - n_val :]
 
 
 def spec_for(shape: tuple[int, ...], devices: int) -> P:
@@ -94,8 +104,10 @@ def init_params(key, hidden: int, layers: int) -> dict:
         key, sub = jax.random.split(key)
         limit = float(np.sqrt(6.0 / (width + out)))
         name = "out" if index == len(sizes) - 1 else f"dense_{index}"
-        params[name] = {"w": jax.random.uniform(sub, (width, out), jnp.float32, -limit, limit),
-                        "b": jnp.zeros((out,), jnp.float32)}
+        params[name] = {
+            "w": jax.random.uniform(sub, (width, out), jnp.float32, -limit, limit),
+            "b": jnp.zeros((out,), jnp.float32),
+        }
         width = out
     return params
 
@@ -116,8 +128,7 @@ def build(args: argparse.Namespace, mesh: Mesh):
     devices = mesh.devices.size
     optimizer = optax.adam(args.lr)
     params = init_params(jax.random.PRNGKey(args.seed), args.hidden, args.layers)
-    state = {"params": params, "opt_state": optimizer.init(params),
-             "key": jax.random.PRNGKey(args.seed + 1)}
+    state = {"params": params, "opt_state": optimizer.init(params), "key": jax.random.PRNGKey(args.seed + 1)}
     shardings = jax.tree.map(lambda a: NamedSharding(mesh, spec_for(a.shape, devices)), state)
     state = jax.device_put(state, shardings)
     batch = NamedSharding(mesh, P(AXIS))
@@ -131,8 +142,11 @@ def build(args: argparse.Namespace, mesh: Mesh):
         key, sub = jax.random.split(state["key"])
         loss, grads = jax.value_and_grad(loss_fn)(state["params"], x, y, sub)
         updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
-        return {"params": optax.apply_updates(state["params"], updates), "opt_state": opt_state,
-                "key": key}, loss
+        return {
+            "params": optax.apply_updates(state["params"], updates),
+            "opt_state": opt_state,
+            "key": key,
+        }, loss
 
     def evaluate(params, x, y):
         logits = forward(params, x)
@@ -140,9 +154,12 @@ def build(args: argparse.Namespace, mesh: Mesh):
         return loss, (logits.argmax(-1) == y).mean()
 
     # The old state's buffers are donated to the new one (saves copy them to host memory first).
-    step = jax.jit(train_step, in_shardings=(shardings, batch, batch),
-                   out_shardings=(shardings, replicated),
-                   donate_argnums=0)
+    step = jax.jit(
+        train_step,
+        in_shardings=(shardings, batch, batch),
+        out_shardings=(shardings, replicated),
+        donate_argnums=0,
+    )
     return state, step, jax.jit(evaluate), batch
 
 
@@ -150,7 +167,7 @@ def batches_for_epoch(n: int, batch_size: int, seed: int, epoch: int) -> list[np
     """The epoch's batches of indices: a fixed permutation per (seed, epoch); full batches only
     (each one splits evenly over the devices)."""
     perm = np.random.RandomState(seed * 1000 + epoch).permutation(n)
-    return [perm[i:i + batch_size] for i in range(0, n - batch_size + 1, batch_size)]
+    return [perm[i : i + batch_size] for i in range(0, n - batch_size + 1, batch_size)]
 
 
 def model_bytes(params: dict) -> bytes:
@@ -161,8 +178,7 @@ def model_bytes(params: dict) -> bytes:
         for layer in sorted(params):
             for name in sorted(params[layer]):
                 array = io.BytesIO()
-                np.lib.format.write_array(array, np.asarray(params[layer][name]),
-                                          allow_pickle=False)
+                np.lib.format.write_array(array, np.asarray(params[layer][name]), allow_pickle=False)
                 info = zipfile.ZipInfo(f"{layer}.{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
                 archive.writestr(info, array.getvalue())
     return buffer.getvalue()
@@ -179,31 +195,40 @@ def main(argv=None) -> int:
 def train(args: argparse.Namespace) -> int:
     env = VertexEnv.from_environ(default_base=args.output_dir)
     if env.world_size > 1:
-        jax.distributed.initialize(f"{os.environ.get('MASTER_ADDR', '127.0.0.1')}:"
-                                   f"{os.environ.get('MASTER_PORT', '1234')}",
-                                   num_processes=env.world_size, process_id=env.rank)
+        jax.distributed.initialize(
+            f"{os.environ.get('MASTER_ADDR', '127.0.0.1')}:{os.environ.get('MASTER_PORT', '1234')}",
+            num_processes=env.world_size,
+            process_id=env.rank,
+        )
     mesh = Mesh(np.array(jax.devices()), (AXIS,))
     devices = mesh.devices.size
     if args.batch_size % devices:
-        raise ConfigError(f"--batch-size {args.batch_size} does not split over {devices} devices: "
-                          f"use a multiple of {devices}")
+        raise ConfigError(
+            f"--batch-size {args.batch_size} does not split over {devices} devices: "
+            f"use a multiple of {devices}"
+        )
     x_train, y_train, x_val, y_val = load_data(args.train_fraction, args.seed)
     state, train_step, evaluate, batch_sharding = build(args, mesh)
 
     # Saves every N steps and at each validation (the best by val_loss is kept besides the last
     # ones: it is what the guard ships as the model), in the background; SIGTERM saves and exits.
     ckpt = JaxCheckpointer.from_env(
-        default_base=args.output_dir, save=args.checkpoint_every,
+        default_base=args.output_dir,
+        save=args.checkpoint_every,
         retention=RetentionPolicy(keep_last=args.keep_last, keep_best=1, metric="val_loss"),
-        async_save=not args.sync_checkpoints, log_every=args.log_every)
+        async_save=not args.sync_checkpoints,
+        log_every=args.log_every,
+    )
     start = ckpt.restore(state)
     state = start.state
     start_epoch, start_batch, step = start.extra.get("epoch", 0), start.extra.get("batch", 0), start.step
     if start.resumed:
-        print(f"resumed from checkpoint step {step} (epoch {start_epoch}, batch {start_batch})",
-              flush=True)
-    print(f"training on {devices} {jax.default_backend()} device(s) (process {env.rank}/"
-          f"{env.world_size}): {len(x_train)} train, {len(x_val)} val, lr={args.lr}", flush=True)
+        print(f"resumed from checkpoint step {step} (epoch {start_epoch}, batch {start_batch})", flush=True)
+    print(
+        f"training on {devices} {jax.default_backend()} device(s) (process {env.rank}/"
+        f"{env.world_size}): {len(x_train)} train, {len(x_val)} val, lr={args.lr}",
+        flush=True,
+    )
     started = time.time()
     for epoch in range(start_epoch, args.epochs):
         batches = batches_for_epoch(len(x_train), args.batch_size, args.seed, epoch)
@@ -220,8 +245,11 @@ def train(args: argparse.Namespace) -> int:
                 position = {"epoch": epoch + 1, "batch": 0}
                 val_loss, val_acc = (float(v) for v in evaluate(state["params"], x_val, y_val))
                 val = {"loss": val_loss, "accuracy": val_acc}
-                print(f"epoch {epoch} step {step}: train loss {float(loss):.4f} "
-                      f"val loss {val_loss:.4f} val acc {val_acc:.3f}", flush=True)
+                print(
+                    f"epoch {epoch} step {step}: train loss {float(loss):.4f} "
+                    f"val loss {val_loss:.4f} val acc {val_acc:.3f}",
+                    flush=True,
+                )
             ckpt.step(step, loss=loss, state=state, epoch=epoch, extra=position, val=val)
     ckpt.close()
     params = state["params"]
@@ -230,8 +258,9 @@ def train(args: argparse.Namespace) -> int:
 
         params = multihost_utils.process_allgather(params, tiled=True)
     if env.is_chief:
-        store_for(env.model_dir).write_bytes(join(env.model_dir, MODEL_FILE),
-                                             model_bytes(jax.device_get(params)))
+        store_for(env.model_dir).write_bytes(
+            join(env.model_dir, MODEL_FILE), model_bytes(jax.device_get(params))
+        )
     print(f"done: {step} steps in {time.time() - started:.1f} s", flush=True)
     return 0
 

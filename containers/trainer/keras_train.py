@@ -37,16 +37,31 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--train-fraction", type=float, default=0.8,
-                   help="fraction of the data used for training (the rest validates)")
-    p.add_argument("--label-noise", type=float, default=0.0,
-                   help="fraction of training labels replaced at random (helps overfitting show)")
+    p.add_argument(
+        "--train-fraction",
+        type=float,
+        default=0.8,
+        help="fraction of the data used for training (the rest validates)",
+    )
+    p.add_argument(
+        "--label-noise",
+        type=float,
+        default=0.0,
+        help="fraction of training labels replaced at random (helps overfitting show)",
+    )
     p.add_argument("--checkpoint-every", type=int, default=20, help="save every N steps")
     p.add_argument("--log-every", type=int, default=5, help="log train metrics every N steps")
-    p.add_argument("--step-sleep", type=float, default=0.0,
-                   help="seconds to sleep per step (to make preemption tests land mid-run)")
-    p.add_argument("--output-dir", default="./trainguard-output",
-                   help="base output directory when AIP_* variables are not set")
+    p.add_argument(
+        "--step-sleep",
+        type=float,
+        default=0.0,
+        help="seconds to sleep per step (to make preemption tests land mid-run)",
+    )
+    p.add_argument(
+        "--output-dir",
+        default="./trainguard-output",
+        help="base output directory when AIP_* variables are not set",
+    )
     return p.parse_args(argv)
 
 
@@ -86,22 +101,35 @@ def main(argv=None) -> int:
     env = VertexEnv.from_environ(default_base=args.output_dir)
     keras.utils.set_random_seed(args.seed)
     (x, y), (x_val, y_val) = digits(args.seed, args.train_fraction, args.label_noise)
-    model = keras.Sequential([
-        keras.Input((64,)),
-        keras.layers.Dense(args.hidden, activation="relu"),
-        keras.layers.Dropout(args.dropout),
-        keras.layers.Dense(args.hidden, activation="relu"),
-        keras.layers.Dense(10),
-    ])
-    model.compile(optimizer=keras.optimizers.Adam(args.lr),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
+    model = keras.Sequential(
+        [
+            keras.Input((64,)),
+            keras.layers.Dense(args.hidden, activation="relu"),
+            keras.layers.Dropout(args.dropout),
+            keras.layers.Dense(args.hidden, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(args.lr),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
     print(f"training on {keras.backend.backend()}: {len(x)} train, {len(x_val)} val", flush=True)
     started = time.time()
-    model.fit(x, y, batch_size=args.batch_size, epochs=args.epochs, shuffle=True,
-              validation_data=(x_val, y_val), verbose=0,
-              callbacks=[Guard(save=args.checkpoint_every, log_every=args.log_every),  # the line
-                         Report(args.step_sleep)])
+    model.fit(
+        x,
+        y,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        shuffle=True,
+        validation_data=(x_val, y_val),
+        verbose=0,
+        callbacks=[
+            Guard(save=args.checkpoint_every, log_every=args.log_every),  # the line
+            Report(args.step_sleep),
+        ],
+    )
     if env.is_chief:
         with tempfile.TemporaryDirectory() as tmp:
             local = os.path.join(tmp, "model.weights.h5")

@@ -38,16 +38,31 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--train-fraction", type=float, default=0.8,
-                   help="fraction of the data used for training (the rest validates)")
-    p.add_argument("--label-noise", type=float, default=0.0,
-                   help="fraction of training labels replaced at random (helps overfitting show)")
+    p.add_argument(
+        "--train-fraction",
+        type=float,
+        default=0.8,
+        help="fraction of the data used for training (the rest validates)",
+    )
+    p.add_argument(
+        "--label-noise",
+        type=float,
+        default=0.0,
+        help="fraction of training labels replaced at random (helps overfitting show)",
+    )
     p.add_argument("--checkpoint-every", type=int, default=20, help="save every N steps")
     p.add_argument("--log-every", type=int, default=5, help="log train metrics every N steps")
-    p.add_argument("--step-sleep", type=float, default=0.0,
-                   help="seconds to sleep per step (to make preemption tests land mid-run)")
-    p.add_argument("--output-dir", default="./trainguard-output",
-                   help="base output directory when AIP_* variables are not set")
+    p.add_argument(
+        "--step-sleep",
+        type=float,
+        default=0.0,
+        help="seconds to sleep per step (to make preemption tests land mid-run)",
+    )
+    p.add_argument(
+        "--output-dir",
+        default="./trainguard-output",
+        help="base output directory when AIP_* variables are not set",
+    )
     return p.parse_args(argv)
 
 
@@ -64,16 +79,24 @@ def digits(seed: int, train_fraction: float, label_noise: float):
         rs = np.random.RandomState(seed + 1)
         flip = rs.rand(n_train) < label_noise
         y_train[flip] = rs.randint(0, 10, flip.sum())
-    return (TensorDataset(torch.from_numpy(x[:n_train]), torch.from_numpy(y_train)),
-            TensorDataset(torch.from_numpy(x[-n_val:]), torch.from_numpy(y[-n_val:])))
+    return (
+        TensorDataset(torch.from_numpy(x[:n_train]), torch.from_numpy(y_train)),
+        TensorDataset(torch.from_numpy(x[-n_val:]), torch.from_numpy(y[-n_val:])),
+    )
 
 
 class Classifier(L.LightningModule):
     def __init__(self, hidden: int, dropout: float, lr: float, step_sleep: float = 0.0) -> None:
         super().__init__()
         self.save_hyperparameters()
-        self.net = nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Dropout(dropout),
-                                 nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 10))
+        self.net = nn.Sequential(
+            nn.Linear(64, hidden),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, 10),
+        )
 
     def training_step(self, batch, batch_idx):
         x, y = batch
@@ -92,8 +115,11 @@ class Classifier(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         metrics = self.trainer.callback_metrics
         if not self.trainer.sanity_checking:
-            print(f"epoch {self.current_epoch} step {self.global_step}: val loss "
-                  f"{float(metrics['val_loss']):.4f}", flush=True)
+            print(
+                f"epoch {self.current_epoch} step {self.global_step}: val loss "
+                f"{float(metrics['val_loss']):.4f}",
+                flush=True,
+            )
 
     def configure_optimizers(self):
         optimizer = torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
@@ -109,16 +135,23 @@ def main(argv=None) -> int:
     train, val = digits(args.seed, args.train_fraction, args.label_noise)
     model = Classifier(args.hidden, args.dropout, args.lr, args.step_sleep)
     trainer = L.Trainer(
-        max_epochs=args.epochs, accelerator="cpu", devices=1, logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        log_every_n_steps=args.log_every, num_sanity_val_steps=0,
+        max_epochs=args.epochs,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        log_every_n_steps=args.log_every,
+        num_sanity_val_steps=0,
         default_root_dir=args.output_dir,
         callbacks=[Guard(save=args.checkpoint_every)],  # the one line
     )
     print(f"training: {len(train)} train, {len(val)} val", flush=True)
     started = time.time()
-    trainer.fit(model, DataLoader(train, batch_size=args.batch_size, shuffle=True),
-                DataLoader(val, batch_size=256))
+    trainer.fit(
+        model, DataLoader(train, batch_size=args.batch_size, shuffle=True), DataLoader(val, batch_size=256)
+    )
     if env.is_chief:
         buffer = io.BytesIO()
         torch.save(model.state_dict(), buffer)

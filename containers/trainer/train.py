@@ -52,39 +52,73 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--activation", choices=("relu", "tanh"), default="relu")
-    p.add_argument("--naive-loss", action="store_true",
-                   help="log(softmax(x)) computed naively, as custom losses often are: log(0) -> inf")
+    p.add_argument(
+        "--naive-loss",
+        action="store_true",
+        help="log(softmax(x)) computed naively, as custom losses often are: log(0) -> inf",
+    )
     p.add_argument("--dropout", type=float, default=0.0)
-    p.add_argument("--train-fraction", type=float, default=0.8,
-                   help="fraction of the data used for training (the rest validates)")
-    p.add_argument("--label-noise", type=float, default=0.0,
-                   help="fraction of training labels replaced at random (helps overfitting show)")
-    p.add_argument("--raw-inputs", action="store_true",
-                   help="skip input normalisation (pixels 0..16): with a high LR the loss explodes")
-    p.add_argument("--repeat-batch", action="store_true",
-                   help="feed the first batch forever (simulates a broken input pipeline)")
+    p.add_argument(
+        "--train-fraction",
+        type=float,
+        default=0.8,
+        help="fraction of the data used for training (the rest validates)",
+    )
+    p.add_argument(
+        "--label-noise",
+        type=float,
+        default=0.0,
+        help="fraction of training labels replaced at random (helps overfitting show)",
+    )
+    p.add_argument(
+        "--raw-inputs",
+        action="store_true",
+        help="skip input normalisation (pixels 0..16): with a high LR the loss explodes",
+    )
+    p.add_argument(
+        "--repeat-batch",
+        action="store_true",
+        help="feed the first batch forever (simulates a broken input pipeline)",
+    )
     p.add_argument("--clip-grad", type=float, default=0.0, help="clip gradients by global norm")
     p.add_argument("--warmup-steps", type=int, default=0, help="linear LR warm-up steps")
-    p.add_argument("--lr-spike", default="",
-                   help="STEP:FACTOR[:STEPS]: the LR times FACTOR for STEPS steps (default 1) from "
-                        "STEP, a bad stretch the run recovers from")
-    p.add_argument("--val-resample", type=int, default=0,
-                   help="evaluate each epoch on N examples drawn with replacement from the "
-                        "validation split (a small, resampled validation set)")
+    p.add_argument(
+        "--lr-spike",
+        default="",
+        help="STEP:FACTOR[:STEPS]: the LR times FACTOR for STEPS steps (default 1) from "
+        "STEP, a bad stretch the run recovers from",
+    )
+    p.add_argument(
+        "--val-resample",
+        type=int,
+        default=0,
+        help="evaluate each epoch on N examples drawn with replacement from the "
+        "validation split (a small, resampled validation set)",
+    )
     p.add_argument("--bf16", action="store_true", help="bf16 autocast on CUDA")
-    p.add_argument("--fsdp", action="store_true",
-                   help="shard parameters and optimizer state over the ranks (FSDP2 fully_shard; "
-                        "checkpoints are sharded through torch.distributed.checkpoint)")
+    p.add_argument(
+        "--fsdp",
+        action="store_true",
+        help="shard parameters and optimizer state over the ranks (FSDP2 fully_shard; "
+        "checkpoints are sharded through torch.distributed.checkpoint)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-every", type=int, default=5, help="log the train loss every N steps")
     p.add_argument("--checkpoint-every", type=int, default=50, help="checkpoint every N steps")
     p.add_argument("--keep-last", type=int, default=3)
     p.add_argument("--sync-checkpoints", action="store_true", help="save on the training thread")
-    p.add_argument("--step-sleep", type=float, default=0.0,
-                   help="seconds to sleep per step (to make preemption tests land mid-run)")
+    p.add_argument(
+        "--step-sleep",
+        type=float,
+        default=0.0,
+        help="seconds to sleep per step (to make preemption tests land mid-run)",
+    )
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    p.add_argument("--output-dir", default="./trainguard-output",
-                   help="base output directory when AIP_* variables are not set")
+    p.add_argument(
+        "--output-dir",
+        default="./trainguard-output",
+        help="base output directory when AIP_* variables are not set",
+    )
     return p.parse_args(argv)
 
 
@@ -102,9 +136,13 @@ def load_data(train_fraction: float, seed: int, label_noise: float, raw: bool = 
         rs = np.random.RandomState(seed + 1)
         flip = rs.rand(len(y_train)) < label_noise
         y_train[flip] = rs.randint(0, 10, flip.sum())
-    x_val, y_val = x[len(x) - n_val:], y[len(x) - n_val:]
-    return (torch.from_numpy(x_train), torch.from_numpy(y_train).long(),
-            torch.from_numpy(x_val), torch.from_numpy(y_val).long())
+    x_val, y_val = x[len(x) - n_val :], y[len(x) - n_val :]
+    return (
+        torch.from_numpy(x_train),
+        torch.from_numpy(y_train).long(),
+        torch.from_numpy(x_val),
+        torch.from_numpy(y_val).long(),
+    )
 
 
 def lr_spike(text: str) -> tuple[int, float, int]:
@@ -128,8 +166,9 @@ def build_model(hidden: int, layers: int, dropout: float, activation: str = "rel
     return nn.Sequential(*blocks)
 
 
-def batches_for_epoch(n: int, batch_size: int, seed: int, epoch: int, rank: int, world: int,
-                      repeat: bool) -> list[torch.Tensor]:
+def batches_for_epoch(
+    n: int, batch_size: int, seed: int, epoch: int, rank: int, world: int, repeat: bool
+) -> list[torch.Tensor]:
     """The epoch's batches of indices: a fixed permutation per (seed, epoch), sharded by rank."""
     if repeat:
         first = torch.arange(min(batch_size, n))
@@ -137,8 +176,8 @@ def batches_for_epoch(n: int, batch_size: int, seed: int, epoch: int, rank: int,
     g = torch.Generator().manual_seed(seed * 1000 + epoch)
     perm = torch.randperm(n, generator=g)
     per_rank = n // world
-    mine = perm[rank * per_rank:(rank + 1) * per_rank]
-    return [mine[i:i + batch_size] for i in range(0, len(mine), batch_size)]
+    mine = perm[rank * per_rank : (rank + 1) * per_rank]
+    return [mine[i : i + batch_size] for i in range(0, len(mine), batch_size)]
 
 
 def loss_fn(logits: torch.Tensor, y: torch.Tensor, naive: bool) -> torch.Tensor:
@@ -174,8 +213,7 @@ def final_weights(model: nn.Module, fsdp: bool) -> dict | None:
     if fsdp:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-        return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True,
-                                                                    cpu_offload=True))
+        return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     return getattr(model, "module", model).state_dict()
 
 
@@ -189,11 +227,15 @@ def main(argv=None) -> int:
 
 def setup_device(args: argparse.Namespace, env: VertexEnv, distributed: bool) -> torch.device:
     """The device, the process group when distributed, and deterministic kernels."""
-    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
-                          else ("cpu" if args.device == "auto" else args.device))
+    device = torch.device(
+        "cuda"
+        if args.device == "auto" and torch.cuda.is_available()
+        else ("cpu" if args.device == "auto" else args.device)
+    )
     if distributed:
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
-                                rank=env.rank, world_size=env.world_size)
+        dist.init_process_group(
+            "nccl" if device.type == "cuda" else "gloo", rank=env.rank, world_size=env.world_size
+        )
         if device.type == "cuda":
             device = torch.device("cuda", env.rank % torch.cuda.device_count())
             torch.cuda.set_device(device)
@@ -216,16 +258,17 @@ def train(args: argparse.Namespace) -> int:
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
 
-    x_train, y_train, x_val, y_val = load_data(args.train_fraction, args.seed, args.label_noise,
-                                                   args.raw_inputs)
+    x_train, y_train, x_val, y_val = load_data(
+        args.train_fraction, args.seed, args.label_noise, args.raw_inputs
+    )
     model = build_model(args.hidden, args.layers, args.dropout, args.activation).to(device)
     model = wrap(model, args.fsdp, distributed)
     if args.optimizer == "adam":
-        optimizer = torch.optim.Adam(model.parameters(), lr=args.lr,
-                                     weight_decay=args.weight_decay)
+        optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     else:
-        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
-                                    weight_decay=args.weight_decay)
+        optimizer = torch.optim.SGD(
+            model.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay
+        )
     warmup = max(0, args.warmup_steps)
     spike_at, spike_factor, spike_steps = lr_spike(args.lr_spike)
 
@@ -238,25 +281,33 @@ def train(args: argparse.Namespace) -> int:
     # Saves every N steps and at each validation (the best by val_loss is kept besides the last
     # ones: it is what the guard ships as the model), in the background; SIGTERM saves and exits.
     ckpt = TorchCheckpointer.from_env(
-        model, optimizer, scheduler, default_base=args.output_dir, save=args.checkpoint_every,
+        model,
+        optimizer,
+        scheduler,
+        default_base=args.output_dir,
+        save=args.checkpoint_every,
         retention=RetentionPolicy(keep_last=args.keep_last, keep_best=1, metric="val_loss"),
-        async_save=not args.sync_checkpoints, log_every=args.log_every)
+        async_save=not args.sync_checkpoints,
+        log_every=args.log_every,
+    )
     start = ckpt.restore()
     start_epoch, start_batch, step = start.extra.get("epoch", 0), start.extra.get("batch", 0), start.step
     if start.resumed:
-        print(f"resumed from checkpoint step {step} (epoch {start_epoch}, batch {start_batch})",
-              flush=True)
+        print(f"resumed from checkpoint step {step} (epoch {start_epoch}, batch {start_batch})", flush=True)
 
     def autocast():
-        return torch.autocast(device.type, dtype=torch.bfloat16,
-                              enabled=args.bf16 and device.type == "cuda")
+        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16 and device.type == "cuda")
 
-    print(f"training on {device} (rank {env.rank}/{env.world_size}): {len(x_train)} train, "
-          f"{len(x_val)} val, lr={args.lr}", flush=True)
+    print(
+        f"training on {device} (rank {env.rank}/{env.world_size}): {len(x_train)} train, "
+        f"{len(x_val)} val, lr={args.lr}",
+        flush=True,
+    )
     started = time.time()
     for epoch in range(start_epoch, args.epochs):
-        batches = batches_for_epoch(len(x_train), args.batch_size, args.seed, epoch, env.rank,
-                                    env.world_size, args.repeat_batch)
+        batches = batches_for_epoch(
+            len(x_train), args.batch_size, args.seed, epoch, env.rank, env.world_size, args.repeat_batch
+        )
         for b in range(start_batch if epoch == start_epoch else 0, len(batches)):
             idx = batches[b]
             xb, yb = x_train[idx].to(device), y_train[idx].to(device)
@@ -282,10 +333,14 @@ def train(args: argparse.Namespace) -> int:
                     xv, yv = x_val[pick], y_val[pick]
                 val_loss, val_acc = evaluate(model, xv, yv, device, autocast, args.naive_loss)
                 val = {"loss": val_loss, "accuracy": val_acc}
-                print(f"epoch {epoch} step {step}: train loss {loss.item():.4f} "
-                      f"val loss {val_loss:.4f} val acc {val_acc:.3f}", flush=True)
-            ckpt.step(step, loss=loss.item(), lr=scheduler.get_last_lr()[0], epoch=epoch,
-                      extra=position, val=val)
+                print(
+                    f"epoch {epoch} step {step}: train loss {loss.item():.4f} "
+                    f"val loss {val_loss:.4f} val acc {val_acc:.3f}",
+                    flush=True,
+                )
+            ckpt.step(
+                step, loss=loss.item(), lr=scheduler.get_last_lr()[0], epoch=epoch, extra=position, val=val
+            )
             if not math.isfinite(loss.item()) and os.environ.get("TRAINER_STOP_ON_NAN"):
                 print(f"non-finite loss at step {step}", flush=True)
                 ckpt.close()

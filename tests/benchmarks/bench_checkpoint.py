@@ -52,9 +52,15 @@ def loop(mode: str, root: Path, model, optimizer, steps: int, every: int) -> tup
     saving every ``every`` steps in ``mode`` (none, sync, async)."""
     ckpt = None
     if mode != "none":
-        ckpt = TorchCheckpointer(model, optimizer, directory=str(root / mode), save=every,
-                                 async_save=mode == "async", handle_sigterm=False,
-                                 retention=RetentionPolicy(keep_last=1))
+        ckpt = TorchCheckpointer(
+            model,
+            optimizer,
+            directory=str(root / mode),
+            save=every,
+            async_save=mode == "async",
+            handle_sigterm=False,
+            retention=RetentionPolicy(keep_last=1),
+        )
     # A batch large enough that forward+backward outweighs the optimizer step, as in real training.
     x = torch.randn(256, 1024)
     t0 = time.perf_counter()
@@ -78,8 +84,7 @@ def bench_stall(root: Path, model, optimizer) -> dict[str, tuple[float, float]]:
     for _ in range(3):
         for mode in runs:
             runs[mode].append(loop(mode, root, model, optimizer, steps, every))
-    return {mode: (min(r[0] for r in rs), statistics.median(r[1] for r in rs))
-            for mode, rs in runs.items()}
+    return {mode: (min(r[0] for r in rs), statistics.median(r[1] for r in rs)) for mode, rs in runs.items()}
 
 
 def bench_throughput(root: Path, payload: bytes) -> tuple[float, float, float]:
@@ -111,7 +116,7 @@ def bench_throughput(root: Path, payload: bytes) -> tuple[float, float, float]:
     methods = [raw, copy, save]
     times: dict[str, list[float]] = {m.__name__: [] for m in methods}
     for i in range(6):
-        for method in methods[i % 3:] + methods[: i % 3]:
+        for method in methods[i % 3 :] + methods[: i % 3]:
             t0 = time.perf_counter()
             out = method(i)
             times[method.__name__].append(time.perf_counter() - t0)
@@ -120,8 +125,7 @@ def bench_throughput(root: Path, payload: bytes) -> tuple[float, float, float]:
 
 
 def bench_restore(root: Path, payload: bytes) -> float:
-    mgr = CheckpointManager(str(root / "restore"), async_save=False,
-                            retention=RetentionPolicy(keep_last=5))
+    mgr = CheckpointManager(str(root / "restore"), async_save=False, retention=RetentionPolicy(keep_last=5))
     for step in range(1, 6):
         mgr.save(step * 100, {"blob": payload[: len(payload) // 5]})
     # A torn newer save must be skipped.
@@ -157,8 +161,13 @@ def _sharded_rank(rank: int, world: int, root: str, total_mb: int, results) -> N
     model(torch.randn(2, 1024)).sum().backward()
     optimizer.step()
     # Every save kept: deleting the previous one is not writing (the raw write deletes nothing).
-    ckpt = TorchCheckpointer(model, optimizer, directory=f"{root}/sharded", handle_sigterm=False,
-                             retention=RetentionPolicy(keep_last=100))
+    ckpt = TorchCheckpointer(
+        model,
+        optimizer,
+        directory=f"{root}/sharded",
+        handle_sigterm=False,
+        retention=RetentionPolicy(keep_last=100),
+    )
     ckpt.save(1, blocking=True)  # warm-up; and the size of this rank's shard files
     size = sum(v for k, v in ckpt.manager.checkpoint(1).sizes.items() if k.startswith(f"__{rank}_"))
     sizes = [0] * world
@@ -170,8 +179,11 @@ def _sharded_rank(rank: int, world: int, root: str, total_mb: int, results) -> N
 
     def engine(i: int) -> None:  # DCP alone, same writer, no staging, no COMMIT
         model_sd, optim_sd = get_state_dict(model, optimizer)
-        dcp.save({"model": model_sd, "optim": optim_sd}, process_group=group,
-                 storage_writer=writer_for(f"{root}/dcp-{i}", LocalStore()))
+        dcp.save(
+            {"model": model_sd, "optim": optim_sd},
+            process_group=group,
+            storage_writer=writer_for(f"{root}/dcp-{i}", LocalStore()),
+        )
 
     def raw(i: int) -> None:
         with open(f"{root}/raw{rank}-{i}.bin", "wb") as f:
@@ -182,7 +194,7 @@ def _sharded_rank(rank: int, world: int, root: str, total_mb: int, results) -> N
     times: dict[str, list[float]] = {"ours": [], "engine": [], "raw": []}
     methods = [("ours", ours), ("engine", engine), ("raw", raw)]
     for i in range(2, 8):  # each method in each position twice: the disk's state weighs alike
-        for name, fn in methods[i % 3:] + methods[:i % 3]:
+        for name, fn in methods[i % 3 :] + methods[: i % 3]:
             dist.barrier()
             t0 = time.perf_counter()
             fn(i)
@@ -210,8 +222,7 @@ def bench_sharded(root: Path, total_mb: int = 400) -> tuple[dict[str, float], in
     # Fresh interpreters: forking this process after its threaded training loops can hang.
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
-    procs = [ctx.Process(target=_sharded_rank, args=(r, 2, str(root), total_mb, results))
-             for r in range(2)]
+    procs = [ctx.Process(target=_sharded_rank, args=(r, 2, str(root), total_mb, results)) for r in range(2)]
     for p in procs:
         p.start()
     try:
@@ -242,26 +253,39 @@ def main() -> int:
         sharded, sharded_bytes = bench_sharded(root)
     print(f"checkpoint state: {state_mb:.0f} MB (model + Adam state)")
     (base, _), (sync_wall, sync_blocked), (async_wall, async_blocked) = (
-        stall["none"], stall["sync"], stall["async"])
-    print(f"(a) 16 training steps (batch 256) with 4 saves; the training thread is blocked "
-          f"{sync_blocked:.3f} s "
-          f"by synchronous saves, {async_blocked:.3f} s by async saves → ratio "
-          f"{async_blocked / sync_blocked:.3f} (goal ≤ 0.05)")
-    print(f"    wall: {base:.2f} s without saving, {sync_wall:.2f} s sync, {async_wall:.2f} s async "
-          f"(the async saver shares {os.cpu_count()} cores with training: its share of memory "
-          "bandwidth and CPU shows up here, not as a stall)")
-    print(f"(b) 200 MB: raw write+fsync {200 / raw:.0f} MB/s, copy+fsync {200 / copy:.0f} MB/s, "
-          f"CheckpointManager.save {200 / save:.0f} MB/s → {raw / save:.2f}× raw, "
-          f"{copy / save:.2f}× copy (goal ≥ 0.8×)")
-    print(f"(a) wall ratio: async saves {async_wall / base:.3f}× and sync saves {sync_wall / base:.3f}× "
-          "the wall time without saving")
+        stall["none"],
+        stall["sync"],
+        stall["async"],
+    )
+    print(
+        f"(a) 16 training steps (batch 256) with 4 saves; the training thread is blocked "
+        f"{sync_blocked:.3f} s "
+        f"by synchronous saves, {async_blocked:.3f} s by async saves → ratio "
+        f"{async_blocked / sync_blocked:.3f} (goal ≤ 0.05)"
+    )
+    print(
+        f"    wall: {base:.2f} s without saving, {sync_wall:.2f} s sync, {async_wall:.2f} s async "
+        f"(the async saver shares {os.cpu_count()} cores with training: its share of memory "
+        "bandwidth and CPU shows up here, not as a stall)"
+    )
+    print(
+        f"(b) 200 MB: raw write+fsync {200 / raw:.0f} MB/s, copy+fsync {200 / copy:.0f} MB/s, "
+        f"CheckpointManager.save {200 / save:.0f} MB/s → {raw / save:.2f}× raw, "
+        f"{copy / save:.2f}× copy (goal ≥ 0.8×)"
+    )
+    print(
+        f"(a) wall ratio: async saves {async_wall / base:.3f}× and sync saves {sync_wall / base:.3f}× "
+        "the wall time without saving"
+    )
     print(f"(c) restore_latest + read 40 MB past a torn save: {restore * 1000:.0f} ms")
     mb = sharded_bytes / MB
-    print(f"(d) sharded save (FSDP2, 2 ranks) of {mb:.0f} MB: TorchCheckpointer "
-          f"{mb / sharded['ours']:.0f} MB/s, DCP's own save {mb / sharded['engine']:.0f} MB/s, "
-          f"raw parallel write+fsync of the same bytes {mb / sharded['raw']:.0f} MB/s → "
-          f"{sharded['raw'] / sharded['ours']:.2f}× raw (goal ≥ 0.8×), "
-          f"{sharded['engine'] / sharded['ours']:.2f}× DCP alone")
+    print(
+        f"(d) sharded save (FSDP2, 2 ranks) of {mb:.0f} MB: TorchCheckpointer "
+        f"{mb / sharded['ours']:.0f} MB/s, DCP's own save {mb / sharded['engine']:.0f} MB/s, "
+        f"raw parallel write+fsync of the same bytes {mb / sharded['raw']:.0f} MB/s → "
+        f"{sharded['raw'] / sharded['ours']:.2f}× raw (goal ≥ 0.8×), "
+        f"{sharded['engine'] / sharded['ours']:.2f}× DCP alone"
+    )
     return 0
 
 

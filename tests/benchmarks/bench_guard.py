@@ -53,8 +53,10 @@ def cost_per_poll(tmp: Path, points: int, per_poll: int, interval: float, polls:
     started = time.perf_counter()
     written = write_history(full, points)
     data = full.read_bytes()
-    print(f"history: {written:,} points, {len(data) / 2**20:.0f} MiB of JSONL (written in "
-          f"{time.perf_counter() - started:.1f} s)")
+    print(
+        f"history: {written:,} points, {len(data) / 2**20:.0f} MiB of JSONL (written in "
+        f"{time.perf_counter() - started:.1f} s)"
+    )
     # Offsets of line starts near the end, to replay whole records per poll.
     cut = data.rfind(b"\n", 0, int(len(data) * 0.99)) + 1
     tail = data[cut:].splitlines(keepends=True)
@@ -68,15 +70,17 @@ def cost_per_poll(tmp: Path, points: int, per_poll: int, interval: float, polls:
     wall = time.perf_counter()
     while guard.poll(job) is None and guard.bytes_read < cut:
         clock.offset += interval
-    print(f"catch-up on {cut / 2**20:.0f} MiB: {time.perf_counter() - wall:.1f} s wall, "
-          f"{time.process_time() - cpu:.1f} s CPU, {guard.polls} poll(s) (at most "
-          f"128 MiB a poll), {guard.book.points:,} points held")
+    print(
+        f"catch-up on {cut / 2**20:.0f} MiB: {time.perf_counter() - wall:.1f} s wall, "
+        f"{time.process_time() - cpu:.1f} s CPU, {guard.polls} poll(s) (at most "
+        f"128 MiB a poll), {guard.book.points:,} points held"
+    )
     judged_before, judge_s_before = guard.judgements, guard.judge_seconds
     read_s_before = guard.read_seconds
     cpu_per_poll = []
     for i in range(polls):
         clock.offset += interval
-        block = b"".join(tail[i * per_poll:(i + 1) * per_poll])
+        block = b"".join(tail[i * per_poll : (i + 1) * per_poll])
         if not block:
             break
         with open(live, "ab") as handle:
@@ -91,24 +95,26 @@ def cost_per_poll(tmp: Path, points: int, per_poll: int, interval: float, polls:
     judgements = guard.judgements - judged_before
     judge_s = guard.judge_seconds - judge_s_before
     read_s = guard.read_seconds - read_s_before
-    print(f"{n} polls of {per_poll} records ({per_poll * 2} points) each, "
-          f"{interval:g} s apart (simulated):")
+    print(f"{n} polls of {per_poll} records ({per_poll * 2} points) each, {interval:g} s apart (simulated):")
     print(f"  read + parse per poll:  {read_s / n * 1000:7.2f} ms   (O(new bytes))")
     if judgements:
-        print(f"  one judgement:          {judge_s / judgements:7.2f} s    "
-              f"(validate on {guard.book.points:,} points)")
+        print(
+            f"  one judgement:          {judge_s / judgements:7.2f} s    "
+            f"(validate on {guard.book.points:,} points)"
+        )
     print(f"  judged {judgements} of {n} polls (CPU share 10 %, judgements > 0.1 s rationed)")
-    print(f"  mean CPU per poll:      {statistics.mean(cpu_per_poll):7.3f} s   "
-          f"max {max(cpu_per_poll):.3f} s")
+    print(f"  mean CPU per poll:      {statistics.mean(cpu_per_poll):7.3f} s   max {max(cpu_per_poll):.3f} s")
     cpu = time.process_time()
     verdict = validate(str(live))
     naive = time.process_time() - cpu
-    print(f"  side by side, re-reading and re-judging the file each poll: {naive:.2f} s CPU per "
-          f"poll ({verdict.history.points:,} points) = "
-          f"{naive / statistics.mean(cpu_per_poll):.0f}x the guard's mean")
+    print(
+        f"  side by side, re-reading and re-judging the file each poll: {naive:.2f} s CPU per "
+        f"poll ({verdict.history.points:,} points) = "
+        f"{naive / statistics.mean(cpu_per_poll):.0f}x the guard's mean"
+    )
 
 
-TRAINER = textwrap.dedent('''
+TRAINER = textwrap.dedent("""
     import sys, time
     from trainguard.runtime import HistoryWriter, VertexEnv
     kind, healthy_s, marker = sys.argv[1], float(sys.argv[2]), sys.argv[3]
@@ -128,7 +134,7 @@ TRAINER = textwrap.dedent('''
             loss = float("nan") if kind == "nan" else 50.0 + step % 5
         writer.log(step, "train", loss=loss)
         time.sleep(0.02)
-''')
+""")
 
 
 class TimedGuard:
@@ -158,11 +164,20 @@ def delay(tmp: Path, kind: str, healthy_s: float, repeats: int) -> None:
         out = tmp / f"{kind}-{r}"
         marker = out / "first_bad"
         out.mkdir()
-        spec = JobSpec.create("demo-project", "us-central1", machine_type="n1-standard-4",
-                              image_uri="local", command=["python", str(script)],
-                              args=[kind, str(healthy_s), str(marker)], display_name="bench")
-        backend = LocalBackend(output_dir=str(out), grace_s=2.0,
-                               extra_env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+        spec = JobSpec.create(
+            "demo-project",
+            "us-central1",
+            machine_type="n1-standard-4",
+            image_uri="local",
+            command=["python", str(script)],
+            args=[kind, str(healthy_s), str(marker)],
+            display_name="bench",
+        )
+        backend = LocalBackend(
+            output_dir=str(out),
+            grace_s=2.0,
+            extra_env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
         if hasattr(backend, "watch_interval_s"):
             backend.watch_interval_s = 1.0
         timed = TimedGuard(HistoryGuard("fail", cost=JobCost(8, 1)))
@@ -174,9 +189,11 @@ def delay(tmp: Path, kind: str, healthy_s: float, repeats: int) -> None:
         seconds.append(timed.stop_at - bad_at)
         polls.append(sum(1 for t in timed.polls if t >= bad_at))
     if seconds:
-        print(f"{kind}: first bad record -> cancel call over {len(seconds)} runs, 1 s polls: "
-              f"median {statistics.median(seconds):.2f} s (max {max(seconds):.2f} s), "
-              f"{statistics.median(polls):g} poll(s) (max {max(polls)})")
+        print(
+            f"{kind}: first bad record -> cancel call over {len(seconds)} runs, 1 s polls: "
+            f"median {statistics.median(seconds):.2f} s (max {max(seconds):.2f} s), "
+            f"{statistics.median(polls):g} poll(s) (max {max(polls)})"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=8").strip()
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+).strip()
 
 import shutil  # noqa: E402
 import statistics  # noqa: E402
@@ -52,15 +53,14 @@ def make_state(mesh: Mesh):
             h = x
             for i in range(LAYERS):
                 h = jnp.tanh(h @ p[f"w{i}"])
-            return jnp.mean(h ** 2)
+            return jnp.mean(h**2)
 
         grads = jax.grad(loss_fn)(state["params"])
         updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
         return {"params": optax.apply_updates(state["params"], updates), "opt_state": opt_state}
 
     batch = NamedSharding(mesh, P("x", None))
-    train = jax.jit(step, in_shardings=(shardings, batch), out_shardings=shardings,
-                    donate_argnums=0)
+    train = jax.jit(step, in_shardings=(shardings, batch), out_shardings=shardings, donate_argnums=0)
     return state, train, jax.device_put(jnp.ones((256, WIDTH)), batch)
 
 
@@ -73,8 +73,13 @@ def loop(mode: str, root: Path, state, train, x, steps: int, every: int):
     steps saving every ``every`` steps in ``mode``."""
     ckpt = None
     if mode != "none":
-        ckpt = JaxCheckpointer(directory=str(root / mode), save=every, async_save=mode == "async",
-                               retention=RetentionPolicy(keep_last=1), handle_sigterm=False)
+        ckpt = JaxCheckpointer(
+            directory=str(root / mode),
+            save=every,
+            async_save=mode == "async",
+            retention=RetentionPolicy(keep_last=1),
+            handle_sigterm=False,
+        )
     blocked = 0.0
     t0 = time.perf_counter()
     for step in range(1, steps + 1):
@@ -101,8 +106,7 @@ def bench_stall(root: Path, state, train, x) -> tuple[dict, object]:
         for mode in runs:
             wall, blocked, state = loop(mode, root, state, train, x, steps, every)
             runs[mode].append((wall, blocked))
-    return {m: (min(r[0] for r in rs), statistics.median(r[1] for r in rs))
-            for m, rs in runs.items()}, state
+    return {m: (min(r[0] for r in rs), statistics.median(r[1] for r in rs)) for m, rs in runs.items()}, state
 
 
 def bench_throughput(root: Path, state) -> tuple[float, float, float]:
@@ -121,8 +125,9 @@ def bench_throughput(root: Path, state) -> tuple[float, float, float]:
 
     def orbax(i: int) -> Path:
         path = root / f"orbax{i}"
-        with ocp.CheckpointManager(path, options=ocp.CheckpointManagerOptions(
-                save_root_metadata=False)) as manager:
+        with ocp.CheckpointManager(
+            path, options=ocp.CheckpointManagerOptions(save_root_metadata=False)
+        ) as manager:
             manager.save(1, args=ocp.args.Composite(state=ocp.args.PyTreeSave(state)))
             manager.wait_until_finished()
         return path
@@ -137,7 +142,7 @@ def bench_throughput(root: Path, state) -> tuple[float, float, float]:
     methods = [raw, orbax, ours]
     times: dict[str, list[float]] = {m.__name__: [] for m in methods}
     for i in range(6):
-        for method in methods[i % 3:] + methods[: i % 3]:
+        for method in methods[i % 3 :] + methods[: i % 3]:
             t0 = time.perf_counter()
             out = method(i)
             times[method.__name__].append(time.perf_counter() - t0)
@@ -146,8 +151,9 @@ def bench_throughput(root: Path, state) -> tuple[float, float, float]:
 
 
 def bench_restore(root: Path, state) -> float:
-    ckpt = JaxCheckpointer(directory=str(root / "restore"), handle_sigterm=False,
-                           retention=RetentionPolicy(keep_last=5))
+    ckpt = JaxCheckpointer(
+        directory=str(root / "restore"), handle_sigterm=False, retention=RetentionPolicy(keep_last=5)
+    )
     for step in (100, 200):
         ckpt.save(step, state=state, blocking=True)
     ckpt.close()
@@ -169,18 +175,29 @@ def main() -> int:
         raw, orbax, ours = bench_throughput(root, state)
         restore = bench_restore(root, state)
     (base, _), (sync_wall, sync_blocked), (async_wall, async_blocked) = (
-        stall["none"], stall["sync"], stall["async"])
-    print(f"JAX checkpoint state: {size:.0f} MB (params + Adam moments), sharded over "
-          f"{mesh.devices.size} {jax.default_backend()} devices; jax {jax.__version__}, orbax "
-          f"{ocp.__version__}")
-    print(f"(a) 16 training steps with 4 saves; the training thread is blocked {sync_blocked:.3f} s "
-          f"by synchronous saves, {async_blocked:.3f} s by async saves → ratio "
-          f"{async_blocked / sync_blocked:.3f}")
-    print(f"    wall ÷ without saving: sync {sync_wall / base:.2f}×, async {async_wall / base:.2f}× "
-          f"({base:.2f} s without; the async writer shares {os.cpu_count()} cores with training)")
-    print(f"(b) {size:.0f} MB: raw write+fsync {size / raw:.0f} MB/s, orbax CheckpointManager alone "
-          f"{size / orbax:.0f} MB/s, JaxCheckpointer.save {size / ours:.0f} MB/s → {raw / ours:.2f}× "
-          f"raw, {orbax / ours:.2f}× orbax alone")
+        stall["none"],
+        stall["sync"],
+        stall["async"],
+    )
+    print(
+        f"JAX checkpoint state: {size:.0f} MB (params + Adam moments), sharded over "
+        f"{mesh.devices.size} {jax.default_backend()} devices; jax {jax.__version__}, orbax "
+        f"{ocp.__version__}"
+    )
+    print(
+        f"(a) 16 training steps with 4 saves; the training thread is blocked {sync_blocked:.3f} s "
+        f"by synchronous saves, {async_blocked:.3f} s by async saves → ratio "
+        f"{async_blocked / sync_blocked:.3f}"
+    )
+    print(
+        f"    wall ÷ without saving: sync {sync_wall / base:.2f}×, async {async_wall / base:.2f}× "
+        f"({base:.2f} s without; the async writer shares {os.cpu_count()} cores with training)"
+    )
+    print(
+        f"(b) {size:.0f} MB: raw write+fsync {size / raw:.0f} MB/s, orbax CheckpointManager alone "
+        f"{size / orbax:.0f} MB/s, JaxCheckpointer.save {size / ours:.0f} MB/s → {raw / ours:.2f}× "
+        f"raw, {orbax / ours:.2f}× orbax alone"
+    )
     print(f"(c) restore the newest of 2 checkpoints onto the target's shardings: {restore:.2f} s")
     return 0
 

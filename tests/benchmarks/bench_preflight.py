@@ -47,14 +47,28 @@ def _servers(tmp: Path):
 
     state = c.healthy_state()
     net = NetworkState(projects={c.PROJECT: c.PROJECT_NUMBER})
-    world = c.Loopback(quotas=QuotasServer(c.PROJECT, c.PROJECT_NUMBER),
-                       monitoring=MonitoringServer(c.PROJECT),
-                       troubleshooter=TroubleshooterServer(state), iam=IamServer(state),
-                       state=state, emulator=c.start_emulator(), compute=ComputeServer(net),
-                       servicenetworking=ServiceNetworkingServer(net), kms=KmsServer(state),
-                       vertex=VertexResourcesServer({c.PROJECT: c.PROJECT_NUMBER}))
-    servers = [world.quotas, world.monitoring, world.troubleshooter, world.iam, world.compute,
-               world.servicenetworking, world.kms, world.vertex]
+    world = c.Loopback(
+        quotas=QuotasServer(c.PROJECT, c.PROJECT_NUMBER),
+        monitoring=MonitoringServer(c.PROJECT),
+        troubleshooter=TroubleshooterServer(state),
+        iam=IamServer(state),
+        state=state,
+        emulator=c.start_emulator(),
+        compute=ComputeServer(net),
+        servicenetworking=ServiceNetworkingServer(net),
+        kms=KmsServer(state),
+        vertex=VertexResourcesServer({c.PROJECT: c.PROJECT_NUMBER}),
+    )
+    servers = [
+        world.quotas,
+        world.monitoring,
+        world.troubleshooter,
+        world.iam,
+        world.compute,
+        world.servicenetworking,
+        world.kms,
+        world.vertex,
+    ]
     for server in servers:
         server.delay_s = LATENCY_S
         server.start()
@@ -63,38 +77,53 @@ def _servers(tmp: Path):
     world.monitoring.set_usage(c.A100, c.REGION, 2)
     world.emulator.create_bucket(c.BUCKET, location="US-CENTRAL1", location_type="region")
     registry = c.start_registry(tmp)
-    env = {"TRAINGUARD_ENDPOINT_CLOUDQUOTAS": world.quotas.url,
-           "TRAINGUARD_ENDPOINT_MONITORING": world.monitoring.url,
-           "TRAINGUARD_ENDPOINT_POLICYTROUBLESHOOTER": world.troubleshooter.url,
-           "TRAINGUARD_ENDPOINT_CLOUDRESOURCEMANAGER": world.iam.url,
-           "TRAINGUARD_ENDPOINT_IAM": world.iam.url,
-           "TRAINGUARD_ENDPOINT_IAMCREDENTIALS": world.iam.url,
-           "TRAINGUARD_ENDPOINT_COMPUTE": world.compute.url,
-           "TRAINGUARD_ENDPOINT_SERVICENETWORKING": world.servicenetworking.url,
-           "TRAINGUARD_ENDPOINT_CLOUDKMS": world.kms.url,
-           "TRAINGUARD_ENDPOINT_AIPLATFORM": world.vertex.url,
-           "STORAGE_EMULATOR_HOST": world.emulator.url,
-           "TRAINGUARD_INSECURE_REGISTRIES": registry.host}
+    env = {
+        "TRAINGUARD_ENDPOINT_CLOUDQUOTAS": world.quotas.url,
+        "TRAINGUARD_ENDPOINT_MONITORING": world.monitoring.url,
+        "TRAINGUARD_ENDPOINT_POLICYTROUBLESHOOTER": world.troubleshooter.url,
+        "TRAINGUARD_ENDPOINT_CLOUDRESOURCEMANAGER": world.iam.url,
+        "TRAINGUARD_ENDPOINT_IAM": world.iam.url,
+        "TRAINGUARD_ENDPOINT_IAMCREDENTIALS": world.iam.url,
+        "TRAINGUARD_ENDPOINT_COMPUTE": world.compute.url,
+        "TRAINGUARD_ENDPOINT_SERVICENETWORKING": world.servicenetworking.url,
+        "TRAINGUARD_ENDPOINT_CLOUDKMS": world.kms.url,
+        "TRAINGUARD_ENDPOINT_AIPLATFORM": world.vertex.url,
+        "STORAGE_EMULATOR_HOST": world.emulator.url,
+        "TRAINGUARD_INSECURE_REGISTRIES": registry.host,
+    }
 
     def pool(machine: str, image: str, replicas: int = 1, accel: int = 0) -> dict:
         spec: dict = {"machineType": machine}
         if accel:
             spec.update(acceleratorType="NVIDIA_TESLA_A100", acceleratorCount=accel)
-        return {"machineSpec": spec, "replicaCount": replicas,
-                "containerSpec": {"imageUri": registry.uri(f"bench/{image}:1.0")}}
+        return {
+            "machineSpec": spec,
+            "replicaCount": replicas,
+            "containerSpec": {"imageUri": registry.uri(f"bench/{image}:1.0")},
+        }
 
     chief = pool("a2-highgpu-1g", "chief", 1, 1)
     chief["machineSpec"]["reservationAffinity"] = {
         "reservationAffinityType": "SPECIFIC_RESERVATION",
-        "key": "compute.googleapis.com/reservation-name", "values": [c.RESERVATION]}
-    body = {"jobSpec": {"workerPoolSpecs": [chief, pool("a2-highgpu-1g", "worker", 2, 1),
-                                            pool("n1-standard-8", "ps", 2),
-                                            pool("n1-standard-8", "eval")],
-                        "serviceAccount": c.SA,
-                        "baseOutputDirectory": {"outputUriPrefix": f"gs://{c.BUCKET}/runs/r1"},
-                        "network": c.NETWORK, "reservedIpRanges": [c.IP_RANGE],
-                        "tensorboard": c.TENSORBOARD},
-            "encryptionSpec": {"kmsKeyName": c.KMS_KEY}}
+        "key": "compute.googleapis.com/reservation-name",
+        "values": [c.RESERVATION],
+    }
+    body = {
+        "jobSpec": {
+            "workerPoolSpecs": [
+                chief,
+                pool("a2-highgpu-1g", "worker", 2, 1),
+                pool("n1-standard-8", "ps", 2),
+                pool("n1-standard-8", "eval"),
+            ],
+            "serviceAccount": c.SA,
+            "baseOutputDirectory": {"outputUriPrefix": f"gs://{c.BUCKET}/runs/r1"},
+            "network": c.NETWORK,
+            "reservedIpRanges": [c.IP_RANGE],
+            "tensorboard": c.TENSORBOARD,
+        },
+        "encryptionSpec": {"kmsKeyName": c.KMS_KEY},
+    }
 
     def stop() -> None:
         for server in servers:
@@ -107,8 +136,9 @@ def _servers(tmp: Path):
 
 def _wall(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
     started = time.perf_counter()
-    done = subprocess.run(argv, cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        argv, cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=120
+    )
     return time.perf_counter() - started, done.returncode, done.stdout + done.stderr
 
 
@@ -133,8 +163,11 @@ def _in_process(body: dict, env: dict[str, str]) -> tuple[float, dict[str, float
     def timed(only) -> float:
         started = time.perf_counter()
         report = run_preflight(spec, only=list(only), timeout_s=30, call_timeout_s=10)
-        bad = [f"{r.check}: {r.title}: {r.status.value} {r.evidence}"
-               for r in report.results if r.status.value != "PASS"]
+        bad = [
+            f"{r.check}: {r.title}: {r.status.value} {r.evidence}"
+            for r in report.results
+            if r.status.value != "PASS"
+        ]
         if bad:
             raise SystemExit("bench_preflight: the healthy spec did not pass:\n  " + "\n  ".join(bad))
         return time.perf_counter() - started
@@ -152,8 +185,7 @@ def main() -> int:
     from tests.integration.conftest import registry_binary
 
     if registry_binary() is None:
-        print("bench_preflight: skipped, docker-registry is not installed "
-              "(apt-get install docker-registry)")
+        print("bench_preflight: skipped, docker-registry is not installed (apt-get install docker-registry)")
         return 0
     project = ["--project", "tg-proj", "--region", "us-central1"]
     with tempfile.TemporaryDirectory(prefix="tg-bench-preflight-") as tmp:
@@ -163,8 +195,19 @@ def main() -> int:
             spec_file.write_text(json.dumps(body))
             helps = _median_wall(CLI + ["--help"])
             spec_import = _median_wall([sys.executable, "-c", "import trainguard.spec"])
-            compat = _median_wall(CLI + ["preflight", "examples/a100-spot.yaml", "--only", "compat",
-                                         "--project", "my-project", "--region", "us-central1"])
+            compat = _median_wall(
+                CLI
+                + [
+                    "preflight",
+                    "examples/a100-spot.yaml",
+                    "--only",
+                    "compat",
+                    "--project",
+                    "my-project",
+                    "--region",
+                    "us-central1",
+                ]
+            )
             everything = _median_wall(CLI + ["preflight", str(spec_file), *project], env)
             wall, alone = _in_process(body, env)
         finally:
@@ -173,20 +216,29 @@ def main() -> int:
     ratio = wall / alone[slowest]
     mark = lambda ok: "met" if ok else "MISSED"  # noqa: E731
     print(f"preflight, whole processes (median of {ROUNDS}, process start included):")
-    print(f"  trainguard --help                        {helps * 1000:6.0f} ms "
-          f"(goal ≤ 300 ms: {mark(helps <= 0.3)})")
-    print(f"  preflight a100-spot.yaml --only compat   {compat * 1000:6.0f} ms "
-          f"(goal ≤ 1000 ms: {mark(compat <= 1.0)})")
+    print(
+        f"  trainguard --help                        {helps * 1000:6.0f} ms "
+        f"(goal ≤ 300 ms: {mark(helps <= 0.3)})"
+    )
+    print(
+        f"  preflight a100-spot.yaml --only compat   {compat * 1000:6.0f} ms "
+        f"(goal ≤ 1000 ms: {mark(compat <= 1.0)})"
+    )
     print(f"    of which a process that only imports trainguard.spec {spec_import * 1000:6.0f} ms")
-    print(f"  preflight, all {len(FAMILIES)} families, loopback     {everything * 1000:6.0f} ms "
-          f"(goal ≤ 1300 ms: {mark(everything <= 1.3)}; {LATENCY_S * 1000:.0f} ms per API call)")
-    print(f"preflight in one process, 4 worker pools, every API on loopback with "
-          f"{LATENCY_S * 1000:.0f} ms latency (median of {ROUNDS}):")
+    print(
+        f"  preflight, all {len(FAMILIES)} families, loopback     {everything * 1000:6.0f} ms "
+        f"(goal ≤ 1300 ms: {mark(everything <= 1.3)}; {LATENCY_S * 1000:.0f} ms per API call)"
+    )
+    print(
+        f"preflight in one process, 4 worker pools, every API on loopback with "
+        f"{LATENCY_S * 1000:.0f} ms latency (median of {ROUNDS}):"
+    )
     for family in FAMILIES:
         print(f"  {family:<8} alone {alone[family] * 1000:6.0f} ms")
     print(f"  all {len(FAMILIES)} concurrently {wall * 1000:6.0f} ms")
-    print(f"  ratio to the slowest single check ({slowest}): {ratio:.2f}× (goal ≤ 1.3×: "
-          f"{mark(ratio <= 1.3)})")
+    print(
+        f"  ratio to the slowest single check ({slowest}): {ratio:.2f}× (goal ≤ 1.3×: {mark(ratio <= 1.3)})"
+    )
     return 0
 
 

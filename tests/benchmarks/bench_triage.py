@@ -160,9 +160,11 @@ def main() -> int:
             expected = build_log(path, size)
             mbps, seconds, rss, (cls, line) = _run("scan", path)
             right = cls == "permission" and line == expected
-            print(f"{size:>5g} MB log: {mbps:6.1f} MB/s ({seconds:.2f} s), peak memory "
-                  f"+{rss:.0f} MiB, diagnosis {cls} at line {line} "
-                  f"({'right' if right else f'WRONG, expected permission at {expected}'})")
+            print(
+                f"{size:>5g} MB log: {mbps:6.1f} MB/s ({seconds:.2f} s), peak memory "
+                f"+{rss:.0f} MiB, diagnosis {cls} at line {line} "
+                f"({'right' if right else f'WRONG, expected permission at {expected}'})"
+            )
             ok &= right and mbps >= GOAL_MB_PER_S
             if size == min(float(s) for s in args.sizes.split(",")):
                 big, _, _, (cls3, n) = _run("scan3x", path)
@@ -171,14 +173,20 @@ def main() -> int:
                 expected_u = build_log(worst, size, unique=True)
                 uniq, _, rss_u, (cls_u, line_u) = _run("scan", worst)
                 right_u = cls_u == "permission" and line_u == expected_u
-                print(f"{size:>5g} MB log, every line different (worst case, not the goal's): "
-                      f"{uniq:6.1f} MB/s, peak memory +{rss_u:.0f} MiB, diagnosis {cls_u} "
-                      f"({'right' if right_u else 'WRONG'})")
+                print(
+                    f"{size:>5g} MB log, every line different (worst case, not the goal's): "
+                    f"{uniq:6.1f} MB/s, peak memory +{rss_u:.0f} MiB, diagnosis {cls_u} "
+                    f"({'right' if right_u else 'WRONG'})"
+                )
                 ok &= right_u
-                print(f"{size:>5g} MB log, table grown to {n} signatures: {big:6.1f} MB/s "
-                      f"({big / mbps:.2f}x the real table's speed), diagnosis {cls3}")
-                print(f"old scan (every signature on every line, 2 MB slice): {old:6.2f} MB/s; "
-                      f"speed-up {mbps / old:.0f}x")
+                print(
+                    f"{size:>5g} MB log, table grown to {n} signatures: {big:6.1f} MB/s "
+                    f"({big / mbps:.2f}x the real table's speed), diagnosis {cls3}"
+                )
+                print(
+                    f"old scan (every signature on every line, 2 MB slice): {old:6.2f} MB/s; "
+                    f"speed-up {mbps / old:.0f}x"
+                )
     print(f"goal: >= {GOAL_MB_PER_S:g} MB/s: {'met' if ok else 'NOT met'}")
     return 0 if ok or not args.check else 1
 

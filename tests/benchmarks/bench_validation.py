@@ -55,19 +55,26 @@ def write_history(path: Path, points: int, seed: int = 0) -> int:
     with open(path, "w", encoding="utf-8") as handle:
         for first in range(1, steps + 1, block):
             s = np.arange(first, min(first + block, steps + 1))
-            loss = (2.3 * np.exp(-s / (steps / 5)) + 0.05
-                    + rng.random(s.size) * 0.1).astype(np.float32).astype(np.float64)
+            loss = (
+                (2.3 * np.exp(-s / (steps / 5)) + 0.05 + rng.random(s.size) * 0.1)
+                .astype(np.float32)
+                .astype(np.float64)
+            )
             lines = []
             for step, value in zip(s.tolist(), loss.tolist(), strict=True):
                 epoch = step // VAL_EVERY
-                lines.append(f'{{"step":{step},"epoch":{epoch},"split":"train","time":'
-                             f'{1732981000.0 + step * 0.01:.3f},"metrics":{{"loss":{value!r},'
-                             f'"lr":0.001}}}}\n')
+                lines.append(
+                    f'{{"step":{step},"epoch":{epoch},"split":"train","time":'
+                    f'{1732981000.0 + step * 0.01:.3f},"metrics":{{"loss":{value!r},'
+                    f'"lr":0.001}}}}\n'
+                )
                 written += 2
                 if step % VAL_EVERY == 0:
-                    lines.append(f'{{"step":{step},"epoch":{epoch},"split":"val","time":'
-                                 f'{1732981000.0 + step * 0.01:.3f},"metrics":{{"loss":'
-                                 f'{value * 1.1 + 0.02!r},"accuracy":0.9}}}}\n')
+                    lines.append(
+                        f'{{"step":{step},"epoch":{epoch},"split":"val","time":'
+                        f'{1732981000.0 + step * 0.01:.3f},"metrics":{{"loss":'
+                        f'{value * 1.1 + 0.02!r},"accuracy":0.9}}}}\n'
+                    )
                     written += 2
             handle.write("".join(lines))
     return written
@@ -84,8 +91,12 @@ def write_csv(path: Path, points: int, seed: int = 1) -> int:
             e = np.arange(first, min(first + 200_000, rows))
             loss = (2.3 * np.exp(-e / (rows / 5)) + rng.random(e.size) * 0.1).tolist()
             acc = (1 - np.exp(-e / (rows / 5)) * 0.9).tolist()
-            handle.write("".join(f"{i},{a!r},{x!r},{a * 0.97!r},{x * 1.1!r}\n"
-                                 for i, a, x in zip(e.tolist(), acc, loss, strict=True)))
+            handle.write(
+                "".join(
+                    f"{i},{a!r},{x!r},{a * 0.97!r},{x * 1.1!r}\n"
+                    for i, a, x in zip(e.tolist(), acc, loss, strict=True)
+                )
+            )
     return rows * 4
 
 
@@ -117,19 +128,31 @@ def child(kind: str, path: str) -> dict:
     else:
         history = load_history(path)
     seconds, cpu = time.perf_counter() - start, _cpu_s() - cpu
-    return {"seconds": seconds, "cpu_s": cpu, "points": history.points,
-            "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "base_kib": base,
-            "pool_peak": max(pa.default_memory_pool().max_memory() or 0,
-                             pa.system_memory_pool().max_memory() or 0),
-            "headline": verdict.headline if verdict is not None else "",
-            "code": str(Path(sys.modules["trainguard"].__file__).parents[1])}
+    return {
+        "seconds": seconds,
+        "cpu_s": cpu,
+        "points": history.points,
+        "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "base_kib": base,
+        "pool_peak": max(
+            pa.default_memory_pool().max_memory() or 0, pa.system_memory_pool().max_memory() or 0
+        ),
+        "headline": verdict.headline if verdict is not None else "",
+        "code": str(Path(sys.modules["trainguard"].__file__).parents[1]),
+    }
 
 
 def run_phase(kind: str, path: Path, code: Path) -> dict:
     """Runs one phase in a fresh interpreter that imports trainguard from ``code``."""
     env = {**os.environ, "PYTHONPATH": str(code)}
-    out = subprocess.run([sys.executable, __file__, "--child", kind, str(path)], env=env,
-                         capture_output=True, text=True, check=False, cwd=code)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", kind, str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=code,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"phase {kind} with {code} failed:\n{out.stderr[-3000:]}")
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -140,8 +163,9 @@ def run_phase(kind: str, path: Path, code: Path) -> dict:
 
 def baseline_code(rev: str, into: Path) -> Path | None:
     """``trainguard/`` as it was at ``rev`` (from git), or None when git cannot give it."""
-    archive = subprocess.run(["git", "archive", rev, "trainguard"], cwd=ROOT, capture_output=True,
-                             check=False)
+    archive = subprocess.run(
+        ["git", "archive", rev, "trainguard"], cwd=ROOT, capture_output=True, check=False
+    )
     if archive.returncode != 0:
         print(f"baseline {rev}: not available ({archive.stderr.decode().strip()[:200]})")
         return None
@@ -157,10 +181,12 @@ def _line(label: str, phase: dict, file_mib: float) -> str:
     rate = phase["points"] / phase["seconds"]
     extra = (phase["peak_kib"] - phase["base_kib"]) / 1024
     kept = phase["points"] * 16 / 2**20
-    return (f"{label:38} {phase['seconds']:6.2f} s {rate / 1e6:5.2f} M points/s  "
-            f"cpu {phase['cpu_s']:5.2f} s  peak RSS +{extra:4.0f} MiB = points {kept:.0f} + "
-            f"{extra - kept:4.0f} MiB (file {file_mib:.0f} MiB; arrow pools peak "
-            f"{phase['pool_peak'] / 2**20:.0f} MiB)")
+    return (
+        f"{label:38} {phase['seconds']:6.2f} s {rate / 1e6:5.2f} M points/s  "
+        f"cpu {phase['cpu_s']:5.2f} s  peak RSS +{extra:4.0f} MiB = points {kept:.0f} + "
+        f"{extra - kept:4.0f} MiB (file {file_mib:.0f} MiB; arrow pools peak "
+        f"{phase['pool_peak'] / 2**20:.0f} MiB)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,8 +209,10 @@ def main(argv: list[str] | None = None) -> int:
             if not path.exists():
                 start = time.perf_counter()
                 written = writer(path, args.points)
-                print(f"wrote {written:,} points to {path.name} ({path.stat().st_size / 2**20:.0f} "
-                      f"MiB) in {time.perf_counter() - start:.1f} s")
+                print(
+                    f"wrote {written:,} points to {path.name} ({path.stat().st_size / 2**20:.0f} "
+                    f"MiB) in {time.perf_counter() - start:.1f} s"
+                )
         mib = {p: p.stat().st_size / 2**20 for p in (jsonl, csv)}
         print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
         new: dict[str, dict] = {}
@@ -193,33 +221,42 @@ def main(argv: list[str] | None = None) -> int:
         new["judge"] = run_phase("judge", jsonl, ROOT)
         new["csv"] = run_phase("read", csv, ROOT)
         old = {}
-        code = baseline_code(args.baseline, Path(tmp) / "baseline") \
-            if args.baseline != "none" else None
+        code = baseline_code(args.baseline, Path(tmp) / "baseline") if args.baseline != "none" else None
         if code is not None:
             old["read"] = run_phase("read", jsonl, code)
             old["read+judge"] = run_phase("read+judge", jsonl, code)
             old["csv"] = run_phase("read", csv, code)
         print(f"load average after: {os.getloadavg()[0]:.2f}")
 
-    print(f"JSONL: {new['read']['points']:,} points, {mib[jsonl]:.0f} MiB; "
-          f"CSV: {new['csv']['points']:,} points, {mib[csv]:.0f} MiB")
+    print(
+        f"JSONL: {new['read']['points']:,} points, {mib[jsonl]:.0f} MiB; "
+        f"CSV: {new['csv']['points']:,} points, {mib[csv]:.0f} MiB"
+    )
     print(_line("pyarrow readers, JSONL read", new["read"], mib[jsonl]))
     print(_line("pyarrow readers, JSONL read+validate", new["read+judge"], mib[jsonl]))
     print(_line("validate alone (rules)", new["judge"], mib[jsonl]))
     print(_line("pyarrow readers, Keras CSV read", new["csv"], mib[csv]))
-    for kind, label in (("read", "JSONL read"), ("read+judge", "JSONL read+validate"),
-                        ("csv", "Keras CSV read")):
+    for kind, label in (
+        ("read", "JSONL read"),
+        ("read+judge", "JSONL read+validate"),
+        ("csv", "Keras CSV read"),
+    ):
         if kind in old:
-            print(_line(f"baseline {args.baseline}, {label}", old[kind],
-                        mib[csv] if kind == "csv" else mib[jsonl]))
+            print(
+                _line(
+                    f"baseline {args.baseline}, {label}", old[kind], mib[csv] if kind == "csv" else mib[jsonl]
+                )
+            )
     for kind in ("read", "read+judge", "csv"):
         if kind in old:
             print(f"speed-up {kind}: {old[kind]['seconds'] / new[kind]['seconds']:.2f}x")
     print(f"verdict: {new['read+judge']['headline']}")
     rate = new["read+judge"]["points"] / new["read+judge"]["seconds"]
     ok = rate >= GOAL_POINTS_PER_S
-    print(f"goal >= {GOAL_POINTS_PER_S / 1e6:.0f} M points/s end to end: "
-          f"{'met' if ok else 'NOT met'} ({rate / 1e6:.2f} M points/s)")
+    print(
+        f"goal >= {GOAL_POINTS_PER_S / 1e6:.0f} M points/s end to end: "
+        f"{'met' if ok else 'NOT met'} ({rate / 1e6:.2f} M points/s)"
+    )
     return 1 if args.check and not ok else 0
 
 

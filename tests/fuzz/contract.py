@@ -45,12 +45,19 @@ def run_cli(*args: object, stdin: str | bytes | None = None) -> Outcome:
     result = runner.invoke(app, [str(a) for a in args], input=stdin, catch_exceptions=True)
     seconds = time.perf_counter() - started
     exception = result.exception if not isinstance(result.exception, SystemExit) else None
-    return Outcome(tuple(map(str, args)), result.exit_code, result.stdout,
-                   getattr(result, "stderr", "") or "", seconds, exception)
+    return Outcome(
+        tuple(map(str, args)),
+        result.exit_code,
+        result.stdout,
+        getattr(result, "stderr", "") or "",
+        seconds,
+        exception,
+    )
 
 
-def assert_contract(outcome: Outcome, *, max_seconds: float = 5.0,
-                    allowed: tuple[int, ...] = (0, 1, 2), user_text: str = "") -> None:
+def assert_contract(
+    outcome: Outcome, *, max_seconds: float = 5.0, allowed: tuple[int, ...] = (0, 1, 2), user_text: str = ""
+) -> None:
     """Exit 0/1/2, no traceback, no uncaught exception, bounded output and time.
 
     ``user_text`` is what the user handed in: a log that quotes a traceback may have it echoed as
@@ -60,8 +67,7 @@ def assert_contract(outcome: Outcome, *, max_seconds: float = 5.0,
     assert outcome.exception is None, f"{where}: uncaught {outcome.exception!r}"
     assert outcome.exit_code in allowed, f"{where}: exit {outcome.exit_code}\n{outcome.output[:2000]}"
     if "Traceback (most recent call last)" not in user_text:
-        assert "Traceback (most recent call last)" not in outcome.output, \
-            f"{where}\n{outcome.output[:4000]}"
+        assert "Traceback (most recent call last)" not in outcome.output, f"{where}\n{outcome.output[:4000]}"
     assert len(outcome.output) <= MAX_OUTPUT, f"{where}: {len(outcome.output)} characters of output"
     assert outcome.seconds <= max_seconds, f"{where}: took {outcome.seconds:.1f} s"
 

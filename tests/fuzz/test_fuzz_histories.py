@@ -35,8 +35,7 @@ MEMORY_CAP = 48 * 2**20  # bytes Python may allocate for one small hostile histo
 
 def fuzz(examples: int) -> settings:
     """Few examples each: every property together stays within the suite's budget."""
-    return settings(max_examples=examples, deadline=None, database=None,
-                    suppress_health_check=_CHECKS)
+    return settings(max_examples=examples, deadline=None, database=None, suppress_health_check=_CHECKS)
 
 
 def validate_file(name: str, data: bytes, *args: str):
@@ -58,16 +57,31 @@ NUMBERS = st.one_of(
     st.integers(min_value=-(10**30), max_value=10**30),
     st.sampled_from([0, -0.0, 5e-324, 1.7976931348623157e308, 2**53 + 1, 2**64, 10**400]),
 )
-VALUES = st.one_of(NUMBERS, NUMBERS, NUMBERS, st.none(), st.booleans(), st.text(max_size=8),
-                   st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3),
-                                                                          st.integers(), max_size=2))
-METRIC_NAMES = st.one_of(st.sampled_from(["loss", "accuracy", "lr", "val_loss", "Inference"]),
-                         st.text(max_size=12))
-SPLITS = st.one_of(st.sampled_from(["train", "val", "validation", "test"]), st.none(),
-                   st.integers(), st.text(max_size=6))
-STEPS = st.one_of(st.integers(min_value=0, max_value=10**6), st.integers(min_value=0, max_value=10**6),
-                  st.floats(allow_nan=True), st.none(), st.text(max_size=3), st.booleans(),
-                  st.integers(min_value=10**19, max_value=10**25))
+VALUES = st.one_of(
+    NUMBERS,
+    NUMBERS,
+    NUMBERS,
+    st.none(),
+    st.booleans(),
+    st.text(max_size=8),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+METRIC_NAMES = st.one_of(
+    st.sampled_from(["loss", "accuracy", "lr", "val_loss", "Inference"]), st.text(max_size=12)
+)
+SPLITS = st.one_of(
+    st.sampled_from(["train", "val", "validation", "test"]), st.none(), st.integers(), st.text(max_size=6)
+)
+STEPS = st.one_of(
+    st.integers(min_value=0, max_value=10**6),
+    st.integers(min_value=0, max_value=10**6),
+    st.floats(allow_nan=True),
+    st.none(),
+    st.text(max_size=3),
+    st.booleans(),
+    st.integers(min_value=10**19, max_value=10**25),
+)
 
 
 @st.composite
@@ -79,11 +93,17 @@ def records(draw, wild: bool = True) -> list:
     out = []
     for i in range(n):
         if draw(st.integers(0, 19)) >= odd_in_20:
-            record: dict = {"step": i, "split": "train" if i % 5 else "val",
-                            "metrics": {name: draw(NUMBERS) for name in names}}
+            record: dict = {
+                "step": i,
+                "split": "train" if i % 5 else "val",
+                "metrics": {name: draw(NUMBERS) for name in names},
+            }
         else:
-            record = {"step": draw(STEPS), "split": draw(SPLITS),
-                      "metrics": draw(st.dictionaries(METRIC_NAMES, VALUES, max_size=4))}
+            record = {
+                "step": draw(STEPS),
+                "split": draw(SPLITS),
+                "metrics": draw(st.dictionaries(METRIC_NAMES, VALUES, max_size=4)),
+            }
             for key in draw(st.lists(st.sampled_from(["step", "split", "metrics"]), max_size=2)):
                 record.pop(key, None)
             if draw(st.integers(0, 19)) == 0:
@@ -101,18 +121,19 @@ def _dump(record: dict, style: int) -> str:
 def mutated(draw, data: bytes, most: int = 3) -> bytes:
     """``data`` with up to ``most`` byte-level accidents."""
     for _ in range(draw(st.integers(0, most))):
-        kind = draw(st.sampled_from(["cut", "insert", "delete", "flip", "cr", "bom", "blank",
-                                     "dup", "nul", "none"]))
+        kind = draw(
+            st.sampled_from(["cut", "insert", "delete", "flip", "cr", "bom", "blank", "dup", "nul", "none"])
+        )
         at = draw(st.integers(0, len(data)))
         if kind == "cut":
             data = data[:at]
         elif kind == "insert":
             data = data[:at] + draw(st.binary(min_size=1, max_size=6)) + data[at:]
         elif kind == "delete":
-            data = data[:at] + data[at + draw(st.integers(1, 8)):]
+            data = data[:at] + data[at + draw(st.integers(1, 8)) :]
         elif kind == "flip" and data:
             at = min(at, len(data) - 1)
-            data = data[:at] + bytes([data[at] ^ (1 << draw(st.integers(0, 7)))]) + data[at + 1:]
+            data = data[:at] + bytes([data[at] ^ (1 << draw(st.integers(0, 7)))]) + data[at + 1 :]
         elif kind == "cr":
             data = data[:at] + b"\r" + data[at:]
         elif kind == "bom":
@@ -120,7 +141,7 @@ def mutated(draw, data: bytes, most: int = 3) -> bytes:
         elif kind == "blank":
             data = data[:at] + b"\n  \n" + data[at:]
         elif kind == "dup":
-            data = data + data[at:at + 200]
+            data = data + data[at : at + 200]
         elif kind == "nul":
             data = data[:at] + b"\0" + data[at:]
     return data
@@ -134,19 +155,27 @@ def jsonl_files(draw, wild: bool = True) -> bytes:
     return draw(mutated(text.encode(), 3 if wild else draw(st.sampled_from([0, 0, 1]))))
 
 
-NUMBER_CELLS = st.one_of(NUMBERS.map(repr), st.sampled_from(["", "", "nan", "-inf", "Infinity",
-                                                             "NaN", " 1.5", "1e999", "-0"]))
-ODD_CELLS = st.one_of(st.sampled_from(["1_0", "nan(3)", "0x1p3", '"2.5"', "text", "١", "-", "1,5"]),
-                      st.text(max_size=5))
+NUMBER_CELLS = st.one_of(
+    NUMBERS.map(repr), st.sampled_from(["", "", "nan", "-inf", "Infinity", "NaN", " 1.5", "1e999", "-0"])
+)
+ODD_CELLS = st.one_of(
+    st.sampled_from(["1_0", "nan(3)", "0x1p3", '"2.5"', "text", "١", "-", "1,5"]), st.text(max_size=5)
+)
 
 
 @st.composite
 def csv_files(draw, wild: bool = True) -> tuple[str, bytes]:
     lightning = draw(st.booleans())
     x = ["epoch", "step"] if lightning else ["epoch"]
-    names = draw(st.lists(st.sampled_from(["loss", "val_loss", "accuracy", "val_accuracy", "lr",
-                                            "train_loss_step", "Epoch", "loss"]),
-                          min_size=1, max_size=4))
+    names = draw(
+        st.lists(
+            st.sampled_from(
+                ["loss", "val_loss", "accuracy", "val_accuracy", "lr", "train_loss_step", "Epoch", "loss"]
+            ),
+            min_size=1,
+            max_size=4,
+        )
+    )
     odd_in_200 = draw(st.integers(0, 40)) if wild else draw(st.sampled_from([0, 0, 0, 2]))
 
     def cell() -> str:
@@ -172,7 +201,7 @@ def jsonl_contract(data: bytes) -> None:
 
 
 def jsonl_arrow_is_json(data: bytes) -> None:
-    whole = data[:data.rfind(b"\n") + 1]
+    whole = data[: data.rfind(b"\n") + 1]
     if not whole:
         return
     fast = parse_lines_arrow(whole)
@@ -204,8 +233,12 @@ def csv_arrow_is_csv_module(file: tuple[str, bytes]) -> None:
             history = read()
         except HistoryError as exc:
             return ("error", str(exc))
-        return ("read", history.records, history.notes,
-                [(n, s.steps.tolist(), s.values.tobytes()) for n, s in history.series.items()])
+        return (
+            "read",
+            history.records,
+            history.notes,
+            [(n, s.steps.tolist(), s.values.tobytes()) for n, s in history.series.items()],
+        )
 
     try:
         fast = outcome(lambda: read_csv_arrow(iter([data]), "log", fmt))
@@ -241,24 +274,36 @@ PROPERTIES = {
     "jsonl_keeps_the_contract": (jsonl_contract, {"data": st.booleans().flatmap(jsonl_files)}, 40),
     "arrow_reads_jsonl_as_json_does": (jsonl_arrow_is_json, {"data": jsonl_files(wild=False)}, 80),
     "csv_keeps_the_contract": (csv_contract, {"file": st.booleans().flatmap(csv_files)}, 40),
-    "arrow_reads_csv_as_the_csv_module_does": (csv_arrow_is_csv_module,
-                                               {"file": csv_files(wild=False)}, 80),
-    "binary_keeps_the_contract": (binary_contract, {
-        "data": st.binary(max_size=4000),
-        "name": st.sampled_from(["history.jsonl", "log.csv", "metrics.csv", "history", "h.txt"]),
-        "fmt": st.sampled_from([(), ("--format", "jsonl"), ("--format", "keras_csv"),
-                                ("--format", "lightning_csv")])}, 30),
-    "tensorboard_event_files_keep_the_contract": (tensorboard_contract, {
-        "data": st.builds(_event_file).flatmap(mutated)}, 25),
-    "memory_stays_bounded_on_repeated_garbage": (bounded_memory, {
-        "data": st.binary(min_size=1, max_size=64).map(lambda b: b * 50_000)}, 10),
+    "arrow_reads_csv_as_the_csv_module_does": (csv_arrow_is_csv_module, {"file": csv_files(wild=False)}, 80),
+    "binary_keeps_the_contract": (
+        binary_contract,
+        {
+            "data": st.binary(max_size=4000),
+            "name": st.sampled_from(["history.jsonl", "log.csv", "metrics.csv", "history", "h.txt"]),
+            "fmt": st.sampled_from(
+                [(), ("--format", "jsonl"), ("--format", "keras_csv"), ("--format", "lightning_csv")]
+            ),
+        },
+        30,
+    ),
+    "tensorboard_event_files_keep_the_contract": (
+        tensorboard_contract,
+        {"data": st.builds(_event_file).flatmap(mutated)},
+        25,
+    ),
+    "memory_stays_bounded_on_repeated_garbage": (
+        bounded_memory,
+        {"data": st.binary(min_size=1, max_size=64).map(lambda b: b * 50_000)},
+        10,
+    ),
 }
 LONG_FACTOR = 25
 
 for _name, (_check, _strategies, _examples) in PROPERTIES.items():
     globals()[f"test_{_name}"] = fuzz(_examples)(given(**_strategies)(_check))
     globals()[f"test_{_name}_long"] = pytest.mark.long(
-        fuzz(_examples * LONG_FACTOR)(given(**_strategies)(_check)))
+        fuzz(_examples * LONG_FACTOR)(given(**_strategies)(_check))
+    )
 
 
 def test_nan_and_infinity_survive_the_round_trip() -> None:

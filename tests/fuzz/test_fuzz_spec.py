@@ -25,23 +25,38 @@ _CHECKS = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthChec
 
 def fuzz(examples: int) -> settings:
     """Few examples each: all five properties together stay within a few seconds."""
-    return settings(max_examples=examples, deadline=None, database=None,
-                    suppress_health_check=_CHECKS)
+    return settings(max_examples=examples, deadline=None, database=None, suppress_health_check=_CHECKS)
+
+
 MEMORY_CAP = 64 * 2**20  # bytes Python may allocate for one hostile spec
 
 
 def base_spec() -> dict[str, Any]:
     return {
         "workerPoolSpecs": [
-            {"machineSpec": {"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100",
-                             "acceleratorCount": 1},
-             "replicaCount": 1,
-             "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/t:1",
-                               "command": ["python", "-m", "trainer"], "args": ["--lr=0.1"],
-                               "env": [{"name": "A", "value": "1"}]}},
-            {"machineSpec": {"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100",
-                             "acceleratorCount": 1},
-             "replicaCount": 2, "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/t:1"}},
+            {
+                "machineSpec": {
+                    "machineType": "a2-highgpu-1g",
+                    "acceleratorType": "NVIDIA_TESLA_A100",
+                    "acceleratorCount": 1,
+                },
+                "replicaCount": 1,
+                "containerSpec": {
+                    "imageUri": "us-docker.pkg.dev/p/r/t:1",
+                    "command": ["python", "-m", "trainer"],
+                    "args": ["--lr=0.1"],
+                    "env": [{"name": "A", "value": "1"}],
+                },
+            },
+            {
+                "machineSpec": {
+                    "machineType": "a2-highgpu-1g",
+                    "acceleratorType": "NVIDIA_TESLA_A100",
+                    "acceleratorCount": 1,
+                },
+                "replicaCount": 2,
+                "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/t:1"},
+            },
         ],
         "scheduling": {"strategy": "SPOT", "timeout": "3600s", "restartJobOnWorkerRestart": True},
         "baseOutputDirectory": {"outputUriPrefix": "gs://bucket/runs/r1"},
@@ -62,17 +77,39 @@ def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
 
 
 scalars = st.one_of(
-    st.none(), st.booleans(),
+    st.none(),
+    st.booleans(),
     st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=40),
-    st.sampled_from(["-1s", "-3600s", "1e999", "0x1F", "SPOT", "NVIDIA_A100", "99999999999999999999",
-                     "ya29.a0AfB_SECRETTOKEN", "${HOME}", "", " ", "\x00", "3600", "1.5s", "nan"]),
+    st.sampled_from(
+        [
+            "-1s",
+            "-3600s",
+            "1e999",
+            "0x1F",
+            "SPOT",
+            "NVIDIA_A100",
+            "99999999999999999999",
+            "ya29.a0AfB_SECRETTOKEN",
+            "${HOME}",
+            "",
+            " ",
+            "\x00",
+            "3600",
+            "1.5s",
+            "nan",
+        ]
+    ),
     st.builds(lambda n: "v" * n, st.integers(min_value=10_000, max_value=1_000_000)),
 )
-values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)),
-    max_leaves=12)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
 
 
 def _nest(value: Any, depth: int, as_list: bool) -> Any:
@@ -98,8 +135,7 @@ def mutated_specs(draw) -> dict[str, Any]:
         elif action == "delete":
             del parent[leaf]
         elif action == "rename" and isinstance(leaf, str):
-            parent[leaf + draw(st.sampled_from(["s", "_", "X", ""]))[:-1] or leaf.lower()] = \
-                parent.pop(leaf)
+            parent[leaf + draw(st.sampled_from(["s", "_", "X", ""]))[:-1] or leaf.lower()] = parent.pop(leaf)
         elif action == "nest":
             parent[leaf] = _nest(parent[leaf], draw(st.integers(0, 200)), draw(st.booleans()))
         elif action == "add" and isinstance(parent, dict):
@@ -122,9 +158,13 @@ def alias_yaml(draw) -> str:
         lines.append(f"x{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * fan) + "]")
     target = draw(st.sampled_from(["args", "command", "imageUri", "env", "machineSpec"]))
     top = f"*a{levels - 1}"
-    lines += ["workerPoolSpecs:", "- machineSpec: {machineType: n1-standard-4}",
-              f"  containerSpec: {{imageUri: img, {target}: {top}}}" if target != "machineSpec"
-              else f"  containerSpec: {{imageUri: img}}\n  machineSpec: {top}"]
+    lines += [
+        "workerPoolSpecs:",
+        "- machineSpec: {machineType: n1-standard-4}",
+        f"  containerSpec: {{imageUri: img, {target}: {top}}}"
+        if target != "machineSpec"
+        else f"  containerSpec: {{imageUri: img}}\n  machineSpec: {top}",
+    ]
     if draw(st.booleans()):
         lines.append(f"labels: {{a: {top}}}")
     return "\n".join(lines) + "\n"
@@ -175,8 +215,7 @@ def test_deep_nesting_keeps_the_contract(tmp_path, depth, kind):
 
 
 @fuzz(30)
-@given(text=st.one_of(st.text(max_size=400),
-                      st.text(alphabet="{}[]:,-&*!|>'\"#%@` \n\tabc01", max_size=300)))
+@given(text=st.one_of(st.text(max_size=400), st.text(alphabet="{}[]:,-&*!|>'\"#%@` \n\tabc01", max_size=300)))
 def test_random_text_keeps_the_contract(tmp_path, text):
     _preflight(tmp_path, text)
 

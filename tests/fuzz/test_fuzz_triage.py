@@ -18,8 +18,14 @@ from tests.fuzz.contract import assert_contract, run_cli
 from trainguard import triage
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "triage"
-REAL_LINES = sorted({line for p in FIXTURES.glob("*.txt")
-                     for line in p.read_text(encoding="utf-8").splitlines() if line.strip()})
+REAL_LINES = sorted(
+    {
+        line
+        for p in FIXTURES.glob("*.txt")
+        for line in p.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    }
+)
 SECRETS = [
     "ya29.a0AfB_byFUZZSECRET0123456789",
     "ghp_FUZZSECRETFUZZSECRETFUZZSECRETFUZZ12",
@@ -42,18 +48,25 @@ _TRACEBACK = "Traceback (most recent call last)"
 
 
 def fuzz(examples: int) -> settings:
-    return settings(max_examples=examples, deadline=None, database=None,
-                    suppress_health_check=_CHECKS)
+    return settings(max_examples=examples, deadline=None, database=None, suppress_health_check=_CHECKS)
 
 
 line_noise = st.one_of(
     st.sampled_from(REAL_LINES),
     st.text(max_size=80),
-    st.builds(lambda w, n: f"[workerpool{n}-0] {w}", st.sampled_from(REAL_LINES),
-              st.integers(0, 3)),
+    st.builds(lambda w, n: f"[workerpool{n}-0] {w}", st.sampled_from(REAL_LINES), st.integers(0, 3)),
     st.builds(lambda a, b: f"{a}\\n{b}", st.sampled_from(REAL_LINES), st.sampled_from(REAL_LINES)),
-    st.sampled_from(["  File \"/app/t.py\", line 3, in <module>", "    raise RuntimeError('x')",
-                     "\u212aILLED", "ſIGTERM", "İNTERNAL", "frame #3: c10::Error", "   ^^^^^"]),
+    st.sampled_from(
+        [
+            '  File "/app/t.py", line 3, in <module>',
+            "    raise RuntimeError('x')",
+            "\u212aILLED",
+            "ſIGTERM",
+            "İNTERNAL",
+            "frame #3: c10::Error",
+            "   ^^^^^",
+        ]
+    ),
 )
 separators = st.sampled_from(["\n", "\r\n", "\r", "\n\n"])
 
@@ -79,8 +92,7 @@ def _reference(text: str) -> list[tuple[int, int, str]]:
             after_frame = bool(triage._PYTHON_FRAME.match(piece))
             if quoted or triage._FRAME.match(piece):
                 continue
-            hits += [(number, segment, p.label) for p in triage.CLASS_PATTERNS
-                     if p.regex.search(piece)]
+            hits += [(number, segment, p.label) for p in triage.CLASS_PATTERNS if p.regex.search(piece)]
     return sorted(hits)
 
 
@@ -107,8 +119,7 @@ def test_triage_of_any_log_keeps_the_contract(tmp_path_factory, text, how):
 
 
 @fuzz(30)
-@given(before=logs(), secret=st.sampled_from(SECRETS), shape=st.sampled_from(SECRET_LINES),
-       after=logs())
+@given(before=logs(), secret=st.sampled_from(SECRETS), shape=st.sampled_from(SECRET_LINES), after=logs())
 def test_a_planted_secret_is_never_echoed(tmp_path_factory, before, secret, shape, after):
     text = "\n".join([before, shape.format(s=secret), after])
     assume(_TRACEBACK not in text)
@@ -130,8 +141,11 @@ def test_random_bytes_keep_the_contract(tmp_path_factory, data):
 
 
 @fuzz(8)
-@given(size=st.integers(min_value=100_000, max_value=2_000_000), where=st.floats(0, 1),
-       signal=st.sampled_from(["CUDA out of memory", "PERMISSION_DENIED", "Killed"]))
+@given(
+    size=st.integers(min_value=100_000, max_value=2_000_000),
+    where=st.floats(0, 1),
+    signal=st.sampled_from(["CUDA out of memory", "PERMISSION_DENIED", "Killed"]),
+)
 def test_a_megabyte_line_is_classified_and_bounded(tmp_path_factory, size, where, signal):
     at = int(size * where)
     text = "x" * at + f" {signal} " + "y" * (size - at)

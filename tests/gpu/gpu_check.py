@@ -35,8 +35,14 @@ from pathlib import Path
 
 # What a GPU machine lacks; the run fails if any of it was imported. ``google.cloud`` itself is
 # left out: some environments pre-import that namespace package at start-up.
-BLOCKED = ("kfp", "google.cloud.storage", "google.cloud.aiplatform", "google.api_core",
-           "google.auth", "typer")
+BLOCKED = (
+    "kfp",
+    "google.cloud.storage",
+    "google.cloud.aiplatform",
+    "google.api_core",
+    "google.auth",
+    "typer",
+)
 FORBIDDEN = (*BLOCKED, "sklearn")  # not blocked: torch itself probes whether sklearn exists
 
 
@@ -64,8 +70,13 @@ def build(device: torch.device, width: int):
     torch.manual_seed(0)
     random.seed(0)
     model = torch.nn.Sequential(
-        torch.nn.Linear(32, width), torch.nn.ReLU(), torch.nn.Dropout(0.1),
-        torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, 8)).to(device)
+        torch.nn.Linear(32, width),
+        torch.nn.ReLU(),
+        torch.nn.Dropout(0.1),
+        torch.nn.Linear(width, width),
+        torch.nn.ReLU(),
+        torch.nn.Linear(width, 8),
+    ).to(device)
     return model
 
 
@@ -92,9 +103,16 @@ def worker(args: argparse.Namespace) -> int:
         fully_shard(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 10))
-    ckpt = TorchCheckpointer(model, optimizer, scheduler, directory=args.dir, save=args.every,
-                             sharded=args.sharded or args.fsdp, history=args.dir + ".jsonl",
-                             retention=RetentionPolicy(keep_last=2))
+    ckpt = TorchCheckpointer(
+        model,
+        optimizer,
+        scheduler,
+        directory=args.dir,
+        save=args.every,
+        sharded=args.sharded or args.fsdp,
+        history=args.dir + ".jsonl",
+        retention=RetentionPolicy(keep_last=2),
+    )
     start = ckpt.restore()
     g = torch.Generator().manual_seed(1)
     x_all = torch.randn(4096, 32, generator=g)
@@ -117,8 +135,9 @@ def worker(args: argparse.Namespace) -> int:
     if args.fsdp:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-        weights = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True,
-                                                                       cpu_offload=True))
+        weights = get_model_state_dict(
+            model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+        )
     else:
         weights = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     torch.save(weights, args.out)
@@ -162,18 +181,21 @@ class _Forked:
         return os.waitstatus_to_exitcode(status)
 
 
-def run_worker(base: list[str], kill: tuple[int, int] | None, log: list[str],
-               fork: bool = False) -> None:
+def run_worker(base: list[str], kill: tuple[int, int] | None, log: list[str], fork: bool = False) -> None:
     """Runs the worker to completion, sending ``kill`` = (signal, at step) once; restarts it."""
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
     pending = kill
     for _ in range(4):
         if fork:
-            proc = _Forked(base, {"MASTER_ADDR": env["MASTER_ADDR"],
-                                  "MASTER_PORT": env["MASTER_PORT"]})
+            proc = _Forked(base, {"MASTER_ADDR": env["MASTER_ADDR"], "MASTER_PORT": env["MASTER_PORT"]})
         else:
-            proc = subprocess.Popen([sys.executable, __file__, "worker", *base], env=env,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            proc = subprocess.Popen(
+                [sys.executable, __file__, "worker", *base],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
         sent = False
         for line in proc.stdout:
             log.append(line.rstrip())
@@ -207,28 +229,52 @@ def digest(path: Path) -> str:
 def kill_and_resume(device: str, tmp: Path, dry: bool, rng: random.Random) -> list[dict]:
     """Byte-identical resume after SIGTERM and SIGKILL: fp32 and bf16, single file and DCP."""
     steps, every = (20, 4) if dry else (80, 8)
-    common = ["--device", device, "--steps", str(steps), "--every", str(every),
-              "--width", "64" if dry else "1024", "--sleep", "0.01"]
+    common = [
+        "--device",
+        device,
+        "--steps",
+        str(steps),
+        "--every",
+        str(every),
+        "--width",
+        "64" if dry else "1024",
+        "--sleep",
+        "0.01",
+    ]
     cases = [("fp32", []), ("bf16", ["--bf16"]), ("dcp", ["--sharded"]), ("fsdp", ["--fsdp"])]
     results = []
     for name, flags in cases:
         base_dir = tmp / f"{name}-base"
-        run_worker([*common, *flags, "--dir", str(base_dir / "ck"), "--out",
-                    str(base_dir / "model.pt")], None, [], fork=dry)
+        run_worker(
+            [*common, *flags, "--dir", str(base_dir / "ck"), "--out", str(base_dir / "model.pt")],
+            None,
+            [],
+            fork=dry,
+        )
         kills = [signal.SIGTERM, signal.SIGKILL] if name in ("fp32", "bf16") else [signal.SIGTERM]
         for sig in kills:
             out = tmp / f"{name}-{sig.name}"
             at = rng.randint(3 * every, steps - 3)  # after a save that has surely finished
             log: list[str] = []
             started = time.monotonic()
-            run_worker([*common, *flags, "--dir", str(out / "ck"), "--out", str(out / "model.pt")],
-                       (sig, at), log, fork=dry)
+            run_worker(
+                [*common, *flags, "--dir", str(out / "ck"), "--out", str(out / "model.pt")],
+                (sig, at),
+                log,
+                fork=dry,
+            )
             same = digest(out / "model.pt") == digest(base_dir / "model.pt")
             resumed = [line for line in log if line.startswith("start ") and line != "start 0"]
-            results.append({"check": f"kill-resume {name} {sig.name}", "at_step": at,
-                            "resumed_from": resumed[-1][6:] if resumed else None,
-                            "byte_identical": same, "ok": same and bool(resumed),
-                            "seconds": round(time.monotonic() - started, 1)})
+            results.append(
+                {
+                    "check": f"kill-resume {name} {sig.name}",
+                    "at_step": at,
+                    "resumed_from": resumed[-1][6:] if resumed else None,
+                    "byte_identical": same,
+                    "ok": same and bool(resumed),
+                    "seconds": round(time.monotonic() - started, 1),
+                }
+            )
             print(f"{'PASS' if results[-1]['ok'] else 'FAIL'} {results[-1]}", flush=True)
     return results
 
@@ -236,8 +282,9 @@ def kill_and_resume(device: str, tmp: Path, dry: bool, rng: random.Random) -> li
 # --- 3: the stall benchmark ----------------------------------------------------------------------
 
 
-def _loop(mode: str, model, optimizer, train_step, sync, tmp: Path, every: int, steps: int
-          ) -> tuple[float, float]:
+def _loop(
+    mode: str, model, optimizer, train_step, sync, tmp: Path, every: int, steps: int
+) -> tuple[float, float]:
     """(wall time of the loop, seconds the last save took to drain after it) for one mode."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
@@ -245,9 +292,15 @@ def _loop(mode: str, model, optimizer, train_step, sync, tmp: Path, every: int, 
     root = tmp / f"stall-{mode}"
     ckpt, future = None, None
     if mode in ("ours-async", "ours-sync"):
-        ckpt = TorchCheckpointer(model, optimizer, directory=str(root), save=every,
-                                 async_save=mode == "ours-async", handle_sigterm=False,
-                                 retention=RetentionPolicy(keep_last=1))
+        ckpt = TorchCheckpointer(
+            model,
+            optimizer,
+            directory=str(root),
+            save=every,
+            async_save=mode == "ours-async",
+            handle_sigterm=False,
+            retention=RetentionPolicy(keep_last=1),
+        )
     sync()
     started = time.perf_counter()
     for step in range(1, steps + 1):
@@ -304,8 +357,11 @@ def stall(device: str, tmp: Path, dry: bool) -> dict:
     sync()
     step_s = (time.perf_counter() - t0) / 5
     state_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values()) + sum(
-        t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values()
-        if isinstance(t, torch.Tensor))
+        t.numel() * t.element_size()
+        for s in optimizer.state.values()
+        for t in s.values()
+        if isinstance(t, torch.Tensor)
+    )
     spacing = 0.15 if dry else 3.0  # seconds of training between saves
     every = max(2, round(spacing / step_s))
     saves = 3
@@ -319,18 +375,30 @@ def stall(device: str, tmp: Path, dry: bool) -> dict:
         walls[mode].append(wall)
         drains[mode] = drain
     base = min(walls["none"])
-    report = {"state_gb": round(state_bytes / 1e9, 3), "device": device,
-              "step_s": round(step_s, 4), "saves": saves, "save_every_steps": every,
-              "save_every_s": round(every * step_s, 2), "wall_no_saves_s": round(base, 3)}
+    report = {
+        "state_gb": round(state_bytes / 1e9, 3),
+        "device": device,
+        "step_s": round(step_s, 4),
+        "saves": saves,
+        "save_every_steps": every,
+        "save_every_s": round(every * step_s, 2),
+        "wall_no_saves_s": round(base, 3),
+    }
     for mode in modes[1:]:
         report[f"ratio_{mode}"] = round(min(walls[mode]) / base, 3)
         report[f"drain_{mode}_s"] = round(drains[mode], 3)
     print("stall: wall(with saves) / wall(no saves), same loop, same state, side by side", flush=True)
     for mode in modes[1:]:
-        print(f"  {mode:<11} {report[f'ratio_{mode}']:.3f}x   (last save drained "
-              f"{report[f'drain_{mode}_s']:.2f} s after the loop)", flush=True)
-    print(f"  state {report['state_gb']} GB, a save every {report['save_every_s']} s "
-          f"({every} steps of {step_s * 1000:.1f} ms)", flush=True)
+        print(
+            f"  {mode:<11} {report[f'ratio_{mode}']:.3f}x   (last save drained "
+            f"{report[f'drain_{mode}_s']:.2f} s after the loop)",
+            flush=True,
+        )
+    print(
+        f"  state {report['state_gb']} GB, a save every {report['save_every_s']} s "
+        f"({every} steps of {step_s * 1000:.1f} ms)",
+        flush=True,
+    )
     return report
 
 
@@ -357,8 +425,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     device = "cpu" if dry else "cuda:0"
     started = time.monotonic()
-    print(f"torch {torch.__version__}, device {device}"
-          + (f" ({torch.cuda.get_device_name(0)})" if not dry else " (dry run)"), flush=True)
+    print(
+        f"torch {torch.__version__}, device {device}"
+        + (f" ({torch.cuda.get_device_name(0)})" if not dry else " (dry run)"),
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="tg-gpu-") as tmp:
         checks = kill_and_resume(device, Path(tmp), dry, random.Random(5))
         report = {"torch": torch.__version__, "device": device, "dry_run": dry, "checks": checks}
@@ -371,8 +442,11 @@ def main(argv: list[str] | None = None) -> int:
     report["ok"] = ok
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "gpu_report.json").write_text(json.dumps(report, indent=2))
-    print(f"{'ALL PASS' if ok else 'FAILED'} in {report['seconds']} s"
-          + (f"; imported {imported}" if imported else ""), flush=True)
+    print(
+        f"{'ALL PASS' if ok else 'FAILED'} in {report['seconds']} s"
+        + (f"; imported {imported}" if imported else ""),
+        flush=True,
+    )
     return 0 if ok else 1
 
 

@@ -16,17 +16,26 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_gpu_script_runs_end_to_end_on_the_cpu(tmp_path):
-    env = {**os.environ, "PYTHON": sys.executable, "OUT": str(tmp_path),
-           "TRAINGUARD_GPU_BLOCK_IMPORTS": "1"}
-    proc = subprocess.run(["bash", str(ROOT / "tests" / "gpu" / "run.sh"), "--cpu-dry-run"],
-                          env=env, capture_output=True, text=True, timeout=900)
+    env = {**os.environ, "PYTHON": sys.executable, "OUT": str(tmp_path), "TRAINGUARD_GPU_BLOCK_IMPORTS": "1"}
+    proc = subprocess.run(
+        ["bash", str(ROOT / "tests" / "gpu" / "run.sh"), "--cpu-dry-run"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     report = json.loads((tmp_path / "gpu_report.json").read_text())
     assert report["ok"] and report["dry_run"] and report["forbidden_imports"] == []
     checks = {c["check"]: c for c in report["checks"]}
-    assert set(checks) == {"kill-resume fp32 SIGTERM", "kill-resume fp32 SIGKILL",
-                           "kill-resume bf16 SIGTERM", "kill-resume bf16 SIGKILL",
-                           "kill-resume dcp SIGTERM", "kill-resume fsdp SIGTERM"}
+    assert set(checks) == {
+        "kill-resume fp32 SIGTERM",
+        "kill-resume fp32 SIGKILL",
+        "kill-resume bf16 SIGTERM",
+        "kill-resume bf16 SIGKILL",
+        "kill-resume dcp SIGTERM",
+        "kill-resume fsdp SIGTERM",
+    }
     assert all(c["byte_identical"] and c["resumed_from"] for c in checks.values())
     stall = report["stall"]
     assert {"ratio_ours-async", "ratio_ours-sync", "ratio_dcp-async", "ratio_dcp-sync"} <= set(stall)

@@ -67,8 +67,11 @@ REGISTRY_ISSUER = "trainguard-test-token-issuer"
 
 def registry_binary() -> str | None:
     """Debian's ``docker-registry`` (apt package docker-registry), or ``registry`` upstream."""
-    return (os.environ.get("TRAINGUARD_TEST_REGISTRY_BIN") or shutil.which("docker-registry")
-            or shutil.which("registry"))
+    return (
+        os.environ.get("TRAINGUARD_TEST_REGISTRY_BIN")
+        or shutil.which("docker-registry")
+        or shutil.which("registry")
+    )
 
 
 def free_port() -> int:
@@ -92,12 +95,17 @@ class TokenIssuer:
         self._key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, REGISTRY_ISSUER)])
         now = datetime.datetime.now(datetime.UTC)
-        cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-                .public_key(self._key.public_key()).serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(days=1))
-                .not_valid_after(now + datetime.timedelta(days=2))
-                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                .sign(self._key, hashes.SHA256()))
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(self._key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(self._key, hashes.SHA256())
+        )
         self.cert_path = directory / "token-cert.pem"
         self.cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         self._x5c = base64.b64encode(cert.public_bytes(serialization.Encoding.DER)).decode()
@@ -111,9 +119,16 @@ class TokenIssuer:
 
         now = int(time.time())
         header = {"typ": "JWT", "alg": "ES256", "x5c": [self._x5c]}
-        claims = {"iss": REGISTRY_ISSUER, "sub": "", "aud": REGISTRY_SERVICE, "exp": now + 600,
-                  "nbf": now - 10, "iat": now, "jti": os.urandom(8).hex(),
-                  "access": [{"type": "repository", "name": repository, "actions": actions}]}
+        claims = {
+            "iss": REGISTRY_ISSUER,
+            "sub": "",
+            "aud": REGISTRY_SERVICE,
+            "exp": now + 600,
+            "nbf": now - 10,
+            "iat": now,
+            "jti": os.urandom(8).hex(),
+            "access": [{"type": "repository", "name": repository, "actions": actions}],
+        }
         signing_input = f"{b64(json.dumps(header).encode())}.{b64(json.dumps(claims).encode())}"
         der = self._key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256()))
         r, s = utils.decode_dss_signature(der)
@@ -161,8 +176,10 @@ class TokenServer:
             if auth.startswith("Basic "):
                 basic = base64.b64decode(auth[6:]).decode()
             if repository.startswith("private/") and basic != f"oauth2accesstoken:{PRIVATE_TOKEN}":
-                status, body = 401, {"errors": [{"code": "UNAUTHORIZED",
-                                                 "message": "authentication required"}]}
+                status, body = (
+                    401,
+                    {"errors": [{"code": "UNAUTHORIZED", "message": "authentication required"}]},
+                )
             else:
                 token = self.issuer.token(repository, ["pull"])
                 body = {"token": token, "access_token": token, "expires_in": 600}
@@ -199,32 +216,49 @@ class Registry:
     def push_blob(self, repository: str, data: bytes) -> dict:
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         base = f"http://{self.host}"
-        r = requests.post(f"{base}/v2/{repository}/blobs/uploads/",
-                          headers=self._headers(repository), timeout=10)
+        r = requests.post(
+            f"{base}/v2/{repository}/blobs/uploads/", headers=self._headers(repository), timeout=10
+        )
         assert r.status_code == 202, r.text
         location = r.headers["Location"]
         url = location if location.startswith("http") else base + location
-        r = requests.put(url, params={"digest": digest}, data=data, timeout=10,
-                         headers={**self._headers(repository),
-                                  "Content-Type": "application/octet-stream"})
+        r = requests.put(
+            url,
+            params={"digest": digest},
+            data=data,
+            timeout=10,
+            headers={**self._headers(repository), "Content-Type": "application/octet-stream"},
+        )
         assert r.status_code == 201, r.text
         return {"digest": digest, "size": len(data)}
 
     def push_manifest(self, repository: str, reference: str, manifest: dict) -> dict:
         data = json.dumps(manifest).encode()
-        r = requests.put(f"http://{self.host}/v2/{repository}/manifests/{reference}", data=data,
-                         headers={**self._headers(repository),
-                                  "Content-Type": manifest["mediaType"]}, timeout=10)
+        r = requests.put(
+            f"http://{self.host}/v2/{repository}/manifests/{reference}",
+            data=data,
+            headers={**self._headers(repository), "Content-Type": manifest["mediaType"]},
+            timeout=10,
+        )
         assert r.status_code == 201, r.text
-        return {"mediaType": manifest["mediaType"], "digest": r.headers["Docker-Content-Digest"],
-                "size": len(data)}
+        return {
+            "mediaType": manifest["mediaType"],
+            "digest": r.headers["Docker-Content-Digest"],
+            "size": len(data),
+        }
 
-    def push_image(self, repository: str, reference: str, *, config: dict | None,
-                   architecture: str = "amd64", variant: str = "",
-                   docker_types: bool = False) -> dict:
+    def push_image(
+        self,
+        repository: str,
+        reference: str,
+        *,
+        config: dict | None,
+        architecture: str = "amd64",
+        variant: str = "",
+        docker_types: bool = False,
+    ) -> dict:
         """Pushes config + one layer + manifest; returns the manifest descriptor."""
-        blob = {"architecture": architecture, "os": "linux",
-                "rootfs": {"type": "layers", "diff_ids": []}}
+        blob = {"architecture": architecture, "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}}
         if variant:
             blob["variant"] = variant
         if config is not None:
@@ -232,39 +266,68 @@ class Registry:
         cfg = self.push_blob(repository, json.dumps(blob).encode())
         layer = self.push_blob(repository, os.urandom(64))
         if docker_types:
-            media, cfg_type = ("application/vnd.docker.distribution.manifest.v2+json",
-                               "application/vnd.docker.container.image.v1+json")
+            media, cfg_type = (
+                "application/vnd.docker.distribution.manifest.v2+json",
+                "application/vnd.docker.container.image.v1+json",
+            )
             layer_type = "application/vnd.docker.image.rootfs.diff.tar.gzip"
         else:
-            media, cfg_type = ("application/vnd.oci.image.manifest.v1+json",
-                               "application/vnd.oci.image.config.v1+json")
+            media, cfg_type = (
+                "application/vnd.oci.image.manifest.v1+json",
+                "application/vnd.oci.image.config.v1+json",
+            )
             layer_type = "application/vnd.oci.image.layer.v1.tar+gzip"
-        manifest = {"schemaVersion": 2, "mediaType": media,
-                    "config": {"mediaType": cfg_type, **cfg},
-                    "layers": [{"mediaType": layer_type, **layer}]}
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": media,
+            "config": {"mediaType": cfg_type, **cfg},
+            "layers": [{"mediaType": layer_type, **layer}],
+        }
         desc = self.push_manifest(repository, reference, manifest)
-        return {**desc, "platform": {"architecture": architecture, "os": "linux",
-                                     **({"variant": variant} if variant else {})}}
+        return {
+            **desc,
+            "platform": {
+                "architecture": architecture,
+                "os": "linux",
+                **({"variant": variant} if variant else {}),
+            },
+        }
 
     def push_attestation(self, repository: str, subject: str) -> dict:
         """A BuildKit-style attestation manifest (platform unknown/unknown)."""
         cfg = self.push_blob(repository, b"{}")
-        statement = self.push_blob(repository, json.dumps(
-            {"_type": "https://in-toto.io/Statement/v0.1"}).encode())
-        manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                    "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **cfg},
-                    "layers": [{"mediaType": "application/vnd.in-toto+json", **statement,
-                                "annotations": {"in-toto.io/predicate-type":
-                                                "https://spdx.dev/Document"}}]}
+        statement = self.push_blob(
+            repository, json.dumps({"_type": "https://in-toto.io/Statement/v0.1"}).encode()
+        )
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **cfg},
+            "layers": [
+                {
+                    "mediaType": "application/vnd.in-toto+json",
+                    **statement,
+                    "annotations": {"in-toto.io/predicate-type": "https://spdx.dev/Document"},
+                }
+            ],
+        }
         digest = "sha256:" + hashlib.sha256(json.dumps(manifest).encode()).hexdigest()
         desc = self.push_manifest(repository, digest, manifest)
-        return {**desc, "platform": {"architecture": "unknown", "os": "unknown"},
-                "annotations": {"vnd.docker.reference.digest": subject,
-                                "vnd.docker.reference.type": "attestation-manifest"}}
+        return {
+            **desc,
+            "platform": {"architecture": "unknown", "os": "unknown"},
+            "annotations": {
+                "vnd.docker.reference.digest": subject,
+                "vnd.docker.reference.type": "attestation-manifest",
+            },
+        }
 
     def push_index(self, repository: str, tag: str, entries: list[dict]) -> str:
-        index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-                 "manifests": entries}
+        index = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": entries,
+        }
         return self.push_manifest(repository, tag, index)["digest"]
 
 
@@ -273,23 +336,33 @@ ENTRYPOINT = ["python", "-m", "trainer.task"]
 
 def _push_test_images(reg: Registry) -> None:
     """The images the tests read (see the module docstring)."""
-    d = reg.push_image("public/trainer", "1.0", config={"Entrypoint": ENTRYPOINT,
-                                                        "Env": ["PATH=/usr/bin"]})
+    d = reg.push_image("public/trainer", "1.0", config={"Entrypoint": ENTRYPOINT, "Env": ["PATH=/usr/bin"]})
     reg.digests["public/trainer:1.0"] = d["digest"]
-    amd = reg.push_image("public/multi", "amd64-only-tag-unused", config={"Cmd": ["python",
-                                                                                 "train.py"]})
-    arm = reg.push_image("public/multi", "arm64-tag-unused", config={"Cmd": ["python", "train.py"]},
-                         architecture="arm64", variant="v8")
+    amd = reg.push_image("public/multi", "amd64-only-tag-unused", config={"Cmd": ["python", "train.py"]})
+    arm = reg.push_image(
+        "public/multi",
+        "arm64-tag-unused",
+        config={"Cmd": ["python", "train.py"]},
+        architecture="arm64",
+        variant="v8",
+    )
     att = reg.push_attestation("public/multi", amd["digest"])
     reg.digests["public/multi:2.0"] = reg.push_index("public/multi", "2.0", [amd, arm, att])
-    reg.push_image("public/noentry", "1.0", config={"Entrypoint": None, "Cmd": None,
-                                                     "Env": ["PATH=/usr/bin"]}, docker_types=True)
-    arm64 = reg.push_image("public/armonly", "arm64-unused", config={"Cmd": ["train"]},
-                           architecture="arm64", variant="v8")
-    arm7 = reg.push_image("public/armonly", "arm7-unused", config={"Cmd": ["train"]},
-                          architecture="arm", variant="v7")
-    reg.push_index("public/armonly", "1.0", [arm64, arm7, reg.push_attestation(
-        "public/armonly", arm64["digest"])])
+    reg.push_image(
+        "public/noentry",
+        "1.0",
+        config={"Entrypoint": None, "Cmd": None, "Env": ["PATH=/usr/bin"]},
+        docker_types=True,
+    )
+    arm64 = reg.push_image(
+        "public/armonly", "arm64-unused", config={"Cmd": ["train"]}, architecture="arm64", variant="v8"
+    )
+    arm7 = reg.push_image(
+        "public/armonly", "arm7-unused", config={"Cmd": ["train"]}, architecture="arm", variant="v7"
+    )
+    reg.push_index(
+        "public/armonly", "1.0", [arm64, arm7, reg.push_attestation("public/armonly", arm64["digest"])]
+    )
     reg.push_image("public/armimage", "1.0", config={"Cmd": ["train"]}, architecture="arm64")
     reg.push_image("private/trainer", "1.0", config={"Entrypoint": ENTRYPOINT})
     for name in ("bench/chief", "bench/worker", "bench/ps", "bench/eval"):
@@ -335,8 +408,9 @@ auth:
             break
         except requests.exceptions.ConnectionError:
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"docker-registry did not start: "
-                                   f"{(directory / 'registry.log').read_text()[-2000:]}") from None
+                raise RuntimeError(
+                    f"docker-registry did not start: {(directory / 'registry.log').read_text()[-2000:]}"
+                ) from None
             time.sleep(0.05)
     reg = Registry(host, issuer, tokens, process)
     _push_test_images(reg)
@@ -378,16 +452,23 @@ class Emulator:
     server: object
     url: str
 
-    def create_bucket(self, name: str, *, location: str = "", location_type: str = "",
-                      data_locations: list[str] | None = None) -> None:
+    def create_bucket(
+        self,
+        name: str,
+        *,
+        location: str = "",
+        location_type: str = "",
+        data_locations: list[str] | None = None,
+    ) -> None:
         """Creates a bucket through the real JSON API, then sets where it lives.
 
         The emulator ignores ``location`` on insert (every bucket is ``US``/``multi-region``) and
         cannot change ``locationType`` through PATCH; real GCS reports both from creation on, so
         the test seeds them into the emulator's bucket record (what GET then returns).
         """
-        r = requests.post(f"{self.url}/storage/v1/b", params={"project": PROJECT},
-                          json={"name": name}, timeout=5)
+        r = requests.post(
+            f"{self.url}/storage/v1/b", params={"project": PROJECT}, json={"name": name}, timeout=5
+        )
         assert r.status_code == 200, r.text
         record = self.server._storage.buckets[name]  # the emulator's own record; see the docstring
         if location:
@@ -451,8 +532,9 @@ class Loopback:
 
 def healthy_state() -> IamState:
     """The job SA and the service agent may write the bucket; the caller may launch and actAs."""
-    state = IamState(projects={PROJECT: PROJECT_NUMBER}, buckets={BUCKET: PROJECT},
-                     service_accounts={SA}, caller=CALLER)
+    state = IamState(
+        projects={PROJECT: PROJECT_NUMBER}, buckets={BUCKET: PROJECT}, service_accounts={SA}, caller=CALLER
+    )
     bucket = state.bucket_resource(BUCKET)
     project = state.project_resource(PROJECT)
     state.grant(f"serviceAccount:{SA}", "roles/storage.objectAdmin", bucket)
@@ -471,19 +553,40 @@ def seed_resources(servers: Loopback) -> None:
     net.add_range(PROJECT, IP_RANGE, "tg-vpc")
     net.connect(PROJECT, "tg-vpc", [IP_RANGE])
     net.add_attachment(PROJECT, REGION, ATTACHMENT)
-    net.add_reservation(PROJECT, f"{REGION}-a", "tg-a100", machine_type="a2-highgpu-1g",
-                        accelerators={"nvidia-tesla-a100": 1}, count=4, in_use=1)
+    net.add_reservation(
+        PROJECT,
+        f"{REGION}-a",
+        "tg-a100",
+        machine_type="a2-highgpu-1g",
+        accelerators={"nvidia-tesla-a100": 1},
+        count=4,
+        in_use=1,
+    )
     servers.kms.add_key(KMS_KEY)
-    servers.grant(f"serviceAccount:{VERTEX_AGENT}", "roles/cloudkms.cryptoKeyEncrypterDecrypter",
-                  servers.state.kms_resource(KMS_KEY))
-    servers.grant(f"serviceAccount:{SA}", "roles/aiplatform.user",
-                  servers.state.project_resource(PROJECT))
+    servers.grant(
+        f"serviceAccount:{VERTEX_AGENT}",
+        "roles/cloudkms.cryptoKeyEncrypterDecrypter",
+        servers.state.kms_resource(KMS_KEY),
+    )
+    servers.grant(f"serviceAccount:{SA}", "roles/aiplatform.user", servers.state.project_resource(PROJECT))
     servers.vertex.add_tensorboard(PROJECT, REGION, "42")
-    servers.vertex.add_persistent_resource(PROJECT, REGION, PERSISTENT_RESOURCE, pools=[
-        {"id": "a100", "machineSpec": {"machineType": "a2-highgpu-1g",
-                                       "acceleratorType": "NVIDIA_TESLA_A100",
-                                       "acceleratorCount": 1}, "replicaCount": "4"},
-        {"id": "cpu", "machineSpec": {"machineType": "n1-standard-8"}, "replicaCount": "2"}])
+    servers.vertex.add_persistent_resource(
+        PROJECT,
+        REGION,
+        PERSISTENT_RESOURCE,
+        pools=[
+            {
+                "id": "a100",
+                "machineSpec": {
+                    "machineType": "a2-highgpu-1g",
+                    "acceleratorType": "NVIDIA_TESLA_A100",
+                    "acceleratorCount": 1,
+                },
+                "replicaCount": "4",
+            },
+            {"id": "cpu", "machineSpec": {"machineType": "n1-standard-8"}, "replicaCount": "2"},
+        ],
+    )
 
 
 @pytest.fixture
@@ -508,19 +611,33 @@ def loopback(monkeypatch, emulator):
     servers.quotas.set_limit(A100_SPOT, 32, region=REGION)
     servers.monitoring.set_usage(A100, REGION, 2)
     emulator.create_bucket(BUCKET, location="US-CENTRAL1", location_type="region")
-    for api, server in (("CLOUDQUOTAS", servers.quotas), ("MONITORING", servers.monitoring),
-                        ("POLICYTROUBLESHOOTER", servers.troubleshooter),
-                        ("CLOUDRESOURCEMANAGER", servers.iam), ("IAM", servers.iam),
-                        ("IAMCREDENTIALS", servers.iam), ("COMPUTE", servers.compute),
-                        ("SERVICENETWORKING", servers.servicenetworking),
-                        ("CLOUDKMS", servers.kms), ("AIPLATFORM", servers.vertex)):
+    for api, server in (
+        ("CLOUDQUOTAS", servers.quotas),
+        ("MONITORING", servers.monitoring),
+        ("POLICYTROUBLESHOOTER", servers.troubleshooter),
+        ("CLOUDRESOURCEMANAGER", servers.iam),
+        ("IAM", servers.iam),
+        ("IAMCREDENTIALS", servers.iam),
+        ("COMPUTE", servers.compute),
+        ("SERVICENETWORKING", servers.servicenetworking),
+        ("CLOUDKMS", servers.kms),
+        ("AIPLATFORM", servers.vertex),
+    ):
         monkeypatch.setenv(f"TRAINGUARD_ENDPOINT_{api}", server.url)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.url)
     try:
         yield servers
     finally:
-        for server in (servers.quotas, servers.monitoring, servers.troubleshooter, servers.iam,
-                       servers.compute, servers.servicenetworking, servers.kms, servers.vertex):
+        for server in (
+            servers.quotas,
+            servers.monitoring,
+            servers.troubleshooter,
+            servers.iam,
+            servers.compute,
+            servers.servicenetworking,
+            servers.kms,
+            servers.vertex,
+        ):
             server.stop()
 
 
@@ -542,18 +659,33 @@ def all_checks():
 # --- specs ------------------------------------------------------------------------------------
 
 
-def make_spec(image: str, *, pools: list[dict] | None = None, region: str = REGION,
-              service_account: str | None = SA, output: str | None = f"gs://{BUCKET}/runs/r1",
-              strategy: str = "", **extra):
+def make_spec(
+    image: str,
+    *,
+    pools: list[dict] | None = None,
+    region: str = REGION,
+    service_account: str | None = SA,
+    output: str | None = f"gs://{BUCKET}/runs/r1",
+    strategy: str = "",
+    **extra,
+):
     """A validated JobSpec: one A100 pool running ``image`` unless ``pools`` says otherwise."""
     from trainguard.spec import parse_spec
 
-    data: dict = {"workerPoolSpecs": pools or [{
-        "machineSpec": {"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100",
-                        "acceleratorCount": 1},
-        "replicaCount": 1,
-        "containerSpec": {"imageUri": image},
-    }]}
+    data: dict = {
+        "workerPoolSpecs": pools
+        or [
+            {
+                "machineSpec": {
+                    "machineType": "a2-highgpu-1g",
+                    "acceleratorType": "NVIDIA_TESLA_A100",
+                    "acceleratorCount": 1,
+                },
+                "replicaCount": 1,
+                "containerSpec": {"imageUri": image},
+            }
+        ]
+    }
     if service_account:
         data["serviceAccount"] = service_account
     if output:

@@ -29,8 +29,9 @@ def bucket(emulator, monkeypatch):
 
 
 def test_save_restore_and_retention_on_gcs(bucket):
-    mgr = CheckpointManager(f"{bucket}/run1/checkpoints", async_save=True,
-                            retention=RetentionPolicy(keep_last=2))
+    mgr = CheckpointManager(
+        f"{bucket}/run1/checkpoints", async_save=True, retention=RetentionPolicy(keep_last=2)
+    )
     for step in (10, 20, 30):
         mgr.save(step, {"state": f"s{step}".encode(), "extra": lambda: b"x" * 1000})
     mgr.wait()
@@ -71,9 +72,15 @@ def test_the_trainer_checkpoints_to_gcs_and_resumes_bit_identical(bucket, tmp_pa
     args = ["--epochs=2", "--checkpoint-every=5", "--step-sleep=0.03"]
 
     def run(base, preempt_on=()):
-        spec = JobSpec.create("my-project", "us-central1", machine_type="n1-standard-4",
-                              image_uri="img", command=["python", str(TRAINER)], args=args,
-                              base_output_dir=base)
+        spec = JobSpec.create(
+            "my-project",
+            "us-central1",
+            machine_type="n1-standard-4",
+            image_uri="img",
+            command=["python", str(TRAINER)],
+            args=args,
+            base_output_dir=base,
+        )
         result = LocalBackend(preempt_on=list(preempt_on), grace_s=10).run(spec)
         assert result.succeeded, result.log_tail[-2000:]
         return result
@@ -95,8 +102,9 @@ def test_validate_reads_histories_from_gcs(bucket):
 
     fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "histories"
     store = GCSStore()
-    store.write_bytes(f"{bucket}/runs/overfit/history.jsonl",
-                      (fixtures / "overfit" / "history.jsonl").read_bytes())
+    store.write_bytes(
+        f"{bucket}/runs/overfit/history.jsonl", (fixtures / "overfit" / "history.jsonl").read_bytes()
+    )
     verdict = validate(f"{bucket}/runs/overfit/history.jsonl")
     assert not verdict.passed and verdict.failure_class == "overfit"
     # A TensorBoard log directory on gs:// (Keras' train/ and validation/ runs).
@@ -114,16 +122,32 @@ def test_validate_reads_histories_from_gcs(bucket):
 
 def test_random_sigkills_on_gcs_never_lose_the_newest_complete_checkpoint(bucket, emulator):
     # Re-saves of the restored step, keep_last=1, async: what lost whole runs before.
-    runs = kill_loop(f"{bucket}/kill/checkpoints", kills=4, seed=3, async_save=True, keep_last=1,
-                     size=128 << 10, max_delay=1.5, env={"STORAGE_EMULATOR_HOST": emulator.url})
+    runs = kill_loop(
+        f"{bucket}/kill/checkpoints",
+        kills=4,
+        seed=3,
+        async_save=True,
+        keep_last=1,
+        size=128 << 10,
+        max_delay=1.5,
+        env={"STORAGE_EMULATOR_HOST": emulator.url},
+    )
     assert any(r["done"] for r in runs), runs
 
 
 @pytest.mark.long
 @pytest.mark.parametrize("async_save", [True, False])
 def test_many_random_sigkills_on_gcs(bucket, emulator, async_save):
-    kill_loop(f"{bucket}/kill/checkpoints", kills=10, seed=5, async_save=async_save, keep_last=1,
-              size=128 << 10, max_delay=1.5, env={"STORAGE_EMULATOR_HOST": emulator.url})
+    kill_loop(
+        f"{bucket}/kill/checkpoints",
+        kills=10,
+        seed=5,
+        async_save=async_save,
+        keep_last=1,
+        size=128 << 10,
+        max_delay=1.5,
+        env={"STORAGE_EMULATOR_HOST": emulator.url},
+    )
 
 
 def test_sharded_checkpoints_from_two_ranks_on_gcs_restore_on_one(bucket, tmp_path):

@@ -42,19 +42,24 @@ def spec_for(name: str, base: Path, extra: list[str], env: dict | None = None) -
     pool = yaml.safe_load((ROOT / "examples" / f"local-{name}.yaml").read_text())["workerPoolSpecs"][0]
     container = pool["containerSpec"]
     command = [container["command"][0], str(ROOT / container["command"][1])]
-    return JobSpec.create("demo-project", "us-central1", machine_type="n1-standard-4",
-                          image_uri=container["imageUri"], command=command,
-                          args=[*container.get("args", []), *extra],
-                          env={**{e["name"]: e["value"] for e in container.get("env", [])},
-                               **(env or {})},
-                          base_output_dir=str(base))
+    return JobSpec.create(
+        "demo-project",
+        "us-central1",
+        machine_type="n1-standard-4",
+        image_uri=container["imageUri"],
+        command=command,
+        args=[*container.get("args", []), *extra],
+        env={**{e["name"]: e["value"] for e in container.get("env", [])}, **(env or {})},
+        base_output_dir=str(base),
+    )
 
 
 def run(name: str, base: Path, preempt_on=(), hard: bool = False, extra=SLOW):
     # Preemptions follow what the trainer prints, not wall time: start-up time varies a lot on a
     # shared machine.
     result = LocalBackend(preempt_on=list(preempt_on), grace_s=20, hard_kill=hard).run(
-        spec_for(name, base, extra))
+        spec_for(name, base, extra)
+    )
     assert result.succeeded, result.log_tail[-4000:]
     return result
 
@@ -78,8 +83,17 @@ def baselines(tmp_path_factory):
             base = tmp_path_factory.mktemp(f"{name}-baseline")
             with pytest.MonkeyPatch.context() as mp:
                 mp.chdir(ROOT)  # the spec names its trainer relative to the repository
-                outcome = run_cli("train", f"examples/local-{name}.yaml", "--local", "-p",
-                                  "demo-project", "-r", "us-central1", "--output-dir", base)
+                outcome = run_cli(
+                    "train",
+                    f"examples/local-{name}.yaml",
+                    "--local",
+                    "-p",
+                    "demo-project",
+                    "-r",
+                    "us-central1",
+                    "--output-dir",
+                    base,
+                )
             assert outcome.exit_code == 0, outcome.output[-4000:]
             cache[name] = base
         return cache[name]
@@ -123,8 +137,9 @@ def test_sigkill_at_random_moments_ends_bit_identical(name, baselines, tmp_path)
     base = baselines(name)
     rng = random.Random(f"{name}-kills")
     for i in range(4):
-        kills = [after_epoch(rng.randrange(3), round(rng.uniform(0.0, 0.5), 2))
-                 for _ in range(rng.randint(1, 2))]
+        kills = [
+            after_epoch(rng.randrange(3), round(rng.uniform(0.0, 0.5), 2)) for _ in range(rng.randint(1, 2))
+        ]
         kills.sort(key=lambda k: k[0])
         where = tmp_path / f"kill{i}"
         run(name, where, preempt_on=kills, hard=True)
@@ -150,8 +165,7 @@ def test_keras_on_the_jax_backend_resumes_bit_identical(tmp_path):
     jax_run(tmp_path / "kill", preempt_on=[after_epoch(1, 0.2)], hard_kill=True)
     for other in ("term", "kill"):
         assert digest("keras", tmp_path / other) == digest("keras", tmp_path / "base")
-        assert history(tmp_path / other / "history.jsonl") == \
-            history(tmp_path / "base" / "history.jsonl")
+        assert history(tmp_path / other / "history.jsonl") == history(tmp_path / "base" / "history.jsonl")
 
 
 # --- gs:// through the storage emulator ---------------------------------------------------------

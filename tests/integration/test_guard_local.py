@@ -43,15 +43,22 @@ def last_step(history: Path) -> int:
 
 def test_the_diverging_example_stops_early_and_the_task_exits_1(tmp_path):
     spec = example("local-diverging.yaml")
-    unguarded = train_stage(spec, project="demo-project", region="us-central1",
-                            output_dir=str(tmp_path / "off"), guard="off", stream=None)
+    unguarded = train_stage(
+        spec,
+        project="demo-project",
+        region="us-central1",
+        output_dir=str(tmp_path / "off"),
+        guard="off",
+        stream=None,
+    )
     assert unguarded.succeeded and not unguarded.stopped
     full = last_step(tmp_path / "off" / "history.jsonl")
 
     spec_file = tmp_path / "diverging.json"
     spec_file.write_text(json.dumps(spec.to_dict()))
-    outcome = run_cli("train", spec_file, *PR, "--output-dir", tmp_path / "on", "--json",
-                      tmp_path / "on.json")
+    outcome = run_cli(
+        "train", spec_file, *PR, "--output-dir", tmp_path / "on", "--json", tmp_path / "on.json"
+    )
     assert outcome.exit_code == 1, outcome.output[-3000:]
     assert "class:    divergence" in outcome.output
     assert "machine-hours saved" in outcome.output and "stopping the job" in outcome.output
@@ -68,11 +75,11 @@ def test_the_overfitting_example_ends_early_with_the_best_checkpoint_as_the_mode
     model = Artifact(tmp_path / "train" / "model")
     history = Artifact(tmp_path / "train" / "history")
     out = io.StringIO()
-    result = train_stage(spec, project="demo-project", region="us-central1", model=model,
-                         history=history, stream=out)
+    result = train_stage(
+        spec, project="demo-project", region="us-central1", model=model, history=history, stream=out
+    )
 
-    assert result.stopped["failure_class"] == "overfit" and result.stopped["success"], \
-        out.getvalue()[-3000:]
+    assert result.stopped["failure_class"] == "overfit" and result.stopped["success"], out.getvalue()[-3000:]
     steps = last_step(Path(history.path))
     assert steps < 180  # 60 epochs of 3 steps: stopped before the end
     verdict = validate(history.path)
@@ -85,5 +92,4 @@ def test_the_overfitting_example_ends_early_with_the_best_checkpoint_as_the_mode
     assert meta["model_source"] == "checkpoint" and meta["model_step"] == nearest.step
     assert meta["best_step"] == best and meta["model_metric"] == "val/loss"
     assert (Path(model.path) / "state.pt").read_bytes() == nearest.read("state.pt")
-    print(f"overfitting example: stopped at step {steps}, best {best}, model = checkpoint "
-          f"{nearest.step}")
+    print(f"overfitting example: stopped at step {steps}, best {best}, model = checkpoint {nearest.step}")

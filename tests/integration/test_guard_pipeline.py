@@ -31,18 +31,15 @@ def test_guard_and_model_choice_are_parameters_of_train_and_of_the_pipeline(comp
     assert inputs["model_choice"] == {"componentInputParameter": "model_choice"}
     # validate learns which checkpoint shipped, so an overfit that model escaped only warns.
     shipped = pipeline["dag"]["tasks"]["validate"]["inputs"]["parameters"]["shipped_step"]
-    assert shipped["taskOutputParameter"] == {"outputParameterKey": "Output",
-                                              "producerTask": "train"}
+    assert shipped["taskOutputParameter"] == {"outputParameterKey": "Output", "producerTask": "train"}
 
 
-def test_the_diverging_example_fails_the_pipeline_at_train_with_the_class_and_hours_saved(
-        tmp_path):
+def test_the_diverging_example_fails_the_pipeline_at_train_with_the_class_and_hours_saved(tmp_path):
     pytest.importorskip("torch")
     from tests.integration.test_guard_local import example
     from trainguard.pipelines.local_runner import run_local
 
-    outcome = run_local("guarded_training", example("local-diverging.yaml"),
-                        pipeline_root=str(tmp_path))
+    outcome = run_local("guarded_training", example("local-diverging.yaml"), pipeline_root=str(tmp_path))
     assert not outcome.succeeded and outcome.failed_task == "train"
     detail = outcome.failure_detail()
     assert "`divergence`" in detail and "machine-hours saved" in detail
@@ -57,8 +54,11 @@ def test_an_early_stop_on_overfit_ships_the_best_checkpoint_and_the_pipeline_pas
     from trainguard.pipelines.local_runner import run_local
 
     # The pause per step gives the guard (1 s polls) time to act before the run's natural end.
-    outcome = run_local("guarded_training", example("local-overfitting.yaml", "--step-sleep=0.05"),
-                        pipeline_root=str(tmp_path))
+    outcome = run_local(
+        "guarded_training",
+        example("local-overfitting.yaml", "--step-sleep=0.05"),
+        pipeline_root=str(tmp_path),
+    )
     assert outcome.succeeded, outcome.message
     model = outcome.metadata("train", "model")
     assert model["model_source"] == "checkpoint" and model["model_step"] < 180

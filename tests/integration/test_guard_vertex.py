@@ -49,16 +49,25 @@ class Artifact:
 
 
 def line(step, split="train", **metrics) -> bytes:
-    return (json.dumps({"step": step, "split": split, "metrics": metrics}, allow_nan=True,
-                       separators=(",", ":")) + "\n").encode()
+    return (
+        json.dumps({"step": step, "split": split, "metrics": metrics}, allow_nan=True, separators=(",", ":"))
+        + "\n"
+    ).encode()
 
 
 def spec() -> JobSpec:
-    return JobSpec.create(PROJECT, REGION, machine_type="a2-highgpu-2g",
-                          image_uri="us-docker.pkg.dev/my-project/t/trainer:1",
-                          accelerator_type="NVIDIA_TESLA_A100", accelerator_count=2,
-                          base_output_dir=BASE, command=["python", "/app/train.py"],
-                          timeout_s=10 * 3600, display_name="guarded")
+    return JobSpec.create(
+        PROJECT,
+        REGION,
+        machine_type="a2-highgpu-2g",
+        image_uri="us-docker.pkg.dev/my-project/t/trainer:1",
+        accelerator_type="NVIDIA_TESLA_A100",
+        accelerator_count=2,
+        base_output_dir=BASE,
+        command=["python", "/app/train.py"],
+        timeout_s=10 * 3600,
+        display_name="guarded",
+    )
 
 
 @pytest.fixture
@@ -68,8 +77,11 @@ def job(vertex_server, emulator, monkeypatch):
     emulator.create_bucket(BUCKET)
     fake = FakeTime()
     real = stages._backend
-    monkeypatch.setattr(stages, "_backend", lambda *a, **kw: dataclasses.replace(
-        real(*a, **kw), clock=fake.clock, sleep=fake.sleep))
+    monkeypatch.setattr(
+        stages,
+        "_backend",
+        lambda *a, **kw: dataclasses.replace(real(*a, **kw), clock=fake.clock, sleep=fake.sleep),
+    )
     blob = storage_client().bucket(BUCKET).blob("runs/r1/history.jsonl")
     state = {"chunks": [], "running_gets": 0}
 
@@ -87,9 +99,16 @@ def run(tmp_path, **kw):
     out = io.StringIO()
     history = Artifact(tmp_path / "history")
     try:
-        result = stages.train_stage(spec(), project=PROJECT, region=REGION, backend="vertex",
-                                    diagnosis_path=str(tmp_path / "diagnosis.md"),
-                                    history=history, stream=out, **kw)
+        result = stages.train_stage(
+            spec(),
+            project=PROJECT,
+            region=REGION,
+            backend="vertex",
+            diagnosis_path=str(tmp_path / "diagnosis.md"),
+            history=history,
+            stream=out,
+            **kw,
+        )
     except TrainingFailed as exc:
         return exc, out.getvalue(), history
     return result, out.getvalue(), history
@@ -103,9 +122,8 @@ def pieces(lines: list[bytes], per_poll: int) -> list[bytes]:
     return [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
-def test_a_running_job_whose_history_diverges_is_cancelled_within_two_polls(
-        job, vertex_server, tmp_path):
-    healthy = [line(10 * (i + 1), loss=2.3 * 0.95 ** i + 0.4) for i in range(24)]
+def test_a_running_job_whose_history_diverges_is_cancelled_within_two_polls(job, vertex_server, tmp_path):
+    healthy = [line(10 * (i + 1), loss=2.3 * 0.95**i + 0.4) for i in range(24)]
     exploding = [line(10 * (25 + i), loss=35.0 + (i % 4)) for i in range(30)]
     job["chunks"] = pieces(healthy + exploding, per_poll=4)
     first_bad_poll = len(healthy) // 4 + 1  # the first RUNNING poll that sees exploded records
@@ -139,7 +157,7 @@ def test_a_running_job_whose_history_diverges_is_cancelled_within_two_polls(
 
 def test_a_healthy_growing_history_is_never_cancelled(job, vertex_server, tmp_path):
     data = (FIXTURES / "healthy" / "history.jsonl").read_bytes()
-    job["chunks"] = [data[i:i + 300] for i in range(0, len(data), 300)]
+    job["chunks"] = [data[i : i + 300] for i in range(0, len(data), 300)]
     vertex_server.script(Scenario.succeeds(running=len(job["chunks"])))
 
     result, said, history = run(tmp_path)
@@ -153,8 +171,7 @@ def test_a_healthy_growing_history_is_never_cancelled(job, vertex_server, tmp_pa
     assert "STOPPED GUARDING" not in said
 
 
-def test_a_nan_in_the_last_line_written_while_the_object_grows_stops_the_job(
-        job, vertex_server, tmp_path):
+def test_a_nan_in_the_last_line_written_while_the_object_grows_stops_the_job(job, vertex_server, tmp_path):
     head = [line(10 * (i + 1), loss=2.0 - 0.04 * i) for i in range(12)]
     nan = line(130, loss=float("nan"))
     job["chunks"] = [b"".join(head[:6]), b"".join(head[6:]) + nan[:20], nan[20:]]
@@ -186,11 +203,17 @@ class _Forbidden(BaseHTTPRequestHandler):
         return
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        body = json.dumps({"error": {"code": 403, "message": "trainer@p.iam.gserviceaccount.com "
-                                     "does not have storage.objects.get access to the Google "
-                                     "Cloud Storage object.", "errors": [{
-                                         "message": "denied", "domain": "global",
-                                         "reason": "forbidden"}]}}).encode()
+        body = json.dumps(
+            {
+                "error": {
+                    "code": 403,
+                    "message": "trainer@p.iam.gserviceaccount.com "
+                    "does not have storage.objects.get access to the Google "
+                    "Cloud Storage object.",
+                    "errors": [{"message": "denied", "domain": "global", "reason": "forbidden"}],
+                }
+            }
+        ).encode()
         self.send_response(403)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(body)))
@@ -203,11 +226,15 @@ class ForbiddenStorage(LoopbackServer):
 
 
 def test_a_history_the_guard_may_not_read_is_said_at_once_and_the_job_runs_on(
-        vertex_server, monkeypatch, tmp_path):
+    vertex_server, monkeypatch, tmp_path
+):
     fake = FakeTime()
     real = stages._backend
-    monkeypatch.setattr(stages, "_backend", lambda *a, **kw: dataclasses.replace(
-        real(*a, **kw), clock=fake.clock, sleep=fake.sleep))
+    monkeypatch.setattr(
+        stages,
+        "_backend",
+        lambda *a, **kw: dataclasses.replace(real(*a, **kw), clock=fake.clock, sleep=fake.sleep),
+    )
     vertex_server.script(Scenario.succeeds(running=5))
     with ForbiddenStorage() as storage:
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", storage.url)

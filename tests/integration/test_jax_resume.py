@@ -29,8 +29,20 @@ PROJECT, REGION = "my-project", "us-central1"
 def train(out: Path, *flags: str):
     # The spec's command is relative to the repository root, as in the image (WORKDIR /app).
     with contextlib.chdir(ROOT):
-        outcome = run_cli("train", SPEC, "--local", "-p", PROJECT, "-r", REGION,
-                          "--output-dir", out, "--json", out / "result.json", *flags)
+        outcome = run_cli(
+            "train",
+            SPEC,
+            "--local",
+            "-p",
+            PROJECT,
+            "-r",
+            REGION,
+            "--output-dir",
+            out,
+            "--json",
+            out / "result.json",
+            *flags,
+        )
     assert outcome.exit_code == 0, outcome.output[-4000:]
     assert "Traceback" not in outcome.output, outcome.output[-4000:]
     return outcome, json.loads((out / "result.json").read_text())
@@ -41,8 +53,10 @@ def digest(base: Path) -> str:
 
 
 def history(base: Path):
-    return [(r["step"], r["split"], r["metrics"])
-            for r in read_history_records((base / "history.jsonl").read_text())]
+    return [
+        (r["step"], r["split"], r["metrics"])
+        for r in read_history_records((base / "history.jsonl").read_text())
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +69,7 @@ def baseline(tmp_path_factory):
     return base
 
 
-def test_the_tpu_example_preempted_at_4s_and_9s_ends_byte_identical(baseline, tmp_path,
-                                                                     monkeypatch):
+def test_the_tpu_example_preempted_at_4s_and_9s_ends_byte_identical(baseline, tmp_path, monkeypatch):
     # Steps paced at 40 ms (~11 s of training) so both preemptions land mid-run on a fast machine
     # too; the pace does not change the weights.
     monkeypatch.setenv("TRAINER_STEP_SLEEP", "0.04")
@@ -78,8 +91,12 @@ def hard_kill_runs(baseline: Path, tmp_path: Path, count: int, seed: int) -> Non
         # SIGKILL anywhere in training (~3 s of steps at 10 ms), mid-save included, once or twice.
         kills = [("training on", round(rng.uniform(0.05, 2.5), 2)) for _ in range(rng.randint(1, 2))]
         with contextlib.chdir(ROOT):
-            result = LocalBackend(output_dir=str(base), preempt_on=kills, hard_kill=True,
-                                  extra_env={"TRAINER_STEP_SLEEP": "0.01"}).run(spec)
+            result = LocalBackend(
+                output_dir=str(base),
+                preempt_on=kills,
+                hard_kill=True,
+                extra_env={"TRAINER_STEP_SLEEP": "0.01"},
+            ).run(spec)
         assert result.succeeded, result.log_tail[-3000:]
         assert result.restarts == len(kills)
         assert digest(base) == digest(baseline), f"kill points {kills}"
@@ -113,10 +130,17 @@ def test_two_processes_preempted_end_byte_identical(tmp_path):
     from trainguard.spec import JobSpec
 
     def run(base: Path, triggers=()):
-        spec = JobSpec.create(PROJECT, REGION, machine_type="n1-standard-4", image_uri="img",
-                              command=["python", "containers/trainer/jax_train.py"],
-                              args=["--epochs=3"], base_output_dir=str(base), replica_count=2,
-                              env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
+        spec = JobSpec.create(
+            PROJECT,
+            REGION,
+            machine_type="n1-standard-4",
+            image_uri="img",
+            command=["python", "containers/trainer/jax_train.py"],
+            args=["--epochs=3"],
+            base_output_dir=str(base),
+            replica_count=2,
+            env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4"},
+        )
         with contextlib.chdir(ROOT):
             result = LocalBackend(preempt_on=list(triggers)).run(spec)
         assert result.succeeded, result.log_tail[-3000:]
@@ -151,8 +175,7 @@ def test_sharded_saves_on_gcs_restore_and_retain(emulator, monkeypatch):
     sharding = NamedSharding(mesh, P(None, "x") if jax.device_count() > 1 else P())
 
     def state_of(step: int) -> dict:
-        return {"w": jax.device_put(jnp.full((8, 8 * jax.device_count()), step, jnp.float32),
-                                    sharding)}
+        return {"w": jax.device_put(jnp.full((8, 8 * jax.device_count()), step, jnp.float32), sharding)}
 
     ckpt = JaxCheckpointer(directory=directory, save=1, retention=RetentionPolicy(keep_last=2))
     for step in (1, 2, 3):

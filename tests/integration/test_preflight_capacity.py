@@ -20,14 +20,16 @@ IMAGE = "127.0.0.1:1/unused:1"
 ZONE = f"{REGION}-a"
 
 
-def a100(replicas: int = 1, reservation: str | None = RESERVATION, machine: str = "a2-highgpu-1g",
-         count: int = 1) -> dict:
-    spec = {"machineType": machine, "acceleratorType": "NVIDIA_TESLA_A100",
-            "acceleratorCount": count}
+def a100(
+    replicas: int = 1, reservation: str | None = RESERVATION, machine: str = "a2-highgpu-1g", count: int = 1
+) -> dict:
+    spec = {"machineType": machine, "acceleratorType": "NVIDIA_TESLA_A100", "acceleratorCount": count}
     if reservation:
-        spec["reservationAffinity"] = {"reservationAffinityType": "SPECIFIC_RESERVATION",
-                                       "key": "compute.googleapis.com/reservation-name",
-                                       "values": [reservation]}
+        spec["reservationAffinity"] = {
+            "reservationAffinityType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": [reservation],
+        }
     return {"machineSpec": spec, "replicaCount": replicas, "containerSpec": {"imageUri": IMAGE}}
 
 
@@ -65,8 +67,15 @@ def test_a_missing_reservation_fails(loopback):
 
 
 def test_a_reservation_without_free_vms_fails_as_capacity(loopback):
-    loopback.network.add_reservation(PROJECT, ZONE, "tg-a100", machine_type="a2-highgpu-1g",
-                                     accelerators={"nvidia-tesla-a100": 1}, count=2, in_use=2)
+    loopback.network.add_reservation(
+        PROJECT,
+        ZONE,
+        "tg-a100",
+        machine_type="a2-highgpu-1g",
+        accelerators={"nvidia-tesla-a100": 1},
+        count=2,
+        in_use=2,
+    )
     r = run()[RES]
     assert r.status is Status.FAIL and r.failure_class == "capacity"
     assert "2 VMs, 2 in use, 0 free" in r.evidence
@@ -74,42 +83,64 @@ def test_a_reservation_without_free_vms_fails_as_capacity(loopback):
 
 
 def test_a_reservation_of_other_vms_fails(loopback):
-    loopback.network.add_reservation(PROJECT, ZONE, "tg-a100", machine_type="a2-highgpu-2g",
-                                     accelerators={"nvidia-tesla-a100": 2})
+    loopback.network.add_reservation(
+        PROJECT, ZONE, "tg-a100", machine_type="a2-highgpu-2g", accelerators={"nvidia-tesla-a100": 2}
+    )
     r = run()[RES]
     assert r.status is Status.FAIL
     assert "is a2-highgpu-1g, the reservation holds a2-highgpu-2g VMs" in r.evidence
 
 
 def test_a_reservation_with_other_accelerators_fails(loopback):
-    loopback.network.add_reservation(PROJECT, ZONE, "tg-a100", machine_type="n1-standard-8",
-                                     accelerators={"nvidia-tesla-t4": 1})
-    pool = {"machineSpec": {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_V100",
-                            "acceleratorCount": 1, "reservationAffinity": a100()["machineSpec"][
-                                "reservationAffinity"]},
-            "replicaCount": 1, "containerSpec": {"imageUri": IMAGE}}
+    loopback.network.add_reservation(
+        PROJECT, ZONE, "tg-a100", machine_type="n1-standard-8", accelerators={"nvidia-tesla-t4": 1}
+    )
+    pool = {
+        "machineSpec": {
+            "machineType": "n1-standard-8",
+            "acceleratorType": "NVIDIA_TESLA_V100",
+            "acceleratorCount": 1,
+            "reservationAffinity": a100()["machineSpec"]["reservationAffinity"],
+        },
+        "replicaCount": 1,
+        "containerSpec": {"imageUri": IMAGE},
+    }
     r = run([pool])[RES]
     assert r.status is Status.FAIL and "1 × nvidia-tesla-v100" in r.evidence
 
 
 def test_a_reservation_vertex_may_not_consume_fails_with_the_sharing_fix(loopback):
-    loopback.network.add_reservation(PROJECT, ZONE, "tg-a100", machine_type="a2-highgpu-1g",
-                                     accelerators={"nvidia-tesla-a100": 1}, share_policy=None)
+    loopback.network.add_reservation(
+        PROJECT,
+        ZONE,
+        "tg-a100",
+        machine_type="a2-highgpu-1g",
+        accelerators={"nvidia-tesla-a100": 1},
+        share_policy=None,
+    )
     r = run()[RES]
     assert r.status is Status.FAIL and "not ALLOW_ALL" in r.evidence
-    assert r.remedy == (f"gcloud compute reservations update tg-a100 --zone={ZONE} "
-                        f"--project={PROJECT} --reservation-sharing-policy=ALLOW_ALL")
+    assert r.remedy == (
+        f"gcloud compute reservations update tg-a100 --zone={ZONE} "
+        f"--project={PROJECT} --reservation-sharing-policy=ALLOW_ALL"
+    )
 
 
 def test_another_projects_reservation_must_be_shared_with_the_job_project(loopback):
     other = f"projects/owner-proj/zones/{ZONE}/reservations/shared"
-    loopback.network.add_reservation("owner-proj", ZONE, "shared", machine_type="a2-highgpu-1g",
-                                     accelerators={"nvidia-tesla-a100": 1})
+    loopback.network.add_reservation(
+        "owner-proj", ZONE, "shared", machine_type="a2-highgpu-1g", accelerators={"nvidia-tesla-a100": 1}
+    )
     r = run([a100(reservation=other)])[f"reservation shared ({ZONE})"]
     assert r.status is Status.FAIL and f"not shared with {PROJECT}" in r.evidence
-    loopback.network.add_reservation("owner-proj", ZONE, "shared", machine_type="a2-highgpu-1g",
-                                     accelerators={"nvidia-tesla-a100": 1},
-                                     shared_with=(PROJECT,))
+    loopback.network.add_reservation(
+        "owner-proj",
+        ZONE,
+        "shared",
+        machine_type="a2-highgpu-1g",
+        accelerators={"nvidia-tesla-a100": 1},
+        shared_with=(PROJECT,),
+    )
     assert run([a100(reservation=other)])[f"reservation shared ({ZONE})"].status is Status.PASS
 
 
@@ -132,13 +163,17 @@ def on_resource(pools, **fields):
 
 def test_a_running_resource_with_matching_pools_passes(loopback):
     seed_resources(loopback)
-    cpu = {"machineSpec": {"machineType": "n1-standard-8"}, "replicaCount": 2,
-           "containerSpec": {"imageUri": IMAGE}}
+    cpu = {
+        "machineSpec": {"machineType": "n1-standard-8"},
+        "replicaCount": 2,
+        "containerSpec": {"imageUri": IMAGE},
+    }
     r = on_resource([a100(1, reservation=None), a100(3, reservation=None), cpu])[PR]
     assert r.status is Status.PASS, r.evidence
     [call] = loopback.vertex.calls("persistentResources")
-    assert call.path == (f"/v1/projects/{PROJECT}/locations/{REGION}/persistentResources/"
-                         f"{PERSISTENT_RESOURCE}")
+    assert call.path == (
+        f"/v1/projects/{PROJECT}/locations/{REGION}/persistentResources/{PERSISTENT_RESOURCE}"
+    )
 
 
 def test_a_missing_resource_fails(loopback):
@@ -148,23 +183,44 @@ def test_a_missing_resource_fails(loopback):
 
 
 def test_a_resource_that_is_not_running_fails(loopback):
-    loopback.vertex.add_persistent_resource(PROJECT, REGION, PERSISTENT_RESOURCE, state=5, pools=[
-        {"id": "a100", "machineSpec": {"machineType": "a2-highgpu-1g",
-                                       "acceleratorType": "NVIDIA_TESLA_A100",
-                                       "acceleratorCount": 1}, "replicaCount": "1"}])
+    loopback.vertex.add_persistent_resource(
+        PROJECT,
+        REGION,
+        PERSISTENT_RESOURCE,
+        state=5,
+        pools=[
+            {
+                "id": "a100",
+                "machineSpec": {
+                    "machineType": "a2-highgpu-1g",
+                    "acceleratorType": "NVIDIA_TESLA_A100",
+                    "acceleratorCount": 1,
+                },
+                "replicaCount": "1",
+            }
+        ],
+    )
     r = on_resource([a100(reservation=None)])[PR]
     assert r.status is Status.FAIL and "it is ERROR, not RUNNING" in r.evidence
 
 
 def test_a_pool_the_resource_does_not_have_or_cannot_hold_fails(loopback):
     seed_resources(loopback)
-    h100 = {"machineSpec": {"machineType": "a3-highgpu-1g", "acceleratorType": "NVIDIA_H100_80GB",
-                            "acceleratorCount": 1}, "replicaCount": 1,
-            "containerSpec": {"imageUri": IMAGE}}
+    h100 = {
+        "machineSpec": {
+            "machineType": "a3-highgpu-1g",
+            "acceleratorType": "NVIDIA_H100_80GB",
+            "acceleratorCount": 1,
+        },
+        "replicaCount": 1,
+        "containerSpec": {"imageUri": IMAGE},
+    }
     r = on_resource([a100(1, reservation=None), a100(4, reservation=None), h100])[PR]
     assert r.status is Status.FAIL
-    assert "workerPoolSpecs[1] (a2-highgpu-1g + 1 × NVIDIA_TESLA_A100) needs 4 replicas, " \
-           "resource pool a100 has 3" in r.evidence
+    assert (
+        "workerPoolSpecs[1] (a2-highgpu-1g + 1 × NVIDIA_TESLA_A100) needs 4 replicas, "
+        "resource pool a100 has 3" in r.evidence
+    )
     assert "a3-highgpu-1g + 1 × NVIDIA_H100_80GB) matches no resource pool" in r.evidence
 
 
@@ -172,21 +228,46 @@ def test_network_and_cmek_must_equal_the_resources(loopback):
     seed_resources(loopback)
     r = on_resource([a100(reservation=None)], network=NETWORK)[PR]
     assert r.status is Status.FAIL and "its network (none) differs" in r.evidence
-    loopback.vertex.add_persistent_resource(PROJECT, REGION, PERSISTENT_RESOURCE, network=NETWORK,
-                                            kms_key=KMS_KEY, pools=[
-        {"id": "a100", "machineSpec": {"machineType": "a2-highgpu-1g",
-                                       "acceleratorType": "NVIDIA_TESLA_A100",
-                                       "acceleratorCount": 1}, "replicaCount": "1"}])
+    loopback.vertex.add_persistent_resource(
+        PROJECT,
+        REGION,
+        PERSISTENT_RESOURCE,
+        network=NETWORK,
+        kms_key=KMS_KEY,
+        pools=[
+            {
+                "id": "a100",
+                "machineSpec": {
+                    "machineType": "a2-highgpu-1g",
+                    "acceleratorType": "NVIDIA_TESLA_A100",
+                    "acceleratorCount": 1,
+                },
+                "replicaCount": "1",
+            }
+        ],
+    )
     r = on_resource([a100(reservation=None)], network=NETWORK)[PR]
     assert r.status is Status.FAIL and f"its CMEK key {KMS_KEY} differs" in r.evidence
 
 
 def test_busy_resource_pools_warn(loopback):
-    loopback.vertex.add_persistent_resource(PROJECT, REGION, PERSISTENT_RESOURCE, pools=[
-        {"id": "a100", "machineSpec": {"machineType": "a2-highgpu-1g",
-                                       "acceleratorType": "NVIDIA_TESLA_A100",
-                                       "acceleratorCount": 1}, "replicaCount": "2",
-         "usedReplicaCount": "2"}])
+    loopback.vertex.add_persistent_resource(
+        PROJECT,
+        REGION,
+        PERSISTENT_RESOURCE,
+        pools=[
+            {
+                "id": "a100",
+                "machineSpec": {
+                    "machineType": "a2-highgpu-1g",
+                    "acceleratorType": "NVIDIA_TESLA_A100",
+                    "acceleratorCount": 1,
+                },
+                "replicaCount": "2",
+                "usedReplicaCount": "2",
+            }
+        ],
+    )
     r = on_resource([a100(reservation=None)])[PR]
     assert r.status is Status.WARN and "2 of 2 replicas busy" in r.evidence
 

@@ -44,15 +44,18 @@ def test_a_key_in_another_region_fails_before_any_call(loopback):
     assert r.status is Status.FAIL and "requires the key in the job's region" in r.evidence
     assert f"--location={REGION}" in r.remedy
     assert loopback.kms.calls() == []
-    assert not [c for c in loopback.troubleshooter.calls()
-                if "cloudkms" in c.body["accessTuple"]["fullResourceName"]]
+    assert not [
+        c for c in loopback.troubleshooter.calls() if "cloudkms" in c.body["accessTuple"]["fullResourceName"]
+    ]
 
 
 def test_a_missing_key_fails_with_the_create_command(loopback):
     [r] = run().values()
     assert r.status is Status.FAIL and "does not exist" in r.evidence
-    assert (f"gcloud kms keys create tg-key --keyring=tg-ring --location={REGION} "
-            f"--purpose=encryption --project={PROJECT}") == r.remedy
+    assert (
+        f"gcloud kms keys create tg-key --keyring=tg-ring --location={REGION} "
+        f"--purpose=encryption --project={PROJECT}"
+    ) == r.remedy
 
 
 def test_a_key_without_an_enabled_primary_version_fails(loopback):
@@ -76,17 +79,22 @@ def test_the_service_agent_without_the_role_fails_with_the_binding(loopback):
     r = run()[AGENT]
     assert r.status is Status.FAIL and r.failure_class == "permission"
     assert "lacks cloudkms.cryptoKeyVersions.useToEncrypt" in r.evidence
-    assert r.remedy == (f"gcloud kms keys add-iam-policy-binding tg-key --keyring=tg-ring "
-                        f"--location={REGION} --project={PROJECT} "
-                        f"--member=serviceAccount:{VERTEX_AGENT} "
-                        "--role=roles/cloudkms.cryptoKeyEncrypterDecrypter")
+    assert r.remedy == (
+        f"gcloud kms keys add-iam-policy-binding tg-key --keyring=tg-ring "
+        f"--location={REGION} --project={PROJECT} "
+        f"--member=serviceAccount:{VERTEX_AGENT} "
+        "--role=roles/cloudkms.cryptoKeyEncrypterDecrypter"
+    )
 
 
 def test_a_grant_on_the_project_counts(loopback):
     seed_resources(loopback)
     loopback.state.revoke(f"serviceAccount:{VERTEX_AGENT}")
-    loopback.grant(f"serviceAccount:{VERTEX_AGENT}", "roles/cloudkms.cryptoKeyEncrypterDecrypter",
-                   loopback.state.project_resource(PROJECT))
+    loopback.grant(
+        f"serviceAccount:{VERTEX_AGENT}",
+        "roles/cloudkms.cryptoKeyEncrypterDecrypter",
+        loopback.state.project_resource(PROJECT),
+    )
     assert run()[AGENT].status is Status.PASS
 
 
@@ -102,8 +110,11 @@ def test_no_direct_grant_and_no_troubleshooter_is_unknown_not_a_fail(loopback):
     seed_resources(loopback)
     loopback.troubleshooter.allowed = False
     loopback.state.revoke(f"serviceAccount:{VERTEX_AGENT}")
-    loopback.grant(f"serviceAccount:{VERTEX_AGENT}", "roles/cloudkms.cryptoKeyEncrypterDecrypter",
-                   loopback.state.project_resource(PROJECT))  # invisible from the key's policy
+    loopback.grant(
+        f"serviceAccount:{VERTEX_AGENT}",
+        "roles/cloudkms.cryptoKeyEncrypterDecrypter",
+        loopback.state.project_resource(PROJECT),
+    )  # invisible from the key's policy
     r = run()[AGENT]
     assert r.status is Status.UNKNOWN
     assert "refused the caller (403)" in r.evidence and "grant on the key ring or project" in r.evidence

@@ -17,9 +17,17 @@ def run(spec, timeout: float = 5.0) -> dict[str, object]:
     """Results by title prefix: 'bucket', 'project', 'create', 'actas'."""
     out = {}
     for r in iam_mod.iam(context(spec, timeout)):
-        key = ("create" if "create CustomJobs" in r.title else "actas" if "act as" in r.title
-               else "bucket" if f"gs://{BUCKET}" in r.title else "project" if "on project" in
-               r.title else r.title)
+        key = (
+            "create"
+            if "create CustomJobs" in r.title
+            else "actas"
+            if "act as" in r.title
+            else "bucket"
+            if f"gs://{BUCKET}" in r.title
+            else "project"
+            if "on project" in r.title
+            else r.title
+        )
         out[key] = r
     return out
 
@@ -27,9 +35,14 @@ def run(spec, timeout: float = 5.0) -> dict[str, object]:
 def test_healthy_service_account_and_caller_pass(loopback):
     results = run(make_spec(IMAGE))
     assert {k: r.status for k, r in results.items()} == {
-        "bucket": Status.PASS, "create": Status.PASS, "actas": Status.PASS}
-    assert "storage.objects.create, storage.objects.get, storage.objects.list, " \
-           "storage.objects.delete" in results["bucket"].evidence
+        "bucket": Status.PASS,
+        "create": Status.PASS,
+        "actas": Status.PASS,
+    }
+    assert (
+        "storage.objects.create, storage.objects.get, storage.objects.list, "
+        "storage.objects.delete" in results["bucket"].evidence
+    )
     assert "Policy Troubleshooter" in results["bucket"].evidence
     # one troubleshoot call per permission, sent concurrently
     assert len(loopback.troubleshooter.calls("iam:troubleshoot")) == 4
@@ -43,8 +56,10 @@ def test_missing_bucket_access_fails_listing_permissions_roles_and_the_grant(loo
     assert "storage.objects.create (roles/storage.objectCreator" in bucket.evidence
     assert "storage.objects.get (roles/storage.objectViewer" in bucket.evidence
     assert "storage.objects.delete (roles/storage.objectUser" in bucket.evidence
-    assert bucket.remedy == (f"gcloud storage buckets add-iam-policy-binding gs://{BUCKET} "
-                             f"--member={MEMBER} --role=roles/storage.objectUser")
+    assert bucket.remedy == (
+        f"gcloud storage buckets add-iam-policy-binding gs://{BUCKET} "
+        f"--member={MEMBER} --role=roles/storage.objectUser"
+    )
 
 
 def test_missing_only_delete_warns(loopback):
@@ -94,8 +109,9 @@ def test_troubleshooter_forbidden_falls_back_to_impersonation(loopback):
     project = results["project"]
     assert project.status is Status.FAIL
     assert "aiplatform.tensorboardExperiments.write" in project.evidence
-    assert project.remedy == (f"gcloud projects add-iam-policy-binding {PROJECT} --member={MEMBER} "
-                              "--role=roles/aiplatform.user")
+    assert project.remedy == (
+        f"gcloud projects add-iam-policy-binding {PROJECT} --member={MEMBER} --role=roles/aiplatform.user"
+    )
     assert len(loopback.iam.calls("generateAccessToken")) >= 1
     [test_call] = loopback.iam.calls(f"/v3/projects/{PROJECT}:testIamPermissions$")[-1:]
     assert test_call.bearer.startswith("ya29.loopback-")  # sent as the service account
@@ -110,7 +126,8 @@ def test_no_troubleshooter_and_no_impersonation_is_unknown_with_the_verify_comma
     assert bucket.remedy.startswith(
         "verify by hand: gcloud policy-intelligence troubleshoot-policy iam "
         f"//storage.googleapis.com/projects/_/buckets/{BUCKET} --principal-email={SA} "
-        "--permission=storage.objects.create")
+        "--permission=storage.objects.create"
+    )
     assert "roles/iam.serviceAccountTokenCreator" in bucket.remedy
 
 
@@ -130,8 +147,9 @@ def test_conditional_grant_is_decided_by_impersonation(loopback):
     state.grant(MEMBER, "roles/aiplatform.user", state.project_resource(PROJECT), conditional=True)
     state.grant(MEMBER, "roles/storage.objectAdmin", state.bucket_resource(BUCKET))
     state.grant(CALLER, "roles/iam.serviceAccountTokenCreator", state.sa_resource(SA))
-    spec = make_spec(IMAGE, experiment=f"projects/{PROJECT}/locations/us-central1/metadataStores/"
-                                       "default/contexts/exp1")
+    spec = make_spec(
+        IMAGE, experiment=f"projects/{PROJECT}/locations/us-central1/metadataStores/default/contexts/exp1"
+    )
     project = run(spec)["project"]
     # the condition is not evaluated by testIamPermissions of this server: not granted
     assert project.status is Status.FAIL
@@ -143,18 +161,22 @@ def test_caller_without_create_permission_fails_with_the_grant(loopback):
     create = run(make_spec(IMAGE))["create"]
     assert create.status is Status.FAIL
     assert "aiplatform.customJobs.create (roles/aiplatform.user)" in create.evidence
-    assert create.remedy == (f"gcloud projects add-iam-policy-binding {PROJECT} "
-                             "--member=user:$(gcloud config get-value account) "
-                             "--role=roles/aiplatform.user")
+    assert create.remedy == (
+        f"gcloud projects add-iam-policy-binding {PROJECT} "
+        "--member=user:$(gcloud config get-value account) "
+        "--role=roles/aiplatform.user"
+    )
 
 
 def test_caller_without_act_as_fails_with_the_grant(loopback):
     loopback.state.revoke(CALLER, "roles/iam.serviceAccountUser")
     actas = run(make_spec(IMAGE))["actas"]
     assert actas.status is Status.FAIL
-    assert actas.remedy == (f"gcloud iam service-accounts add-iam-policy-binding {SA} "
-                            "--member=user:$(gcloud config get-value account) "
-                            "--role=roles/iam.serviceAccountUser")
+    assert actas.remedy == (
+        f"gcloud iam service-accounts add-iam-policy-binding {SA} "
+        "--member=user:$(gcloud config get-value account) "
+        "--role=roles/iam.serviceAccountUser"
+    )
 
 
 def test_service_account_that_does_not_exist_fails(loopback):

@@ -20,8 +20,7 @@ def _pool(image: str, command: list[str] | None = None, args: list[str] | None =
         container["command"] = command
     if args:
         container["args"] = args
-    return {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
-            "containerSpec": container}
+    return {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1, "containerSpec": container}
 
 
 def test_image_with_entrypoint_passes_with_digest(insecure_registry):
@@ -100,13 +99,15 @@ def test_private_repository_without_credentials_is_unknown(insecure_registry):
 
 def test_private_repository_with_oauth2accesstoken_resolves(insecure_registry):
     ref = ImageRef.parse(insecure_registry.uri("private/trainer:1.0"))
-    with RegistryClient(ref.host, insecure=True,
-                        credential=lambda: ("oauth2accesstoken", PRIVATE_TOKEN)) as client:
+    with RegistryClient(
+        ref.host, insecure=True, credential=lambda: ("oauth2accesstoken", PRIVATE_TOKEN)
+    ) as client:
         info = client.resolve(ref)
     assert info.entrypoint == ENTRYPOINT
-    with RegistryClient(ref.host, insecure=True,
-                        credential=lambda: ("oauth2accesstoken", "wrong")) as client, \
-            pytest.raises(AccessDenied, match="the given credential"):
+    with (
+        RegistryClient(ref.host, insecure=True, credential=lambda: ("oauth2accesstoken", "wrong")) as client,
+        pytest.raises(AccessDenied, match="the given credential"),
+    ):
         client.resolve(ref)
 
 
@@ -147,8 +148,10 @@ def test_a_registry_that_keeps_answering_503_gives_up_at_the_retry_deadline(inse
     policy = RetryPolicy(initial_s=0.05, max_delay_s=0.1, deadline_s=0.4)
     before = len(insecure_registry.tokens.requests)
     try:
-        with RegistryClient(ref.host, insecure=True, retry=policy) as client, \
-                pytest.raises(RegistryError, match="503"):
+        with (
+            RegistryClient(ref.host, insecure=True, retry=policy) as client,
+            pytest.raises(RegistryError, match="503"),
+        ):
             client.resolve(ref)
     finally:
         insecure_registry.tokens.fail_next = []  # the registry is shared by the session

@@ -49,8 +49,7 @@ def test_a_missing_network_fails_with_the_fix(loopback):
     found = peered()
     r = found["VPC network tg-vpc"]
     assert r.status is Status.FAIL and "does not exist" in r.evidence
-    assert "gcloud services vpc-peerings connect --service=servicenetworking.googleapis.com" in \
-        r.remedy
+    assert "gcloud services vpc-peerings connect --service=servicenetworking.googleapis.com" in r.remedy
 
 
 def test_a_network_without_private_services_access_fails(loopback):
@@ -83,8 +82,7 @@ def test_a_range_of_the_wrong_purpose_or_network_fails(loopback):
     found = run(network=NETWORK, reservedIpRanges=["plain", "elsewhere"])
     assert "not VPC_PEERING" in found["reserved range plain"].evidence
     assert "not to tg-vpc" in found["reserved range elsewhere"].evidence
-    assert {found["reserved range plain"].status, found["reserved range elsewhere"].status} == {
-        Status.FAIL}
+    assert {found["reserved range plain"].status, found["reserved range elsewhere"].status} == {Status.FAIL}
 
 
 def test_a_range_not_given_to_the_connection_fails_with_the_update(loopback):
@@ -116,8 +114,7 @@ def test_compute_refused_is_unknown_naming_the_read_only_role(loopback):
 
 def test_a_psc_attachment_is_looked_up_in_the_job_region(loopback):
     seed_resources(loopback)
-    r = run(pscInterfaceConfig={"networkAttachment": ATTACHMENT})[
-        f"PSC network attachment {ATTACHMENT}"]
+    r = run(pscInterfaceConfig={"networkAttachment": ATTACHMENT})[f"PSC network attachment {ATTACHMENT}"]
     assert r.status is Status.PASS and "psc-subnet" in r.evidence
     missing = run(pscInterfaceConfig={"networkAttachment": "nope"})["PSC network attachment nope"]
     assert missing.status is Status.FAIL

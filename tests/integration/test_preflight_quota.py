@@ -12,9 +12,11 @@ IMAGE = "127.0.0.1:1/unused:1"
 
 
 def _pool(machine: str, accel: str, count: int, replicas: int) -> dict:
-    return {"machineSpec": {"machineType": machine, "acceleratorType": accel,
-                            "acceleratorCount": count},
-            "replicaCount": replicas, "containerSpec": {"imageUri": IMAGE}}
+    return {
+        "machineSpec": {"machineType": machine, "acceleratorType": accel, "acceleratorCount": count},
+        "replicaCount": replicas,
+        "containerSpec": {"imageUri": IMAGE},
+    }
 
 
 def run(spec, timeout: float = 5.0):
@@ -32,8 +34,10 @@ def test_room_in_region_passes_with_the_numbers(loopback):
 
 def test_multi_pool_job_beyond_the_limit_fails_with_increase_command_and_regions(loopback):
     loopback.monitoring.set_usage(A100, REGION, 3)
-    pools = [_pool("a2-highgpu-1g", "NVIDIA_TESLA_A100", 1, 1),
-             _pool("a2-highgpu-2g", "NVIDIA_TESLA_A100", 2, 3)]
+    pools = [
+        _pool("a2-highgpu-1g", "NVIDIA_TESLA_A100", 1, 1),
+        _pool("a2-highgpu-2g", "NVIDIA_TESLA_A100", 2, 3),
+    ]
     [result] = run(make_spec(IMAGE, pools=pools))
     assert result.status is Status.FAIL
     assert result.failure_class == "quota"
@@ -69,12 +73,26 @@ def test_region_without_its_own_entry_uses_the_default_limit(loopback):
 def test_tpu_quota_counts_chips(loopback):
     metric = "aiplatform.googleapis.com/custom_model_training_tpu_v5e"
     loopback.quotas.set_limit(metric, 4, region=REGION)
-    pools = [{**_pool("ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4, 1),
-              "machineSpec": {"machineType": "ct5lp-hightpu-4t", "acceleratorType": "TPU_V5_LITEPOD",
-                              "acceleratorCount": 4, "tpuTopology": "2x2"}},
-             {**_pool("ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4, 1),
-              "machineSpec": {"machineType": "ct5lp-hightpu-4t", "acceleratorType": "TPU_V5_LITEPOD",
-                              "acceleratorCount": 4, "tpuTopology": "2x2"}}]
+    pools = [
+        {
+            **_pool("ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4, 1),
+            "machineSpec": {
+                "machineType": "ct5lp-hightpu-4t",
+                "acceleratorType": "TPU_V5_LITEPOD",
+                "acceleratorCount": 4,
+                "tpuTopology": "2x2",
+            },
+        },
+        {
+            **_pool("ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4, 1),
+            "machineSpec": {
+                "machineType": "ct5lp-hightpu-4t",
+                "acceleratorType": "TPU_V5_LITEPOD",
+                "acceleratorCount": 4,
+                "tpuTopology": "2x2",
+            },
+        },
+    ]
     [result] = run(make_spec(IMAGE, pools=pools))
     assert result.status is Status.FAIL
     assert "limit 4, in use 0, requested 8" in result.evidence
@@ -93,9 +111,12 @@ def test_monitoring_newest_point_is_the_usage(loopback):
 
 
 def test_usage_unreadable_compares_the_limit_alone_and_warns(loopback):
-    loopback.monitoring.fail("timeSeries", 403, times=None,
-                             metadata={"permission": "monitoring.timeSeries.list",
-                                       "resource": f"projects/{PROJECT}"})
+    loopback.monitoring.fail(
+        "timeSeries",
+        403,
+        times=None,
+        metadata={"permission": "monitoring.timeSeries.list", "resource": f"projects/{PROJECT}"},
+    )
     [result] = run(make_spec(IMAGE))
     assert result.status is Status.WARN
     assert "limit 8 covers the 1 requested" in result.evidence
@@ -106,23 +127,30 @@ def test_usage_unreadable_compares_the_limit_alone_and_warns(loopback):
 
 def test_usage_unreadable_and_limit_too_small_still_fails(loopback):
     loopback.monitoring.fail("timeSeries", 403, times=None)
-    pools = [_pool("a2-highgpu-8g", "NVIDIA_TESLA_A100", 8, 1),
-             _pool("a2-highgpu-8g", "NVIDIA_TESLA_A100", 8, 1)]
+    pools = [
+        _pool("a2-highgpu-8g", "NVIDIA_TESLA_A100", 8, 1),
+        _pool("a2-highgpu-8g", "NVIDIA_TESLA_A100", 8, 1),
+    ]
     [result] = run(make_spec(IMAGE, pools=pools))
     assert result.status is Status.FAIL
     assert "limit 8, usage unknown" in result.evidence and "requested 16" in result.evidence
 
 
 def test_quotas_forbidden_is_unknown_naming_the_permission_and_the_gcloud_check(loopback):
-    loopback.quotas.fail("quotaInfos", 403, times=None,
-                         metadata={"permission": "cloudquotas.quotas.get",
-                                   "resource": f"projects/{PROJECT}"})
+    loopback.quotas.fail(
+        "quotaInfos",
+        403,
+        times=None,
+        metadata={"permission": "cloudquotas.quotas.get", "resource": f"projects/{PROJECT}"},
+    )
     [result] = run(make_spec(IMAGE))
     assert result.status is Status.UNKNOWN
     assert "cloudquotas.quotas.get" in result.evidence
     assert "roles/cloudquotas.viewer" in result.evidence
-    assert (f"gcloud quotas info list --service=aiplatform.googleapis.com --project={PROJECT} "
-            f"--filter=metric={A100}") in result.remedy
+    assert (
+        f"gcloud quotas info list --service=aiplatform.googleapis.com --project={PROJECT} "
+        f"--filter=metric={A100}"
+    ) in result.remedy
 
 
 def test_rate_limited_then_answers_is_retried(loopback):
@@ -146,8 +174,11 @@ N2_CPUS = "aiplatform.googleapis.com/custom_model_training_n2_cpus"
 
 
 def _cpu_pool(machine: str, replicas: int) -> dict:
-    return {"machineSpec": {"machineType": machine}, "replicaCount": replicas,
-            "containerSpec": {"imageUri": IMAGE}}
+    return {
+        "machineSpec": {"machineType": machine},
+        "replicaCount": replicas,
+        "containerSpec": {"imageUri": IMAGE},
+    }
 
 
 def test_cpu_only_job_passes_on_its_cpu_quota_with_the_numbers(loopback):
@@ -177,10 +208,18 @@ def test_cpu_family_metric_the_project_does_not_list_is_unknown(loopback):
 def test_a_v5e_multi_host_slice_is_charged_its_chips(loopback):
     metric = "aiplatform.googleapis.com/custom_model_training_tpu_v5e"
     loopback.quotas.set_limit(metric, 16, region=REGION)
-    pools = [{"machineSpec": {"machineType": "ct5lp-hightpu-4t",
-                              "acceleratorType": "TPU_V5_LITEPOD", "acceleratorCount": 4,
-                              "tpuTopology": "4x8"},
-              "replicaCount": 1, "containerSpec": {"imageUri": IMAGE}}]
+    pools = [
+        {
+            "machineSpec": {
+                "machineType": "ct5lp-hightpu-4t",
+                "acceleratorType": "TPU_V5_LITEPOD",
+                "acceleratorCount": 4,
+                "tpuTopology": "4x8",
+            },
+            "replicaCount": 1,
+            "containerSpec": {"imageUri": IMAGE},
+        }
+    ]
     [result] = run(make_spec(IMAGE, pools=pools))
     assert result.status is Status.FAIL
     assert "limit 16, in use 0, requested 32 chips" in result.evidence
@@ -189,9 +228,18 @@ def test_a_v5e_multi_host_slice_is_charged_its_chips(loopback):
 def test_a_v4_pod_gets_a_real_verdict_when_the_project_lists_its_metric(loopback):
     metric = "aiplatform.googleapis.com/custom_model_training_tpu_v4_pod_cores"
     loopback.quotas.set_limit(metric, 64, region=REGION)
-    pools = [{"machineSpec": {"machineType": "ct4p-hightpu-4t", "acceleratorType": "TPU_V4_POD",
-                              "acceleratorCount": 4, "tpuTopology": "2x2x4"},
-              "replicaCount": 1, "containerSpec": {"imageUri": IMAGE}}]
+    pools = [
+        {
+            "machineSpec": {
+                "machineType": "ct4p-hightpu-4t",
+                "acceleratorType": "TPU_V4_POD",
+                "acceleratorCount": 4,
+                "tpuTopology": "2x2x4",
+            },
+            "replicaCount": 1,
+            "containerSpec": {"imageUri": IMAGE},
+        }
+    ]
     [result] = run(make_spec(IMAGE, pools=pools))
     assert result.status is Status.PASS, result.evidence
     assert f"{metric} in {REGION}: limit 64, in use 0, requested 32 cores" in result.evidence
@@ -201,9 +249,18 @@ def test_a_v4_pod_gets_a_real_verdict_when_the_project_lists_its_metric(loopback
 
 
 def test_a_v4_pod_whose_metric_is_not_listed_is_unknown_not_a_guess(loopback):
-    pools = [{"machineSpec": {"machineType": "ct4p-hightpu-4t", "acceleratorType": "TPU_V4_POD",
-                              "acceleratorCount": 4, "tpuTopology": "2x2x1"},
-              "replicaCount": 1, "containerSpec": {"imageUri": IMAGE}}]
+    pools = [
+        {
+            "machineSpec": {
+                "machineType": "ct4p-hightpu-4t",
+                "acceleratorType": "TPU_V4_POD",
+                "acceleratorCount": 4,
+                "tpuTopology": "2x2x1",
+            },
+            "replicaCount": 1,
+            "containerSpec": {"imageUri": IMAGE},
+        }
+    ]
     [result] = run(make_spec(IMAGE, pools=pools))
     assert result.status is Status.UNKNOWN
     assert "lists no metric matching" in result.evidence and "TPU_V4_POD" in result.evidence

@@ -45,20 +45,22 @@ def test_bucket_in_another_region_warns(loopback):
 
 
 def test_dual_region_including_the_job_region_still_warns(loopback):
-    loopback.emulator.create_bucket("tg-dual", location="US", location_type="dual-region",
-                                    data_locations=["US-CENTRAL1", "US-EAST1"])
+    loopback.emulator.create_bucket(
+        "tg-dual", location="US", location_type="dual-region", data_locations=["US-CENTRAL1", "US-EAST1"]
+    )
     [result] = run(make_spec(IMAGE, output="gs://tg-dual/runs"))
     assert result.status is Status.WARN
-    assert "dual-region US (us-central1, us-east1) which includes the job's region" in \
-        result.evidence
+    assert "dual-region US (us-central1, us-east1) which includes the job's region" in result.evidence
 
 
 def test_missing_bucket_fails_with_the_create_command(loopback):
     [result] = run(make_spec(IMAGE, output="gs://tg-nowhere/runs/r1"))
     assert result.status is Status.FAIL
     assert "gs://tg-nowhere of baseOutputDirectory does not exist" in result.evidence
-    assert result.remedy == (f"gcloud storage buckets create gs://tg-nowhere --project={PROJECT} "
-                             "--location=us-central1 --uniform-bucket-level-access")
+    assert result.remedy == (
+        f"gcloud storage buckets create gs://tg-nowhere --project={PROJECT} "
+        "--location=us-central1 --uniform-bucket-level-access"
+    )
 
 
 def test_no_output_directory_has_nothing_to_check(loopback):
@@ -68,15 +70,18 @@ def test_no_output_directory_has_nothing_to_check(loopback):
 
 def test_forbidden_bucket_is_unknown_naming_the_permission(loopback, monkeypatch):
     with RefusingStorage() as server:
-        server.fail(r"/storage/v1/b/", 403, times=None,
-                    message="alice@example.com does not have storage.buckets.get access to the "
-                            "Google Cloud Storage bucket.",
-                    metadata={"permission": "storage.buckets.get"})
+        server.fail(
+            r"/storage/v1/b/",
+            403,
+            times=None,
+            message="alice@example.com does not have storage.buckets.get access to the "
+            "Google Cloud Storage bucket.",
+            metadata={"permission": "storage.buckets.get"},
+        )
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)
         [result] = run(make_spec(IMAGE))
     assert result.status is Status.UNKNOWN
-    assert "storage.buckets.get" in result.evidence and "roles/storage.bucketViewer" in \
-        result.evidence
+    assert "storage.buckets.get" in result.evidence and "roles/storage.bucketViewer" in result.evidence
     assert f"gcloud storage buckets describe gs://{BUCKET}" in result.remedy
 
 

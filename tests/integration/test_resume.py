@@ -26,9 +26,16 @@ ARGS = ["--epochs=4", "--dropout=0.2", "--checkpoint-every=7", "--step-sleep=0.0
 def run(base: Path, preempt_on=(), hard=False, args=ARGS, replicas=1):
     # Preemptions are triggered by what the trainer prints, not by wall time: start-up time
     # varies a lot on a shared machine, so a timer could fire before training or after it.
-    spec = JobSpec.create("my-project", "us-central1", machine_type="n1-standard-4",
-                          image_uri="img", command=["python", str(TRAINER)], args=args,
-                          base_output_dir=str(base), replica_count=replicas)
+    spec = JobSpec.create(
+        "my-project",
+        "us-central1",
+        machine_type="n1-standard-4",
+        image_uri="img",
+        command=["python", str(TRAINER)],
+        args=args,
+        base_output_dir=str(base),
+        replica_count=replicas,
+    )
     result = LocalBackend(preempt_on=list(preempt_on), grace_s=10, hard_kill=hard).run(spec)
     assert result.succeeded, result.log_tail[-3000:]
     return result
@@ -39,8 +46,10 @@ def digest(base: Path) -> str:
 
 
 def history(base: Path):
-    return [(r["step"], r["split"], r["metrics"]["loss"])
-            for r in read_history_records((base / "history.jsonl").read_text())]
+    return [
+        (r["step"], r["split"], r["metrics"]["loss"])
+        for r in read_history_records((base / "history.jsonl").read_text())
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +60,9 @@ def baseline(tmp_path_factory):
 
 
 # One preemption in the default suite; two and three (the same path, longer) in the long one.
-@pytest.mark.parametrize("preemptions", [1, pytest.param(2, marks=pytest.mark.long),
-                                         pytest.param(3, marks=pytest.mark.long)])
+@pytest.mark.parametrize(
+    "preemptions", [1, pytest.param(2, marks=pytest.mark.long), pytest.param(3, marks=pytest.mark.long)]
+)
 def test_preempted_runs_end_bit_identical(baseline, tmp_path, preemptions):
     # Mid-epoch 1, then mid-epoch 2, then mid-epoch 3 (each after a resume).
     triggers = [(f"epoch {e} step", 0.1) for e in range(preemptions)]
@@ -68,8 +78,7 @@ def hard_kill_runs(baseline, tmp_path, count, seed):
     for i in range(count):
         base = tmp_path / f"kill{i}"
         # SIGKILL anywhere in training (~2 s of steps), mid-save included, once or twice.
-        kills = [("training on", round(rng.uniform(0.05, 1.8), 2))
-                 for _ in range(rng.randint(1, 2))]
+        kills = [("training on", round(rng.uniform(0.05, 1.8), 2)) for _ in range(rng.randint(1, 2))]
         run(base, preempt_on=kills, hard=True)
         assert digest(base) == digest(baseline), f"kill points {kills}"
         assert history(base) == history(baseline), f"kill points {kills}"
@@ -100,8 +109,7 @@ def example(name: str, base: Path, *extra_args: str) -> JobSpec:
     data = load_spec(ROOT / "examples" / name, project="my-project", region="us-central1").to_dict()
     for pool in data["workerPoolSpecs"]:
         container = pool["containerSpec"]
-        container["command"] = [str(TRAINER) if c.endswith("train.py") else c
-                                for c in container["command"]]
+        container["command"] = [str(TRAINER) if c.endswith("train.py") else c for c in container["command"]]
         container["args"] = [*container.get("args", []), *extra_args]
     data["baseOutputDirectory"] = {"outputUriPrefix": str(base)}
     return parse_spec(data, project="my-project", region="us-central1")
@@ -118,8 +126,9 @@ FAST_FSDP = ("--epochs=4", "--step-sleep=0.02", "--checkpoint-every=10")
 
 def test_the_fsdp_example_resumes_bit_identical_after_a_preemption(tmp_path):
     run_example(example("local-fsdp.yaml", tmp_path / "base", *FAST_FSDP))
-    result = run_example(example("local-fsdp.yaml", tmp_path / "pre", *FAST_FSDP),
-                         preempt_on=[("epoch 1 step", 0.05)])
+    result = run_example(
+        example("local-fsdp.yaml", tmp_path / "pre", *FAST_FSDP), preempt_on=[("epoch 1 step", 0.05)]
+    )
     assert result.restarts == 1 and "resumed from checkpoint" in result.log_tail
     assert "rank 1/2" in result.log_tail
     assert any((tmp_path / "pre" / "checkpoints").glob("step-*/a-*/__1_0.distcp"))  # sharded
@@ -130,10 +139,28 @@ def test_the_fsdp_example_resumes_bit_identical_after_a_preemption(tmp_path):
 def cli_train(spec: str, out: Path, *flags: str) -> dict:
     """``trainguard train SPEC --local …`` as a user types it (from the repository root)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "trainguard.cli", "train", f"examples/{spec}", "--local",
-         "-p", "demo-project", "-r", "us-central1", "--output-dir", str(out),
-         "--json", str(out) + ".json", *flags], cwd=ROOT, capture_output=True, text=True,
-        timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "trainguard.cli",
+            "train",
+            f"examples/{spec}",
+            "--local",
+            "-p",
+            "demo-project",
+            "-r",
+            "us-central1",
+            "--output-dir",
+            str(out),
+            "--json",
+            str(out) + ".json",
+            *flags,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     return json.loads(Path(str(out) + ".json").read_text())
 
@@ -178,10 +205,20 @@ def test_the_trainer_refuses_a_crafted_checkpoint_with_exit_2(tmp_path):
     good.save(5, {"state.pt": b"(an older checkpoint)"}, format="torch")
     crafted = pickle.dumps({"model": {}, "rng": Planted()})
     good.save(10, {"state.pt": crafted}, format="torch")
-    env = {**os.environ, "AIP_CHECKPOINT_DIR": str(ckpts), "AIP_MODEL_DIR": str(tmp_path / "m"),
-           "TRAINGUARD_HISTORY": str(tmp_path / "h.jsonl")}
-    proc = subprocess.run([sys.executable, str(TRAINER), "--epochs=1"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "AIP_CHECKPOINT_DIR": str(ckpts),
+        "AIP_MODEL_DIR": str(tmp_path / "m"),
+        "TRAINGUARD_HISTORY": str(tmp_path / "h.jsonl"),
+    }
+    proc = subprocess.run(
+        [sys.executable, str(TRAINER), "--epochs=1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     path = good.checkpoint(10).path("state.pt")

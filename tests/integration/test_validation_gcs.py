@@ -63,12 +63,12 @@ def any_names(monkeypatch):
     """
     from gcp_storage_emulator import storage as emulator_storage
 
-    monkeypatch.setattr(emulator_storage._FileStore, "_norm",
-                        staticmethod(lambda path: path.replace("\\", "/").strip("/")))
+    monkeypatch.setattr(
+        emulator_storage._FileStore, "_norm", staticmethod(lambda path: path.replace("\\", "/").strip("/"))
+    )
 
 
-def test_object_names_cannot_write_outside_the_download_directory(bucket, tmp_path, monkeypatch,
-                                                                   any_names):
+def test_object_names_cannot_write_outside_the_download_directory(bucket, tmp_path, monkeypatch, any_names):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the download directory goes
@@ -79,9 +79,11 @@ def test_object_names_cannot_write_outside_the_download_directory(bucket, tmp_pa
             store.upload_file(str(path), f"{bucket}/runs/{rel}")
     planted = next((FIXTURES / "explode" / "tb_torch").iterdir()).read_bytes()
     # Each would land outside the temporary directory, or on top of another file, if joined as is.
-    hostile = ["runs/tb_keras/../../../escaped.tfevents.1",
-               "runs/tb_keras/train/../../../../escaped.tfevents.2",
-               "runs/tb_keras//train/events.out.tfevents.3"]
+    hostile = [
+        "runs/tb_keras/../../../escaped.tfevents.1",
+        "runs/tb_keras/train/../../../../escaped.tfevents.2",
+        "runs/tb_keras//train/events.out.tfevents.3",
+    ]
     for name in hostile:
         store.write_bytes(f"{bucket}/{name}", planted)
     assert {f"{bucket}/{n}" for n in hostile} <= set(store.list(f"{bucket}/runs"))
@@ -138,7 +140,6 @@ def test_a_directory_with_a_lightning_log(bucket, tmp_path):
     run = tmp_path / "lightning_logs" / "version_0"
     run.mkdir(parents=True)
     shutil.copyfile(FIXTURES / "overfit" / "metrics.csv", run / "metrics.csv")
-    GCSStore().upload_file(str(run / "metrics.csv"), f"{bucket}/lt/lightning_logs/version_0/"
-                                                      f"metrics.csv")
+    GCSStore().upload_file(str(run / "metrics.csv"), f"{bucket}/lt/lightning_logs/version_0/metrics.csv")
     verdict = validate(f"{bucket}/lt")
     assert verdict.series["format"] == "lightning_csv" and verdict.failure_class == "overfit"

@@ -66,10 +66,17 @@ def backend(fake_time: FakeTime, **kw) -> VertexBackend:
 
 
 def a100_spec(**kw) -> JobSpec:
-    args = dict(machine_type="a2-highgpu-1g", image_uri="us-docker.pkg.dev/my-project/t/trainer:1",
-                accelerator_type="NVIDIA_TESLA_A100", accelerator_count=1, spot=True,
-                base_output_dir="gs://bucket/runs/r1", command=["python", "/app/train.py"],
-                env={"LR": "0.1"}, display_name="guarded")
+    args = dict(
+        machine_type="a2-highgpu-1g",
+        image_uri="us-docker.pkg.dev/my-project/t/trainer:1",
+        accelerator_type="NVIDIA_TESLA_A100",
+        accelerator_count=1,
+        spot=True,
+        base_output_dir="gs://bucket/runs/r1",
+        command=["python", "/app/train.py"],
+        env={"LR": "0.1"},
+        display_name="guarded",
+    )
     args.update(kw)
     return JobSpec.create(PROJECT, REGION, **args)
 
@@ -86,8 +93,9 @@ def test_creates_the_job_polls_with_backoff_and_succeeds(vertex_server, fake_tim
     vertex_server.script(Scenario.succeeds(queued=2, pending=2, running=6))
     out = io.StringIO()
     gcp_resources = tmp_path / "outputs" / "gcp_resources"
-    result = backend(fake_time, gcp_resources_path=str(gcp_resources), stream=out,
-                     extra_env={"EXTRA": "1"}).run(a100_spec())
+    result = backend(
+        fake_time, gcp_resources_path=str(gcp_resources), stream=out, extra_env={"EXTRA": "1"}
+    ).run(a100_spec())
 
     assert result.succeeded and result.error == ""
     job_id = only_job_id(vertex_server)
@@ -95,8 +103,10 @@ def test_creates_the_job_polls_with_backoff_and_succeeds(vertex_server, fake_tim
     assert result.model_dir == "gs://bucket/runs/r1/model/"
     assert result.checkpoint_dir == "gs://bucket/runs/r1/checkpoints/"
     assert result.history_path == "gs://bucket/runs/r1/history.jsonl"
-    assert result.console_url == (f"https://console.cloud.google.com/vertex-ai/locations/{REGION}"
-                                  f"/training/{job_id}/cpu?project={PROJECT}")
+    assert result.console_url == (
+        f"https://console.cloud.google.com/vertex-ai/locations/{REGION}"
+        f"/training/{job_id}/cpu?project={PROJECT}"
+    )
 
     (create,) = vertex_server.calls("create")
     assert create.path == f"/v1/projects/{PROJECT}/locations/{REGION}/customJobs"
@@ -104,14 +114,18 @@ def test_creates_the_job_polls_with_backoff_and_succeeds(vertex_server, fake_tim
     body = create.body
     assert body["displayName"] == "guarded"
     pool = body["jobSpec"]["workerPoolSpecs"][0]
-    assert pool["machineSpec"] == {"machineType": "a2-highgpu-1g", "acceleratorType": A100,
-                                   "acceleratorCount": 1}
+    assert pool["machineSpec"] == {
+        "machineType": "a2-highgpu-1g",
+        "acceleratorType": A100,
+        "acceleratorCount": 1,
+    }
     assert pool["replicaCount"] == "1"  # int64 travels as a string
     assert pool["containerSpec"]["command"] == ["python", "/app/train.py"]
     assert pool["containerSpec"]["env"] == [
         {"name": "LR", "value": "0.1"},
         {"name": "TRAINGUARD_HISTORY", "value": "gs://bucket/runs/r1/history.jsonl"},
-        {"name": "EXTRA", "value": "1"}]
+        {"name": "EXTRA", "value": "1"},
+    ]
     assert body["jobSpec"]["scheduling"] == {"strategy": SPOT}
     assert body["jobSpec"]["baseOutputDirectory"] == {"outputUriPrefix": "gs://bucket/runs/r1"}
     assert re.fullmatch(r"[0-9a-f]{32}", body["labels"][LAUNCH_ID_LABEL])
@@ -132,8 +146,9 @@ def test_creates_the_job_polls_with_backoff_and_succeeds(vertex_server, fake_tim
     prefix = f"https://{REGION}-aiplatform.googleapis.com/v1/"
     assert resource.resource_uri == prefix + result.job_name
     assert re.findall(f"{prefix}(.*)", resource.resource_uri) == [result.job_name]
-    assert json.loads(text) == {"resources": [{"resourceType": "CustomJob",
-                                               "resourceUri": prefix + result.job_name}]}
+    assert json.loads(text) == {
+        "resources": [{"resourceType": "CustomJob", "resourceUri": prefix + result.job_name}]
+    }
 
 
 def test_every_spec_field_reaches_vertex(vertex_server, fake_time):
@@ -142,21 +157,41 @@ def test_every_spec_field_reaches_vertex(vertex_server, fake_time):
         "labels": {"team": "ml"},
         "jobSpec": {
             "workerPoolSpecs": [
-                {"machineSpec": {"machineType": "ct5lp-hightpu-8t", "acceleratorType": "TPU_V5_LITEPOD",
-                                 "acceleratorCount": 8, "tpuTopology": "2x4"},
-                 "replicaCount": 1,
-                 "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/jax:1", "args": ["--steps=10"]}},
-                {"machineSpec": {"machineType": "ct5lp-hightpu-8t", "acceleratorType": "TPU_V5_LITEPOD",
-                                 "acceleratorCount": 8, "tpuTopology": "2x4"},
-                 "replicaCount": 3,
-                 "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/jax:1"}},
+                {
+                    "machineSpec": {
+                        "machineType": "ct5lp-hightpu-8t",
+                        "acceleratorType": "TPU_V5_LITEPOD",
+                        "acceleratorCount": 8,
+                        "tpuTopology": "2x4",
+                    },
+                    "replicaCount": 1,
+                    "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/jax:1", "args": ["--steps=10"]},
+                },
+                {
+                    "machineSpec": {
+                        "machineType": "ct5lp-hightpu-8t",
+                        "acceleratorType": "TPU_V5_LITEPOD",
+                        "acceleratorCount": 8,
+                        "tpuTopology": "2x4",
+                    },
+                    "replicaCount": 3,
+                    "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/jax:1"},
+                },
                 {},
-                {"machineSpec": {"machineType": "n1-highcpu-16"}, "replicaCount": 2,
-                 "containerSpec": {"imageUri": "us-docker.pkg.dev/vertex-ai-restricted/training/"
-                                               "reductionserver:latest"}},
+                {
+                    "machineSpec": {"machineType": "n1-highcpu-16"},
+                    "replicaCount": 2,
+                    "containerSpec": {
+                        "imageUri": "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+                    },
+                },
             ],
-            "scheduling": {"strategy": "FLEX_START", "maxWaitDuration": "1800s",
-                           "restartJobOnWorkerRestart": True, "timeout": "7200s"},
+            "scheduling": {
+                "strategy": "FLEX_START",
+                "maxWaitDuration": "1800s",
+                "restartJobOnWorkerRestart": True,
+                "timeout": "7200s",
+            },
             "baseOutputDirectory": {"outputUriPrefix": "gs://bucket/runs/tpu"},
             "serviceAccount": "trainer@my-project.iam.gserviceaccount.com",
             "network": "projects/123456789012/global/networks/training",
@@ -172,22 +207,31 @@ def test_every_spec_field_reaches_vertex(vertex_server, fake_time):
     assert body["labels"]["team"] == "ml"
     js = body["jobSpec"]
     chief, workers, placeholder, reducer = js["workerPoolSpecs"]
-    assert chief["machineSpec"] == {"machineType": "ct5lp-hightpu-8t", "acceleratorType": TPU_V5E,
-                                    "acceleratorCount": 8, "tpuTopology": "2x4"}
+    assert chief["machineSpec"] == {
+        "machineType": "ct5lp-hightpu-8t",
+        "acceleratorType": TPU_V5E,
+        "acceleratorCount": 8,
+        "tpuTopology": "2x4",
+    }
     assert chief["containerSpec"]["args"] == ["--steps=10"]
     assert workers["replicaCount"] == "3"
     assert placeholder == {}  # an empty pool keeps its place and stays empty
     assert reducer["machineSpec"] == {"machineType": "n1-highcpu-16"}
     assert reducer["replicaCount"] == "2"
-    assert js["scheduling"] == {"strategy": FLEX_START, "maxWaitDuration": "1800s",
-                                "restartJobOnWorkerRestart": True, "timeout": "7200s"}
+    assert js["scheduling"] == {
+        "strategy": FLEX_START,
+        "maxWaitDuration": "1800s",
+        "restartJobOnWorkerRestart": True,
+        "timeout": "7200s",
+    }
     assert js["serviceAccount"] == "trainer@my-project.iam.gserviceaccount.com"
     assert js["network"] == "projects/123456789012/global/networks/training"
     assert js["tensorboard"] == f"projects/{PROJECT}/locations/{REGION}/tensorboards/42"
     assert js["enableWebAccess"] is True
     for pool in (chief, workers, reducer):
-        assert {"name": "TRAINGUARD_HISTORY", "value": "gs://bucket/runs/tpu/history.jsonl"} in \
-            pool["containerSpec"]["env"]
+        assert {"name": "TRAINGUARD_HISTORY", "value": "gs://bucket/runs/tpu/history.jsonl"} in pool[
+            "containerSpec"
+        ]["env"]
     job = next(iter(vertex_server.jobs.values()))
     assert job.web_access_uris  # Vertex answered with the web-access URIs
 
@@ -202,23 +246,32 @@ def test_the_examples_are_accepted_as_sent(vertex_server, fake_time, example):
     expected = spec.to_dict()
     for got, want in zip(sent["workerPoolSpecs"], expected["workerPoolSpecs"], strict=True):
         want_env = want.get("containerSpec", {}).get("env", [])
-        assert got["containerSpec"]["env"][:len(want_env)] == want_env
+        assert got["containerSpec"]["env"][: len(want_env)] == want_env
         assert got["machineSpec"]["machineType"] == want["machineSpec"]["machineType"]
         assert got["machineSpec"].get("acceleratorCount") == want["machineSpec"].get("acceleratorCount")
         acc = want["machineSpec"].get("acceleratorType")
         assert got["machineSpec"].get("acceleratorType") == (
-            aiplatform_v1.AcceleratorType[acc].value if acc else None)
-    assert sent["baseOutputDirectory"] == expected.get("baseOutputDirectory",
-                                                       {"outputUriPrefix": fallback})
+            aiplatform_v1.AcceleratorType[acc].value if acc else None
+        )
+    assert sent["baseOutputDirectory"] == expected.get("baseOutputDirectory", {"outputUriPrefix": fallback})
 
 
 def test_pipeline_system_labels_and_output_dir_are_added(vertex_server, fake_time, monkeypatch):
-    monkeypatch.setenv("VERTEX_AI_PIPELINES_RUN_LABELS",
-                       json.dumps({"vertex-ai-pipelines-run-billing-id": "987", "team": "system"}))
+    monkeypatch.setenv(
+        "VERTEX_AI_PIPELINES_RUN_LABELS",
+        json.dumps({"vertex-ai-pipelines-run-billing-id": "987", "team": "system"}),
+    )
     spec = dataclasses.replace(
-        JobSpec.create(PROJECT, REGION, machine_type="g2-standard-8", image_uri="img:1",
-                       accelerator_type="NVIDIA_L4", accelerator_count=1),
-        labels={"team": "ml"})
+        JobSpec.create(
+            PROJECT,
+            REGION,
+            machine_type="g2-standard-8",
+            image_uri="img:1",
+            accelerator_type="NVIDIA_L4",
+            accelerator_count=1,
+        ),
+        labels={"team": "ml"},
+    )
     result = backend(fake_time, output_dir="gs://bucket/fallback/").run(spec)
     body = vertex_server.calls("create")[0].body
     assert body["labels"]["vertex-ai-pipelines-run-billing-id"] == "987"
@@ -228,10 +281,16 @@ def test_pipeline_system_labels_and_output_dir_are_added(vertex_server, fake_tim
 
 
 def test_max_wait_duration_is_dropped_unless_flex_start(vertex_server, fake_time):
-    spec = parse_spec({"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"},
-                                            "containerSpec": {"imageUri": "img:1"}}],
-                       "scheduling": {"strategy": "SPOT", "maxWaitDuration": "600s"}},
-                      project=PROJECT, region=REGION)
+    spec = parse_spec(
+        {
+            "workerPoolSpecs": [
+                {"machineSpec": {"machineType": "n1-standard-4"}, "containerSpec": {"imageUri": "img:1"}}
+            ],
+            "scheduling": {"strategy": "SPOT", "maxWaitDuration": "600s"},
+        },
+        project=PROJECT,
+        region=REGION,
+    )
     out = io.StringIO()
     backend(fake_time, stream=out).run(spec)
     assert vertex_server.calls("create")[0].body["jobSpec"]["scheduling"] == {"strategy": SPOT}
@@ -243,9 +302,11 @@ def test_max_wait_duration_is_dropped_unless_flex_start(vertex_server, fake_time
 
 
 def test_failed_job_returns_its_error_message(vertex_server, fake_time):
-    message = ("The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: "
-               "Error. To find out more about why your job exited please check the logs: "
-               "https://console.cloud.google.com/logs/viewer?project=123456789012&resource=ml_job")
+    message = (
+        "The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: "
+        "Error. To find out more about why your job exited please check the logs: "
+        "https://console.cloud.google.com/logs/viewer?project=123456789012&resource=ml_job"
+    )
     vertex_server.script(Scenario.fails(message))
     result = backend(fake_time).run(a100_spec())
     assert result.state == "FAILED"
@@ -266,13 +327,23 @@ def test_bad_request_on_create_is_a_spec_error_with_the_server_message(vertex_se
 
 
 def test_scripted_400_with_field_violation(vertex_server, fake_time):
-    vertex_server.fail_next(1, 400, "create", message="Machine type \"a2-highgpu-1g\" is not "
-                            "supported in region us-west1.",
-                            details=[{"@type": "type.googleapis.com/google.rpc.BadRequest",
-                                      "fieldViolations": [{
-                                          "field": "custom_job.job_spec.worker_pool_specs[0]"
-                                                   ".machine_spec.machine_type",
-                                          "description": "unsupported"}]}])
+    vertex_server.fail_next(
+        1,
+        400,
+        "create",
+        message='Machine type "a2-highgpu-1g" is not supported in region us-west1.',
+        details=[
+            {
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": [
+                    {
+                        "field": "custom_job.job_spec.worker_pool_specs[0].machine_spec.machine_type",
+                        "description": "unsupported",
+                    }
+                ],
+            }
+        ],
+    )
     with pytest.raises(SpecError, match="is not supported in region") as err:
         backend(fake_time).run(a100_spec())
     assert err.value.path.endswith("worker_pool_specs[0].machine_spec.machine_type")
@@ -302,8 +373,9 @@ def test_503_429_and_dropped_connections_while_polling_are_retried(vertex_server
     assert len(vertex_server.jobs) == 1
 
 
-def test_vertex_unreachable_for_too_long_raises_transient_and_leaves_the_job(vertex_server, fake_time,
-                                                                           tmp_path):
+def test_vertex_unreachable_for_too_long_raises_transient_and_leaves_the_job(
+    vertex_server, fake_time, tmp_path
+):
     vertex_server.fail_next(10_000, 503, "get")
     gcp_resources = tmp_path / "gcp_resources"
     with pytest.raises(TransientError, match="kept failing"):
@@ -340,8 +412,9 @@ def test_a_job_stuck_in_queued_is_cancelled_and_reported_as_quota(vertex_server,
     vertex_server.script(Scenario.stuck_queued())
     result = backend(fake_time, max_queued_s=600).run(a100_spec())
     assert result.state == "CANCELLED"
-    assert result.error == ("stayed QUEUED for 600 s: likely accelerator quota in us-central1; run "
-                            "trainguard preflight")
+    assert result.error == (
+        "stayed QUEUED for 600 s: likely accelerator quota in us-central1; run trainguard preflight"
+    )
     assert len(vertex_server.calls("cancel")) == 1
     assert vertex_server.state_of(only_job_id(vertex_server)) == "CANCELLED"
     assert 600 <= fake_time.now - 1000 <= 600 + 25
@@ -364,8 +437,11 @@ def test_sigterm_cancels_the_job_and_waits_for_cancelled(vertex_server, fake_tim
 
     def terminate_once_running():
         jobs = vertex_server.jobs
-        if jobs and vertex_server.state_of(next(iter(jobs))) == "RUNNING" and \
-                not vertex_server.calls("cancel"):
+        if (
+            jobs
+            and vertex_server.state_of(next(iter(jobs))) == "RUNNING"
+            and not vertex_server.calls("cancel")
+        ):
             signal.raise_signal(signal.SIGTERM)  # what KFP sends when the run is cancelled
 
     fake_time.hook = terminate_once_running
@@ -428,8 +504,7 @@ def test_a_job_slow_to_cancel_is_reported_as_cancelling(vertex_server, fake_time
 # --- resuming an earlier attempt ----------------------------------------------------------------
 
 
-def test_resumes_the_job_named_in_gcp_resources_without_creating_another(vertex_server, fake_time,
-                                                                        tmp_path):
+def test_resumes_the_job_named_in_gcp_resources_without_creating_another(vertex_server, fake_time, tmp_path):
     name = vertex_server.add_job(Scenario((("RUNNING", 3),), "SUCCEEDED"))
     gcp_resources = tmp_path / "gcp_resources"
     write_gcp_resources(gcp_resources, name)
@@ -450,8 +525,7 @@ def test_an_empty_gcp_resources_file_means_a_first_attempt(vertex_server, fake_t
     assert result.job_name in gcp_resources.read_text()
 
 
-def test_a_failed_earlier_job_is_relaunched_and_gcp_resources_rewritten(vertex_server, fake_time,
-                                                                       tmp_path):
+def test_a_failed_earlier_job_is_relaunched_and_gcp_resources_rewritten(vertex_server, fake_time, tmp_path):
     old = vertex_server.add_job(state="FAILED")
     gcp_resources = tmp_path / "gcp_resources"
     write_gcp_resources(gcp_resources, old)
@@ -466,8 +540,7 @@ def test_without_relaunch_a_failed_earlier_job_is_reported_again(vertex_server, 
     old = vertex_server.add_job(state="FAILED")
     gcp_resources = tmp_path / "gcp_resources"
     write_gcp_resources(gcp_resources, old)
-    result = backend(fake_time, gcp_resources_path=str(gcp_resources),
-                     relaunch_failed=False).run(a100_spec())
+    result = backend(fake_time, gcp_resources_path=str(gcp_resources), relaunch_failed=False).run(a100_spec())
     assert result.state == "FAILED"
     assert "non-zero status of 1" in result.error
     assert vertex_server.calls("create") == []
@@ -486,8 +559,9 @@ def test_sigterm_while_resuming_cancels_the_earlier_job(vertex_server, fake_time
     gcp_resources = tmp_path / "gcp_resources"
     write_gcp_resources(gcp_resources, name)
     vertex_server.fail_next(1, 503, "get")
-    fake_time.hook = lambda: (signal.raise_signal(signal.SIGTERM)
-                              if not vertex_server.calls("cancel") else None)
+    fake_time.hook = lambda: (
+        signal.raise_signal(signal.SIGTERM) if not vertex_server.calls("cancel") else None
+    )
     result = backend(fake_time, gcp_resources_path=str(gcp_resources)).run(a100_spec())
     assert result.state == "CANCELLED"
     assert vertex_server.calls("cancel")[0].path.endswith(name.rsplit("/", 1)[1] + ":cancel")
@@ -516,8 +590,9 @@ def test_sigterm_during_create_cancels_a_job_that_landed(vertex_server, fake_tim
     vertex_server.script(Scenario.runs_forever())
     vertex_server.drop_next(1, "create", after_handling=True)  # created, but the answer is lost
     vertex_server.fail_next(1, 503, "list")  # the lookup backs off, and SIGTERM comes then
-    fake_time.hook = lambda: (signal.raise_signal(signal.SIGTERM)
-                              if not vertex_server.calls("cancel") else None)
+    fake_time.hook = lambda: (
+        signal.raise_signal(signal.SIGTERM) if not vertex_server.calls("cancel") else None
+    )
     result = backend(fake_time).run(a100_spec())
     assert result.state == "CANCELLED"
     job_id = only_job_id(vertex_server)
@@ -539,15 +614,26 @@ def flex_spec(max_wait: str | None = None) -> JobSpec:
     scheduling = {"strategy": "FLEX_START"}
     if max_wait is not None:
         scheduling["maxWaitDuration"] = max_wait
-    return parse_spec({
-        "workerPoolSpecs": [{"machineSpec": {"machineType": "a3-highgpu-8g",
-                                             "acceleratorType": "NVIDIA_H100_80GB",
-                                             "acceleratorCount": 8},
-                             "replicaCount": 1,
-                             "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/trainer:1"}}],
-        "scheduling": scheduling,
-        "baseOutputDirectory": {"outputUriPrefix": "gs://bucket/runs/flex"}},
-        project=PROJECT, region=REGION, display_name="flex")
+    return parse_spec(
+        {
+            "workerPoolSpecs": [
+                {
+                    "machineSpec": {
+                        "machineType": "a3-highgpu-8g",
+                        "acceleratorType": "NVIDIA_H100_80GB",
+                        "acceleratorCount": 8,
+                    },
+                    "replicaCount": 1,
+                    "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/trainer:1"},
+                }
+            ],
+            "scheduling": scheduling,
+            "baseOutputDirectory": {"outputUriPrefix": "gs://bucket/runs/flex"},
+        },
+        project=PROJECT,
+        region=REGION,
+        display_name="flex",
+    )
 
 
 def test_a_flex_start_wait_longer_than_30_minutes_is_not_cancelled(vertex_server, fake_time):
@@ -564,7 +650,8 @@ def test_a_flex_start_wait_longer_than_30_minutes_is_not_cancelled(vertex_server
 
 
 def test_a_flex_start_wait_is_cancelled_after_max_wait_duration_and_margin_as_capacity(
-        vertex_server, fake_time):
+    vertex_server, fake_time
+):
     vertex_server.clock = fake_time.clock
     # A Vertex that does not end the wait itself: trainguard's margin is the backstop.
     vertex_server.script(Scenario.waits_for_capacity(expired_state=None))
@@ -572,13 +659,13 @@ def test_a_flex_start_wait_is_cancelled_after_max_wait_duration_and_margin_as_ca
     result = backend(fake_time, poll_max_s=600, stream=out).run(flex_spec("3600s"))
     assert result.state == "CANCELLED"
     assert result.failure_class == "capacity"
-    assert result.error.startswith("Flex-start (DWS) found no free accelerators in us-central1 "
-                                   "within maxWaitDuration 1h + 15m margin")
+    assert result.error.startswith(
+        "Flex-start (DWS) found no free accelerators in us-central1 within maxWaitDuration 1h + 15m margin"
+    )
     assert len(vertex_server.calls("cancel")) == 1
     assert vertex_server.state_of(only_job_id(vertex_server)) == "CANCELLED"
     assert 3600 + 900 <= fake_time.now - 1000 <= 3600 + 900 + 60
-    assert "cancelling the job if it is still QUEUED after maxWaitDuration 1h + 15m margin" in \
-        out.getvalue()
+    assert "cancelling the job if it is still QUEUED after maxWaitDuration 1h + 15m margin" in out.getvalue()
     assert diagnose_result(result).failure_class == "capacity"
 
 
@@ -596,12 +683,13 @@ def test_vertex_ending_a_flex_start_wait_is_named_capacity(vertex_server, fake_t
     assert "maxWaitDuration" in diagnosis.remedy
 
 
-def test_a_flex_start_job_that_fails_after_it_ran_is_not_a_capacity_problem(vertex_server,
-                                                                            fake_time):
+def test_a_flex_start_job_that_fails_after_it_ran_is_not_a_capacity_problem(vertex_server, fake_time):
     vertex_server.clock = fake_time.clock
     scenario = Scenario.waits_for_capacity(capacity_after_s=7200)
-    scenario.final, scenario.error_message = "FAILED", "The replica workerpool0-0 exited with a " \
-        "non-zero status of 1."
+    scenario.final, scenario.error_message = (
+        "FAILED",
+        "The replica workerpool0-0 exited with a non-zero status of 1.",
+    )
     vertex_server.script(scenario)
     result = backend(fake_time, poll_max_s=600, log_tail_lines=0).run(flex_spec())
     assert result.state == "FAILED" and result.failure_class == ""
@@ -641,12 +729,17 @@ def test_a_standard_job_queued_too_long_stays_quota(vertex_server, fake_time):
 class ScriptedWatcher:
     """Records what it is shown; answers a Stop at the ``stop_at``-th poll of a RUNNING job."""
 
-    def __init__(self, server: VertexJobsServer, stop_at: int | None = None,
-                 stop: Stop | None = None) -> None:
+    def __init__(
+        self, server: VertexJobsServer, stop_at: int | None = None, stop: Stop | None = None
+    ) -> None:
         self.server = server
         self.stop_at = stop_at
-        self.stop = stop or Stop("divergence", "val_loss 4.1e7 at step 300 (best 0.41 at step 120)",
-                                 "lower the learning rate", details={"step": 300})
+        self.stop = stop or Stop(
+            "divergence",
+            "val_loss 4.1e7 at step 300 (best 0.41 at step 120)",
+            "lower the learning rate",
+            details={"step": 300},
+        )
         self.seen: list[RunningJob] = []
         self.gets_at_stop: int | None = None
 
@@ -671,7 +764,7 @@ def test_a_stop_cancels_the_job_within_two_polls_and_says_why(vertex_server, fak
     assert result.error.startswith("stopped by the trainguard guard [divergence]: val_loss 4.1e7")
     (cancel,) = vertex_server.calls("cancel")
     requests = vertex_server.requests
-    gets_before_cancel = sum(1 for r in requests[:requests.index(cancel)] if r.verb == "get")
+    gets_before_cancel = sum(1 for r in requests[: requests.index(cancel)] if r.verb == "get")
     assert gets_before_cancel - watcher.gets_at_stop <= 2  # within two polls (here: none)
     assert vertex_server.states_seen(only_job_id(vertex_server))[-2:] == ["CANCELLING", "CANCELLED"]
     assert "in-flight guard asked to stop it [divergence]" in out.getvalue()
@@ -685,8 +778,7 @@ def test_the_watcher_sees_every_poll_of_the_job_until_it_ends(vertex_server, fak
     result = backend(fake_time).run(a100_spec(), watcher=watcher)
     assert result.succeeded and result.stopped == {} and vertex_server.calls("cancel") == []
     # Once per answer while the job had not ended: the create's, then each get's.
-    assert [j.state for j in watcher.seen] == ["QUEUED", "QUEUED", "PENDING", "RUNNING", "RUNNING",
-                                               "RUNNING"]
+    assert [j.state for j in watcher.seen] == ["QUEUED", "QUEUED", "PENDING", "RUNNING", "RUNNING", "RUNNING"]
     job = watcher.seen[-1]
     assert job.job_name == result.job_name
     assert job.base_output_dir == "gs://bucket/runs/r1"
@@ -697,8 +789,7 @@ def test_the_watcher_sees_every_poll_of_the_job_until_it_ends(vertex_server, fak
     assert running[0] < 1 and running == sorted(running) and running[-1] > running[0]
 
 
-def test_with_a_watcher_a_running_job_is_polled_at_least_every_watch_interval(vertex_server,
-                                                                             fake_time):
+def test_with_a_watcher_a_running_job_is_polled_at_least_every_watch_interval(vertex_server, fake_time):
     vertex_server.script(Scenario((("RUNNING", 40),), "SUCCEEDED"))
     backend(fake_time, watch_interval_s=10).run(a100_spec(), watcher=ScriptedWatcher(vertex_server))
     assert max(fake_time.sleeps) == 10
@@ -724,27 +815,28 @@ def test_a_watcher_that_raises_is_reported_once_and_the_job_runs_on(vertex_serve
     assert Broken.calls == 1
     assert vertex_server.calls("cancel") == []
     lines = [line for line in out.getvalue().splitlines() if "stopped guarding" in line]
-    assert lines == ["[trainguard] the in-flight guard stopped guarding (KeyError: 'val_loss'); "
-                     "the job runs on unguarded and validate still judges its history afterwards"]
+    assert lines == [
+        "[trainguard] the in-flight guard stopped guarding (KeyError: 'val_loss'); "
+        "the job runs on unguarded and validate still judges its history afterwards"
+    ]
 
 
 def test_an_overfit_early_stop_is_recorded_as_a_success_finding(vertex_server, fake_time):
     vertex_server.script(Scenario.runs_forever())
-    stop = Stop("overfit", "val_loss rose for 5 evaluations after step 800", "keep the best model",
-                success=True)
+    stop = Stop(
+        "overfit", "val_loss rose for 5 evaluations after step 800", "keep the best model", success=True
+    )
     result = backend(fake_time).run(a100_spec(), watcher=ScriptedWatcher(vertex_server, 1, stop))
     assert result.state == "CANCELLED"
     assert result.stopped["success"] is True
     assert result.error.startswith("ended early by the trainguard guard [overfit]")
 
 
-def test_sigterm_while_waiting_for_a_guard_cancel_keeps_the_guards_reason(vertex_server,
-                                                                          fake_time):
+def test_sigterm_while_waiting_for_a_guard_cancel_keeps_the_guards_reason(vertex_server, fake_time):
     scenario = Scenario.runs_forever()
     scenario.cancelling_gets = 10
     vertex_server.script(scenario)
-    fake_time.hook = lambda: (signal.raise_signal(signal.SIGTERM)
-                              if vertex_server.calls("cancel") else None)
+    fake_time.hook = lambda: signal.raise_signal(signal.SIGTERM) if vertex_server.calls("cancel") else None
     result = backend(fake_time).run(a100_spec(), watcher=ScriptedWatcher(vertex_server, 1))
     assert len(vertex_server.calls("cancel")) == 1  # asked once; the SIGTERM only ends the wait
     assert result.state == "CANCELLING"
@@ -757,9 +849,12 @@ def test_sigterm_while_waiting_for_a_guard_cancel_keeps_the_guards_reason(vertex
 
 def test_a_token_in_the_jobs_error_is_redacted_everywhere(vertex_server, fake_time):
     secret = "ya29.a0AfH6SMBx-secret-token-value"
-    vertex_server.script(Scenario.fails(f"Failed to fetch https://storage.googleapis.com/b/o?"
-                                        f"X-Goog-Signature=abc123def&access_token={secret}: 403 "
-                                        + "x" * 50_000))
+    vertex_server.script(
+        Scenario.fails(
+            f"Failed to fetch https://storage.googleapis.com/b/o?"
+            f"X-Goog-Signature=abc123def&access_token={secret}: 403 " + "x" * 50_000
+        )
+    )
     out = io.StringIO()
     result = backend(fake_time, stream=out, log_tail_lines=0).run(a100_spec())
     assert result.state == "FAILED"
@@ -781,17 +876,29 @@ def write_spec(tmp_path: Path, strategy: str) -> Path:
         "    replicaCount: 1\n"
         "    containerSpec: {imageUri: us-docker.pkg.dev/my-project/t/trainer:1}\n"
         f"scheduling: {{strategy: {strategy}}}\n"
-        "baseOutputDirectory: {outputUriPrefix: gs://bucket/runs/cli}\n")
+        "baseOutputDirectory: {outputUriPrefix: gs://bucket/runs/cli}\n"
+    )
     return path
 
 
 @pytest.mark.parametrize("strategy, cls", [("STANDARD", "quota"), ("FLEX_START", "capacity")])
-def test_train_max_queued_cancels_a_waiting_job_and_names_the_class(vertex_server, tmp_path,
-                                                                   strategy, cls):
-    vertex_server.script(Scenario.waits_for_capacity() if strategy == "FLEX_START"
-                         else Scenario.stuck_queued())
-    outcome = run_cli("train", write_spec(tmp_path, strategy), "--vertex", "--project", PROJECT,
-                      "--region", REGION, "--max-queued", "1s", "--json", tmp_path / "r.json")
+def test_train_max_queued_cancels_a_waiting_job_and_names_the_class(vertex_server, tmp_path, strategy, cls):
+    vertex_server.script(
+        Scenario.waits_for_capacity() if strategy == "FLEX_START" else Scenario.stuck_queued()
+    )
+    outcome = run_cli(
+        "train",
+        write_spec(tmp_path, strategy),
+        "--vertex",
+        "--project",
+        PROJECT,
+        "--region",
+        REGION,
+        "--max-queued",
+        "1s",
+        "--json",
+        tmp_path / "r.json",
+    )
     assert_contract(outcome, max_seconds=60, allowed=(1,))
     assert f"class:    {cls}" in outcome.output
     data = json.loads((tmp_path / "r.json").read_text())
@@ -801,15 +908,23 @@ def test_train_max_queued_cancels_a_waiting_job_and_names_the_class(vertex_serve
 
 
 def test_train_rejects_a_max_queued_that_is_not_a_duration(vertex_server, tmp_path):
-    outcome = run_cli("train", write_spec(tmp_path, "STANDARD"), "--vertex", "--project", PROJECT,
-                      "--region", REGION, "--max-queued", "soon")
+    outcome = run_cli(
+        "train",
+        write_spec(tmp_path, "STANDARD"),
+        "--vertex",
+        "--project",
+        PROJECT,
+        "--region",
+        REGION,
+        "--max-queued",
+        "soon",
+    )
     assert_contract(outcome, allowed=(2,))
     assert "--max-queued: 'soon' is not a duration" in outcome.output
     assert vertex_server.requests == []
 
 
-def test_a_dead_endpoint_is_named_within_the_short_deadline_not_after_minutes(monkeypatch,
-                                                                           fake_time):
+def test_a_dead_endpoint_is_named_within_the_short_deadline_not_after_minutes(monkeypatch, fake_time):
     # With nothing ever answering, the launcher once retried create (and a label lookup after
     # each try) for max_transient_s, 15 min by default, before saying anything was wrong.
     import socket

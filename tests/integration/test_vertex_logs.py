@@ -25,11 +25,12 @@ vertex_server = vertex_jobs.vertex_server  # fixtures: each server with its endp
 logging_server = logging_api.logging_server
 
 PROJECT, REGION = "my-project", "us-central1"
-EXIT_1 = ("The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: "
-          "Error. To find out more about why your job exited please check the logs: "
-          "https://console.cloud.google.com/logs/viewer?project=123456789012&resource=ml_job")
-HOST_OOM = ("The replica workerpool0-0 ran out-of-memory and exited with a non-zero status of "
-            "9(SIGKILL).")
+EXIT_1 = (
+    "The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: "
+    "Error. To find out more about why your job exited please check the logs: "
+    "https://console.cloud.google.com/logs/viewer?project=123456789012&resource=ml_job"
+)
+HOST_OOM = "The replica workerpool0-0 ran out-of-memory and exited with a non-zero status of 9(SIGKILL)."
 CUDA_OOM = [
     "Traceback (most recent call last):",
     '  File "/app/train.py", line 88, in <module>',
@@ -72,11 +73,17 @@ def backend(**kw) -> VertexBackend:
 
 
 def a100_spec() -> JobSpec:
-    return JobSpec.create(PROJECT, REGION, machine_type="a2-highgpu-1g",
-                          image_uri="us-docker.pkg.dev/my-project/t/trainer:1",
-                          accelerator_type="NVIDIA_TESLA_A100", accelerator_count=1,
-                          base_output_dir="gs://bucket/runs/r1",
-                          command=["python", "/app/train.py"], display_name="guarded")
+    return JobSpec.create(
+        PROJECT,
+        REGION,
+        machine_type="a2-highgpu-1g",
+        image_uri="us-docker.pkg.dev/my-project/t/trainer:1",
+        accelerator_type="NVIDIA_TESLA_A100",
+        accelerator_count=1,
+        base_output_dir="gs://bucket/runs/r1",
+        command=["python", "/app/train.py"],
+        display_name="guarded",
+    )
 
 
 def only_job_id(server: VertexJobsServer) -> str:
@@ -84,9 +91,9 @@ def only_job_id(server: VertexJobsServer) -> str:
     return job_id
 
 
-def logs_once(logging: LoggingServer, vertex: VertexJobsServer, lines: list[str],
-              **kw) -> None:
+def logs_once(logging: LoggingServer, vertex: VertexJobsServer, lines: list[str], **kw) -> None:
     """Writes the job's logs when they are first asked for (its ID is known only then)."""
+
     def write() -> None:
         logging.before_list = None
         job_id = only_job_id(vertex)
@@ -101,15 +108,15 @@ def logs_once(logging: LoggingServer, vertex: VertexJobsServer, lines: list[str]
 # --- the log tail feeds triage ----------------------------------------------------------------
 
 
-def test_failed_job_log_tail_holds_the_traceback_and_triage_names_device_oom(
-        vertex_server, logging_server):
+def test_failed_job_log_tail_holds_the_traceback_and_triage_names_device_oom(vertex_server, logging_server):
     vertex_server.script(Scenario.fails(EXIT_1))
     logs_once(logging_server, vertex_server, CUDA_OOM, payload="json")
     result = backend().run(a100_spec())
 
     assert result.state == "FAILED" and result.error == EXIT_1
     assert result.log_tail.splitlines() == ["[workerpool0-0] epoch 0 step 10 loss 2.31"] + [
-        f"[workerpool0-0] {line}" for line in CUDA_OOM]  # oldest first, this job only
+        f"[workerpool0-0] {line}" for line in CUDA_OOM
+    ]  # oldest first, this job only
     assert diagnose(result.error).failure_class == "unknown"  # what triage had before
     diagnosis = diagnose(result.error + "\n" + result.log_tail)
     assert diagnosis.failure_class == "device_oom"
@@ -120,20 +127,32 @@ def test_failed_job_log_tail_holds_the_traceback_and_triage_names_device_oom(
     assert call.body["resourceNames"] == [f"projects/{PROJECT}"]
     assert call.body["orderBy"] == "timestamp desc"
     assert call.body["pageSize"] == 400
-    assert re.fullmatch(rf'resource\.type="ml_job" AND resource\.labels\.job_id="{job_id}" AND '
-                        r'timestamp>="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z"', call.body["filter"])
+    assert re.fullmatch(
+        rf'resource\.type="ml_job" AND resource\.labels\.job_id="{job_id}" AND '
+        r'timestamp>="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z"',
+        call.body["filter"],
+    )
 
 
-@pytest.mark.parametrize(("lines", "failure_class"), [
-    (CUDA_OOM, "device_oom"), (MISSING_MODULE, "container"), (BUCKET_403, "permission")])
+@pytest.mark.parametrize(
+    ("lines", "failure_class"),
+    [(CUDA_OOM, "device_oom"), (MISSING_MODULE, "container"), (BUCKET_403, "permission")],
+)
 def test_train_stage_raises_training_failed_with_the_class_from_the_logs(
-        vertex_server, logging_server, tmp_path, lines, failure_class):
+    vertex_server, logging_server, tmp_path, lines, failure_class
+):
     vertex_server.script(Scenario((), "FAILED", error_message=EXIT_1))  # fails at once
     logs_once(logging_server, vertex_server, lines)
     diagnosis_md = tmp_path / "diagnosis.md"
     with pytest.raises(TrainingFailed) as err:
-        train_stage(a100_spec(), project=PROJECT, region=REGION, backend="vertex",
-                    diagnosis_path=str(diagnosis_md), stream=io.StringIO())
+        train_stage(
+            a100_spec(),
+            project=PROJECT,
+            region=REGION,
+            backend="vertex",
+            diagnosis_path=str(diagnosis_md),
+            stream=io.StringIO(),
+        )
     assert err.value.diagnosis.failure_class == failure_class
     assert f"[{failure_class}]" in str(err.value)
     assert f"`{failure_class}`" in diagnosis_md.read_text()
@@ -186,16 +205,14 @@ def test_a_page_that_fails_keeps_the_lines_already_read(vertex_server, logging_s
     result = backend().run(a100_spec())
     *lines, note = result.log_tail.splitlines()
     assert lines == [f"[workerpool0-0] {line}" for line in CUDA_OOM[-3:]]
-    assert note.startswith("[trainguard] could not read all of the job's logs from Cloud Logging:"
-                           " HTTP 503")
+    assert note.startswith("[trainguard] could not read all of the job's logs from Cloud Logging: HTTP 503")
     assert diagnose(result.error + "\n" + result.log_tail).failure_class == "device_oom"
 
 
 # --- logs that cannot be read -----------------------------------------------------------------
 
 
-def test_without_logging_viewer_the_failure_is_still_classified_from_the_error(
-        vertex_server, logging_server):
+def test_without_logging_viewer_the_failure_is_still_classified_from_the_error(vertex_server, logging_server):
     vertex_server.script(Scenario.fails(HOST_OOM))
     logging_server.readable.clear()  # the caller lacks roles/logging.viewer: 403
     out = io.StringIO()
@@ -203,9 +220,11 @@ def test_without_logging_viewer_the_failure_is_still_classified_from_the_error(
 
     assert result.state == "FAILED" and result.error == HOST_OOM
     (note,) = result.log_tail.splitlines()
-    assert note == ("[trainguard] could not read the job's logs from Cloud Logging: HTTP 403, the "
-                    f"caller may not list log entries in project {PROJECT}; reading them needs "
-                    f"roles/logging.viewer on project {PROJECT}")
+    assert note == (
+        "[trainguard] could not read the job's logs from Cloud Logging: HTTP 403, the "
+        f"caller may not list log entries in project {PROJECT}; reading them needs "
+        f"roles/logging.viewer on project {PROJECT}"
+    )
     assert "roles/logging.viewer" in out.getvalue()
     assert diagnose(result.error + "\n" + result.log_tail).failure_class == "host_oom"
     # Not mistaken for the job's own permission problem when the error names no class either.
@@ -221,14 +240,15 @@ def test_logging_server_down_is_a_note_and_quick(vertex_server, monkeypatch):
     started = time.monotonic()
     result = backend().run(a100_spec())
     assert time.monotonic() - started < 3
-    assert result.log_tail == ("[trainguard] could not read the job's logs from Cloud Logging: "
-                               "Cloud Logging could not be reached; reading them needs "
-                               f"roles/logging.viewer on project {PROJECT}")
+    assert result.log_tail == (
+        "[trainguard] could not read the job's logs from Cloud Logging: "
+        "Cloud Logging could not be reached; reading them needs "
+        f"roles/logging.viewer on project {PROJECT}"
+    )
     assert diagnose(result.error + "\n" + result.log_tail).failure_class == "host_oom"
 
 
-def test_a_logging_server_that_does_not_answer_is_given_up_on_in_time(vertex_server,
-                                                                       logging_server):
+def test_a_logging_server_that_does_not_answer_is_given_up_on_in_time(vertex_server, logging_server):
     vertex_server.script(Scenario.fails(HOST_OOM))
     logging_server.slow(re.escape(LIST_PATH), 3.0)
     started = time.monotonic()
@@ -273,13 +293,19 @@ def test_log_tail_lines_zero_reads_no_logs(vertex_server, logging_server):
     assert logging_server.list_calls() == []
 
 
-def test_a_token_in_the_jobs_logs_is_redacted_and_the_tail_is_bounded(vertex_server,
-                                                                      logging_server):
+def test_a_token_in_the_jobs_logs_is_redacted_and_the_tail_is_bounded(vertex_server, logging_server):
     secret = "ya29.a0AfH6SMB-log-secret-value"
     vertex_server.script(Scenario.fails(EXIT_1))
-    logs_once(logging_server, vertex_server, [
-        f"requests.exceptions.HTTPError: 401 for url: https://example.com/api?access_token={secret}",
-        f"Authorization: Bearer {secret}", "y" * 300_000, *CUDA_OOM])
+    logs_once(
+        logging_server,
+        vertex_server,
+        [
+            f"requests.exceptions.HTTPError: 401 for url: https://example.com/api?access_token={secret}",
+            f"Authorization: Bearer {secret}",
+            "y" * 300_000,
+            *CUDA_OOM,
+        ],
+    )
     out = io.StringIO()
     result = backend(stream=out).run(a100_spec())
     assert secret not in result.log_tail and secret not in out.getvalue()

@@ -1,6 +1,5 @@
 """Compiled pipelines and components: tasks, their order, images and parameter names."""
 
-
 import os
 import subprocess
 import sys
@@ -27,8 +26,13 @@ def load(path):
 
 def test_compile_writes_both_pipelines_and_each_component(compiled):
     _, paths = compiled
-    assert {"guarded_training.yaml", "preflight_only.yaml", "preflight.yaml", "train.yaml",
-            "validate.yaml"} <= set(paths)
+    assert {
+        "guarded_training.yaml",
+        "preflight_only.yaml",
+        "preflight.yaml",
+        "train.yaml",
+        "validate.yaml",
+    } <= set(paths)
 
 
 def test_guarded_training_runs_preflight_then_train_then_validate(compiled):
@@ -48,8 +52,17 @@ def test_guarded_training_runs_preflight_then_train_then_validate(compiled):
 def test_pipeline_parameters(compiled):
     _, paths = compiled
     params = load(paths["guarded_training.yaml"])["root"]["inputDefinitions"]["parameters"]
-    assert {"job_spec", "project", "region", "display_name", "backend", "output_dir",
-            "preflight_fail_on", "preempt_after", "validate_fail_on"} <= set(params)
+    assert {
+        "job_spec",
+        "project",
+        "region",
+        "display_name",
+        "backend",
+        "output_dir",
+        "preflight_fail_on",
+        "preempt_after",
+        "validate_fail_on",
+    } <= set(params)
     assert params["job_spec"]["parameterType"] == "STRUCT"
     assert params["backend"]["defaultValue"] == "vertex"
     only = load(paths["preflight_only.yaml"])["root"]["dag"]["tasks"]
@@ -92,13 +105,29 @@ def test_component_yaml_loads_back(compiled, name):
 
 def test_the_image_can_be_overridden_when_compiling(tmp_path):
     env = {**os.environ, "TRAINGUARD_COMPONENT_IMAGE": "us-docker.pkg.dev/p/r/comp:9"}
-    subprocess.run([sys.executable, "-m", "trainguard.cli", "compile", "--output-dir",
-                    str(tmp_path)], check=True, env=env, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "trainguard.cli", "compile", "--output-dir", str(tmp_path)],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     text = (tmp_path / "guarded_training.yaml").read_text()
     assert "us-docker.pkg.dev/p/r/comp:9" in text and "trainguard/components:" not in text
     out = tmp_path / "flag"
-    subprocess.run([sys.executable, "-m", "trainguard.cli", "compile", "--output-dir", str(out),
-                    "--image", "eu.gcr.io/x/y:1"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainguard.cli",
+            "compile",
+            "--output-dir",
+            str(out),
+            "--image",
+            "eu.gcr.io/x/y:1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     assert "eu.gcr.io/x/y:1" in (out / "components" / "train.yaml").read_text()
 
 
@@ -135,8 +164,11 @@ def test_validate_gates_and_thresholds_reach_the_component(compiled):
     params = spec["root"]["inputDefinitions"]["parameters"]
     assert params["validate_gate_at"]["defaultValue"] == "best"
     inputs = spec["root"]["dag"]["tasks"]["validate"]["inputs"]["parameters"]
-    for name, source in (("thresholds", "validate_thresholds"), ("gates", "validate_gates"),
-                         ("gate_at", "validate_gate_at")):
+    for name, source in (
+        ("thresholds", "validate_thresholds"),
+        ("gates", "validate_gates"),
+        ("gate_at", "validate_gate_at"),
+    ):
         assert inputs[name]["componentInputParameter"] == source
     component = load(paths["validate.yaml"])["root"]["inputDefinitions"]["parameters"]
     assert {"thresholds", "gates", "gate_at", "directions"} <= set(component)

@@ -7,8 +7,10 @@ from trainguard.triage import classify
 
 
 def test_a_failed_train_task_reads_as_class_evidence_and_remedy(tmp_path):
-    diagnosis = classify("Traceback (most recent call last):\n"
-                         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    diagnosis = classify(
+        "Traceback (most recent call last):\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    )
     (tmp_path / "train").mkdir()
     (tmp_path / "train" / "diagnosis").write_text(diagnosis.to_markdown())
     outcome = LocalOutcome("guarded_training", False, tmp_path, failed_task="train")

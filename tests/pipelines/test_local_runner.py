@@ -15,22 +15,36 @@ TRAINER = Path(__file__).resolve().parents[2] / "containers" / "trainer" / "trai
 
 
 def spec(args, name):
-    return JobSpec.create("demo-project", "us-central1", machine_type="n1-standard-4",
-                          image_uri="trainguard/trainer:test", command=["python", str(TRAINER)],
-                          args=args, display_name=name)
+    return JobSpec.create(
+        "demo-project",
+        "us-central1",
+        machine_type="n1-standard-4",
+        image_uri="trainguard/trainer:test",
+        command=["python", str(TRAINER)],
+        args=args,
+        display_name=name,
+    )
 
 
 def test_a_healthy_run_passes_every_stage(tmp_path, capsys):
     events = []
-    outcome = run_local("guarded_training",
-                        spec(["--epochs=6", "--checkpoint-every=20"], "healthy"),
-                        pipeline_root=str(tmp_path), on_event=events.append)
+    outcome = run_local(
+        "guarded_training",
+        spec(["--epochs=6", "--checkpoint-every=20"], "healthy"),
+        pipeline_root=str(tmp_path),
+        on_event=events.append,
+    )
     assert outcome.succeeded, outcome.message
     # Quiet: nothing of the runner's output reached the terminal; it is in one log per task.
     assert "Executing task" not in capsys.readouterr().out
     assert [(e.task, e.status) for e in events] == [
-        ("preflight", ""), ("preflight", "SUCCESS"), ("train", ""), ("train", "SUCCESS"),
-        ("validate", ""), ("validate", "SUCCESS")]
+        ("preflight", ""),
+        ("preflight", "SUCCESS"),
+        ("train", ""),
+        ("train", "SUCCESS"),
+        ("validate", ""),
+        ("validate", "SUCCESS"),
+    ]
     assert outcome.log_dir == outcome.run_dir / "logs"
     assert "training on cpu" in (outcome.log_dir / "train.log").read_text()
     assert "task logs:" in outcome.summary() and "train.log" in outcome.summary()
@@ -46,8 +60,7 @@ def test_a_healthy_run_passes_every_stage(tmp_path, capsys):
 def test_a_diverging_run_fails_at_validate_with_class_and_remedy(tmp_path):
     args = ["--epochs=6", "--optimizer=sgd", "--activation=tanh", "--lr=3.0"]
     # guard off: this is validate's test (the in-flight guard's is tests/integration/test_guard_local.py)
-    outcome = run_local("guarded_training", spec(args, "diverging"), pipeline_root=str(tmp_path),
-                        guard="off")
+    outcome = run_local("guarded_training", spec(args, "diverging"), pipeline_root=str(tmp_path), guard="off")
     assert not outcome.succeeded and outcome.failed_task == "validate"
     verdict = outcome.read_json("validate", "verdict")
     assert verdict["passed"] is False
@@ -57,11 +70,15 @@ def test_a_diverging_run_fails_at_validate_with_class_and_remedy(tmp_path):
 
 
 def test_a_spec_that_cannot_run_fails_at_preflight(tmp_path):
-    bad = JobSpec.create("demo-project", "us-central1", machine_type="n1-standard-4",
-                         image_uri="img", command=["no-such-trainer-binary"])
+    bad = JobSpec.create(
+        "demo-project",
+        "us-central1",
+        machine_type="n1-standard-4",
+        image_uri="img",
+        command=["no-such-trainer-binary"],
+    )
     outcome = run_local("guarded_training", bad, pipeline_root=str(tmp_path))
     assert not outcome.succeeded and outcome.failed_task == "preflight"
     report = json.loads(outcome.artifact("preflight", "report_json").read_text())
-    assert any(r["status"] == "FAIL" and "no-such-trainer-binary" in r["evidence"]
-               for r in report["results"])
+    assert any(r["status"] == "FAIL" and "no-such-trainer-binary" in r["evidence"] for r in report["results"])
     assert "not an executable" in outcome.failure_detail()

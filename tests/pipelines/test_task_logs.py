@@ -12,13 +12,20 @@ def test_each_line_lands_in_the_log_of_the_task_that_printed_it(tmp_path):
     splitter = TaskLogSplitter(tmp_path, events.append)
     splitter.write("\x1b[95mRunning pipeline: 'p'\x1b[0m\n")
     splitter.write("[KFP Executor] Executing task \x1b[96m'preflight'\x1b[0m\n    checking")
-    splitter.write(" quota\n[KFP Executor] Task \x1b[96m'preflight'\x1b[0m finished with status "
-                   "\x1b[92mSUCCESS\x1b[0m\n")
-    splitter.write("Executing task 'train'\nepoch 0 loss 2.3\nTask 'train' finished with status "
-                   "FAILURE\ntrailing without newline")
+    splitter.write(
+        " quota\n[KFP Executor] Task \x1b[96m'preflight'\x1b[0m finished with status \x1b[92mSUCCESS\x1b[0m\n"
+    )
+    splitter.write(
+        "Executing task 'train'\nepoch 0 loss 2.3\nTask 'train' finished with status "
+        "FAILURE\ntrailing without newline"
+    )
     splitter.close()
     assert [(e.task, e.status) for e in events] == [
-        ("preflight", ""), ("preflight", "SUCCESS"), ("train", ""), ("train", "FAILURE")]
+        ("preflight", ""),
+        ("preflight", "SUCCESS"),
+        ("train", ""),
+        ("train", "FAILURE"),
+    ]
     assert (tmp_path / "pipeline.log").read_text() == "Running pipeline: 'p'\n"
     preflight = (tmp_path / "preflight.log").read_text()
     assert "    checking quota\n" in preflight and "\x1b" not in preflight
@@ -31,8 +38,9 @@ def test_a_log_gets_plain_lines_one_per_start_and_end(tmp_path):
     out = io.StringIO()
     report = TaskReporter(out, indent="  ")
     splitter = TaskLogSplitter(tmp_path, report)
-    splitter.write("Executing task 'validate'\nlots\nof\nexecutor json\n"
-                   "Task 'validate' finished with status FAILURE\n")
+    splitter.write(
+        "Executing task 'validate'\nlots\nof\nexecutor json\nTask 'validate' finished with status FAILURE\n"
+    )
     splitter.close()
     lines = out.getvalue().splitlines()
     assert lines[0] == "  validate: started"
@@ -43,10 +51,12 @@ def test_a_secret_the_executor_echoes_from_the_job_spec_is_not_filed(tmp_path):
     # `trainguard run` once filed the spec's env values (an HF token, a database URL) verbatim
     # in preflight.log and train.log, the files its summary tells people to open.
     splitter = TaskLogSplitter(tmp_path, lambda event: None)
-    splitter.write("Executing task 'train'\n"
-                   '    "env": [{"name": "HF_TOKEN", "value": "hf_0123456789abcdefghijABCDEFGHIJklmn"},\n'
-                   '            {"name": "DB", "value": "postgres://u:pw0rdXYZ@db/x"}]\n'
-                   "Task 'train' finished with status SUCCESS\n")
+    splitter.write(
+        "Executing task 'train'\n"
+        '    "env": [{"name": "HF_TOKEN", "value": "hf_0123456789abcdefghijABCDEFGHIJklmn"},\n'
+        '            {"name": "DB", "value": "postgres://u:pw0rdXYZ@db/x"}]\n'
+        "Task 'train' finished with status SUCCESS\n"
+    )
     splitter.close()
     train = (tmp_path / "train.log").read_text()
     assert "0123456789abcdefghij" not in train and "pw0rdXYZ" not in train

@@ -72,86 +72,134 @@ class NetworkState:
     # -- configuration --
 
     def add_network(self, project: str, name: str) -> dict:
-        network = {"kind": "compute#network", "id": self._next_id(),
-                   "creationTimestamp": _STAMP, "name": name,
-                   "selfLink": f"{_API}/projects/{project}/global/networks/{name}",
-                   "selfLinkWithId": f"{_API}/projects/{project}/global/networks/{self._ids}",
-                   "autoCreateSubnetworks": True, "subnetworks": [
-                       f"{_API}/projects/{project}/regions/us-central1/subnetworks/{name}"],
-                   "routingConfig": {"routingMode": "REGIONAL"}, "mtu": 1460,
-                   "networkFirewallPolicyEnforcementOrder": "AFTER_CLASSIC_FIREWALL"}
+        network = {
+            "kind": "compute#network",
+            "id": self._next_id(),
+            "creationTimestamp": _STAMP,
+            "name": name,
+            "selfLink": f"{_API}/projects/{project}/global/networks/{name}",
+            "selfLinkWithId": f"{_API}/projects/{project}/global/networks/{self._ids}",
+            "autoCreateSubnetworks": True,
+            "subnetworks": [f"{_API}/projects/{project}/regions/us-central1/subnetworks/{name}"],
+            "routingConfig": {"routingMode": "REGIONAL"},
+            "mtu": 1460,
+            "networkFirewallPolicyEnforcementOrder": "AFTER_CLASSIC_FIREWALL",
+        }
         self.networks[(project, name)] = network
         return network
 
-    def add_range(self, project: str, name: str, network: str, *, purpose: str = "VPC_PEERING",
-                  address: str = "10.8.0.0", prefix: int = 16) -> dict:
-        record = {"kind": "compute#address", "id": self._next_id(), "creationTimestamp": _STAMP,
-                  "name": name, "address": address, "prefixLength": prefix,
-                  "status": "RESERVED", "addressType": "INTERNAL", "ipVersion": "IPV4",
-                  "selfLink": f"{_API}/projects/{project}/global/addresses/{name}",
-                  "network": f"{_API}/projects/{project}/global/networks/{network}",
-                  "labelFingerprint": "42WmSpB8rSM="}
+    def add_range(
+        self,
+        project: str,
+        name: str,
+        network: str,
+        *,
+        purpose: str = "VPC_PEERING",
+        address: str = "10.8.0.0",
+        prefix: int = 16,
+    ) -> dict:
+        record = {
+            "kind": "compute#address",
+            "id": self._next_id(),
+            "creationTimestamp": _STAMP,
+            "name": name,
+            "address": address,
+            "prefixLength": prefix,
+            "status": "RESERVED",
+            "addressType": "INTERNAL",
+            "ipVersion": "IPV4",
+            "selfLink": f"{_API}/projects/{project}/global/addresses/{name}",
+            "network": f"{_API}/projects/{project}/global/networks/{network}",
+            "labelFingerprint": "42WmSpB8rSM=",
+        }
         if purpose:
             record["purpose"] = purpose
         self.addresses[(project, name)] = record
         return record
 
-    def connect(self, project: str, network: str, ranges: list[str], *,
-                state: str = "ACTIVE") -> None:
+    def connect(self, project: str, network: str, ranges: list[str], *, state: str = "ACTIVE") -> None:
         """Private services access: the peering on the network and the connection's ranges."""
-        peering = {"name": "servicenetworking-googleapis-com",
-                   "network": "https://www.googleapis.com/compute/v1/projects/"
-                              "s9a1f0c2e4b6d8f0p-tp/global/networks/servicenetworking",
-                   "state": state, "stateDetails": "[2025-03-04T05:06:07.890-08:00]: Connected."
-                   if state == "ACTIVE" else "[2025-03-05T01:02:03.000-08:00]: Peer network "
-                   "deleted.", "autoCreateRoutes": True, "exportCustomRoutes": False,
-                   "importCustomRoutes": False, "exchangeSubnetRoutes": True,
-                   "exportSubnetRoutesWithPublicIp": False, "importSubnetRoutesWithPublicIp": False,
-                   "stackType": "IPV4_ONLY"}
+        peering = {
+            "name": "servicenetworking-googleapis-com",
+            "network": "https://www.googleapis.com/compute/v1/projects/"
+            "s9a1f0c2e4b6d8f0p-tp/global/networks/servicenetworking",
+            "state": state,
+            "stateDetails": "[2025-03-04T05:06:07.890-08:00]: Connected."
+            if state == "ACTIVE"
+            else "[2025-03-05T01:02:03.000-08:00]: Peer network deleted.",
+            "autoCreateRoutes": True,
+            "exportCustomRoutes": False,
+            "importCustomRoutes": False,
+            "exchangeSubnetRoutes": True,
+            "exportSubnetRoutesWithPublicIp": False,
+            "importSubnetRoutesWithPublicIp": False,
+            "stackType": "IPV4_ONLY",
+        }
         self.networks[(project, network)].setdefault("peerings", []).append(peering)
         self.connections[(project, network)] = list(ranges)
 
-    def add_reservation(self, project: str, zone: str, name: str, *, machine_type: str,
-                        accelerators: dict[str, int] | None = None, count: int = 2,
-                        in_use: int = 0, share_policy: str | None = "ALLOW_ALL",
-                        shared_with: tuple[str, ...] = (), status: str = "READY",
-                        local_ssds: int = 0) -> dict:
+    def add_reservation(
+        self,
+        project: str,
+        zone: str,
+        name: str,
+        *,
+        machine_type: str,
+        accelerators: dict[str, int] | None = None,
+        count: int = 2,
+        in_use: int = 0,
+        share_policy: str | None = "ALLOW_ALL",
+        shared_with: tuple[str, ...] = (),
+        status: str = "READY",
+        local_ssds: int = 0,
+    ) -> dict:
         props: dict[str, Any] = {"machineType": machine_type}
         if accelerators:
-            props["guestAccelerators"] = [{"acceleratorType": a, "acceleratorCount": n}
-                                          for a, n in accelerators.items()]
+            props["guestAccelerators"] = [
+                {"acceleratorType": a, "acceleratorCount": n} for a, n in accelerators.items()
+            ]
         if local_ssds:
             props["localSsds"] = [{"diskSizeGb": "375", "interface": "NVME"}] * local_ssds
         record: dict[str, Any] = {
-            "kind": "compute#reservation", "id": self._next_id(), "creationTimestamp": _STAMP,
-            "name": name, "zone": f"{_API}/projects/{project}/zones/{zone}",
+            "kind": "compute#reservation",
+            "id": self._next_id(),
+            "creationTimestamp": _STAMP,
+            "name": name,
+            "zone": f"{_API}/projects/{project}/zones/{zone}",
             "selfLink": f"{_API}/projects/{project}/zones/{zone}/reservations/{name}",
-            "specificReservation": {"instanceProperties": props, "count": str(count),
-                                    "inUseCount": str(in_use), "assuredCount": str(count)},
-            "specificReservationRequired": True, "status": status,
-            "shareSettings": ({"shareType": "SPECIFIC_PROJECTS",
-                               "projectMap": {p: {"projectId": p} for p in shared_with}}
-                              if shared_with else {"shareType": "LOCAL"}),
-            "resourceStatus": {"specificSkuAllocation": {
-                "sourceInstanceTemplateId": ""}},
+            "specificReservation": {
+                "instanceProperties": props,
+                "count": str(count),
+                "inUseCount": str(in_use),
+                "assuredCount": str(count),
+            },
+            "specificReservationRequired": True,
+            "status": status,
+            "shareSettings": (
+                {"shareType": "SPECIFIC_PROJECTS", "projectMap": {p: {"projectId": p} for p in shared_with}}
+                if shared_with
+                else {"shareType": "LOCAL"}
+            ),
+            "resourceStatus": {"specificSkuAllocation": {"sourceInstanceTemplateId": ""}},
         }
         if share_policy:
             record["reservationSharingPolicy"] = {"serviceShareType": share_policy}
         self.reservations[(project, zone, name)] = record
         return record
 
-    def add_attachment(self, project: str, region: str, name: str, subnet: str = "psc-subnet"
-                       ) -> dict:
-        record = {"kind": "compute#networkAttachment", "id": self._next_id(),
-                  "creationTimestamp": _STAMP, "name": name,
-                  "region": f"{_API}/projects/{project}/regions/{region}",
-                  "selfLink": f"{_API}/projects/{project}/regions/{region}/networkAttachments/"
-                              f"{name}",
-                  "connectionPreference": "ACCEPT_AUTOMATIC",
-                  "subnetworks": [f"{_API}/projects/{project}/regions/{region}/subnetworks/"
-                                  f"{subnet}"],
-                  "network": f"{_API}/projects/{project}/global/networks/psc-vpc",
-                  "fingerprint": "dn6gRu8dT0E="}
+    def add_attachment(self, project: str, region: str, name: str, subnet: str = "psc-subnet") -> dict:
+        record = {
+            "kind": "compute#networkAttachment",
+            "id": self._next_id(),
+            "creationTimestamp": _STAMP,
+            "name": name,
+            "region": f"{_API}/projects/{project}/regions/{region}",
+            "selfLink": f"{_API}/projects/{project}/regions/{region}/networkAttachments/{name}",
+            "connectionPreference": "ACCEPT_AUTOMATIC",
+            "subnetworks": [f"{_API}/projects/{project}/regions/{region}/subnetworks/{subnet}"],
+            "network": f"{_API}/projects/{project}/global/networks/psc-vpc",
+            "fingerprint": "dn6gRu8dT0E=",
+        }
         self.attachments[(project, region, name)] = record
         return record
 
@@ -170,10 +218,12 @@ class ComputeServer(GoogleApiServer):
         return [
             ("GET", base + r"/global/networks/(?P<name>[^/]+)", self._network),
             ("GET", base + r"/global/addresses/(?P<name>[^/]+)", self._address),
-            ("GET", base + r"/zones/(?P<zone>[^/]+)/reservations/(?P<name>[^/]+)",
-             self._reservation),
-            ("GET", base + r"/regions/(?P<region>[^/]+)/networkAttachments/(?P<name>[^/]+)",
-             self._attachment),
+            ("GET", base + r"/zones/(?P<zone>[^/]+)/reservations/(?P<name>[^/]+)", self._reservation),
+            (
+                "GET",
+                base + r"/regions/(?P<region>[^/]+)/networkAttachments/(?P<name>[^/]+)",
+                self._attachment,
+            ),
         ]
 
     # Compute's error bodies carry "errors" (domain/reason), not status/ErrorInfo.
@@ -181,11 +231,20 @@ class ComputeServer(GoogleApiServer):
         status, payload = super()._dispatch(request)
         if status >= 400 and isinstance(payload, dict) and "error" in payload:
             error = payload["error"]
-            reason = {403: "forbidden", 404: "notFound", 400: "invalid",
-                      429: "rateLimitExceeded", 503: "backendError"}.get(status, "backendError")
-            payload = {"error": {"code": status, "message": error.get("message", ""),
-                                 "errors": [{"message": error.get("message", ""),
-                                             "domain": "global", "reason": reason}]}}
+            reason = {
+                403: "forbidden",
+                404: "notFound",
+                400: "invalid",
+                429: "rateLimitExceeded",
+                503: "backendError",
+            }.get(status, "backendError")
+            payload = {
+                "error": {
+                    "code": status,
+                    "message": error.get("message", ""),
+                    "errors": [{"message": error.get("message", ""), "domain": "global", "reason": reason}],
+                }
+            }
         return status, payload
 
     def _lookup(self, table: dict, key: tuple, permission: str, path: str) -> dict:
@@ -198,27 +257,39 @@ class ComputeServer(GoogleApiServer):
 
     def _network(self, request: Request, m: re.Match) -> dict:
         project = self.state.project_id(m["project"])
-        return self._lookup(self.state.networks, (project, m["name"]), "compute.networks.get",
-                            f"projects/{m['project']}/global/networks/{m['name']}")
+        return self._lookup(
+            self.state.networks,
+            (project, m["name"]),
+            "compute.networks.get",
+            f"projects/{m['project']}/global/networks/{m['name']}",
+        )
 
     def _address(self, request: Request, m: re.Match) -> dict:
         project = self.state.project_id(m["project"])
-        return self._lookup(self.state.addresses, (project, m["name"]),
-                            "compute.globalAddresses.get",
-                            f"projects/{m['project']}/global/addresses/{m['name']}")
+        return self._lookup(
+            self.state.addresses,
+            (project, m["name"]),
+            "compute.globalAddresses.get",
+            f"projects/{m['project']}/global/addresses/{m['name']}",
+        )
 
     def _reservation(self, request: Request, m: re.Match) -> dict:
         project = self.state.project_id(m["project"])
-        return self._lookup(self.state.reservations, (project, m["zone"], m["name"]),
-                            "compute.reservations.get",
-                            f"projects/{m['project']}/zones/{m['zone']}/reservations/{m['name']}")
+        return self._lookup(
+            self.state.reservations,
+            (project, m["zone"], m["name"]),
+            "compute.reservations.get",
+            f"projects/{m['project']}/zones/{m['zone']}/reservations/{m['name']}",
+        )
 
     def _attachment(self, request: Request, m: re.Match) -> dict:
         project = self.state.project_id(m["project"])
-        return self._lookup(self.state.attachments, (project, m["region"], m["name"]),
-                            "compute.networkAttachments.get",
-                            f"projects/{m['project']}/regions/{m['region']}/networkAttachments/"
-                            f"{m['name']}")
+        return self._lookup(
+            self.state.attachments,
+            (project, m["region"], m["name"]),
+            "compute.networkAttachments.get",
+            f"projects/{m['project']}/regions/{m['region']}/networkAttachments/{m['name']}",
+        )
 
 
 class ServiceNetworkingServer(GoogleApiServer):
@@ -246,15 +317,22 @@ class ServiceNetworkingServer(GoogleApiServer):
             raise ApiError(400, "Network is required.", reason="INVALID_ARGUMENT")
         nm = re.fullmatch(r"projects/(?P<project>[^/]+)/global/networks/(?P<name>[^/]+)", network)
         if not nm or not nm["project"].isdigit():
-            raise ApiError(400, f"Invalid network name \"{network}\": must be of the form "
-                                "projects/{project_number}/global/networks/{network_name}.",
-                           reason="INVALID_ARGUMENT")
+            raise ApiError(
+                400,
+                f'Invalid network name "{network}": must be of the form '
+                "projects/{project_number}/global/networks/{network_name}.",
+                reason="INVALID_ARGUMENT",
+            )
         key = (self.state.project_id(nm["project"]), nm["name"])
         if m["service"] != "servicenetworking.googleapis.com" or key not in self.state.connections:
             return {}
-        return {"connections": [{
-            "network": network,
-            "reservedPeeringRanges": list(self.state.connections[key]),
-            "peering": "servicenetworking-googleapis-com",
-            "service": "services/servicenetworking.googleapis.com",
-        }]}
+        return {
+            "connections": [
+                {
+                    "network": network,
+                    "reservedPeeringRanges": list(self.state.connections[key]),
+                    "peering": "servicenetworking-googleapis-com",
+                    "service": "services/servicenetworking.googleapis.com",
+                }
+            ]
+        }

@@ -28,12 +28,21 @@ from tests.servers.loopback import LoopbackServer, Request
 __all__ = ["ApiError", "Fault", "GoogleApiServer", "Request", "STATUS_NAMES", "error_body"]
 
 STATUS_NAMES = {
-    400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-    409: "ALREADY_EXISTS", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 501: "NOT_IMPLEMENTED",
-    503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED",
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ALREADY_EXISTS",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    501: "NOT_IMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
 }
 _DEFAULT_REASONS = {
-    403: "IAM_PERMISSION_DENIED", 429: "RATE_LIMIT_EXCEEDED", 503: "SERVICE_UNAVAILABLE",
+    403: "IAM_PERMISSION_DENIED",
+    429: "RATE_LIMIT_EXCEEDED",
+    503: "SERVICE_UNAVAILABLE",
     401: "ACCESS_TOKEN_TYPE_UNSUPPORTED",
 }
 
@@ -41,8 +50,15 @@ _DEFAULT_REASONS = {
 class ApiError(Exception):
     """Raised by a route to answer with a Google error body."""
 
-    def __init__(self, code: int, message: str, *, reason: str = "", domain: str = "",
-                 metadata: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        *,
+        reason: str = "",
+        domain: str = "",
+        metadata: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -51,15 +67,28 @@ class ApiError(Exception):
         self.metadata = metadata or {}
 
 
-def error_body(code: int, message: str, *, reason: str = "", domain: str = "",
-               metadata: dict[str, str] | None = None) -> dict:
+def error_body(
+    code: int, message: str, *, reason: str = "", domain: str = "", metadata: dict[str, str] | None = None
+) -> dict:
     """The JSON body Google APIs answer errors with (google.rpc.Status + ErrorInfo)."""
     details = []
     if reason:
-        details.append({"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason,
-                        "domain": domain or "googleapis.com", "metadata": metadata or {}})
-    return {"error": {"code": code, "message": message,
-                      "status": STATUS_NAMES.get(code, "UNKNOWN"), "details": details}}
+        details.append(
+            {
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": reason,
+                "domain": domain or "googleapis.com",
+                "metadata": metadata or {},
+            }
+        )
+    return {
+        "error": {
+            "code": code,
+            "message": message,
+            "status": STATUS_NAMES.get(code, "UNKNOWN"),
+            "details": details,
+        }
+    }
 
 
 @dataclass
@@ -111,8 +140,17 @@ class GoogleApiServer(LoopbackServer):
 
     # -- configuration --
 
-    def fail(self, path: str, status: int, *, times: int | None = 1, method: str | None = None,
-             message: str = "", reason: str = "", metadata: dict[str, str] | None = None) -> Fault:
+    def fail(
+        self,
+        path: str,
+        status: int,
+        *,
+        times: int | None = 1,
+        method: str | None = None,
+        message: str = "",
+        reason: str = "",
+        metadata: dict[str, str] | None = None,
+    ) -> Fault:
         """Answers the next ``times`` calls matching ``path`` (regex) with ``status``."""
         fault = Fault(path, status, times, 0.0, method, message, reason, dict(metadata or {}))
         with self._lock:
@@ -129,8 +167,7 @@ class GoogleApiServer(LoopbackServer):
     def calls(self, path: str = "", method: str | None = None) -> list[Request]:
         """Requests seen whose path matches ``path`` (regex)."""
         with self._lock:
-            return [r for r in self.requests
-                    if re.search(path, r.path) and method in (None, r.method)]
+            return [r for r in self.requests if re.search(path, r.path) and method in (None, r.method)]
 
     # -- helpers for subclasses --
 
@@ -141,9 +178,13 @@ class GoogleApiServer(LoopbackServer):
 
     def forbidden(self, permission: str, resource: str) -> ApiError:
         """The 403 Google answers when the caller lacks ``permission`` on ``resource``."""
-        return ApiError(403, f"Permission '{permission}' denied on resource '{resource}' (or it may "
-                             "not exist).", reason="IAM_PERMISSION_DENIED", domain=self.domain,
-                        metadata={"permission": permission, "resource": resource})
+        return ApiError(
+            403,
+            f"Permission '{permission}' denied on resource '{resource}' (or it may not exist).",
+            reason="IAM_PERMISSION_DENIED",
+            domain=self.domain,
+            metadata={"permission": permission, "resource": resource},
+        )
 
     # -- dispatch (called from handler threads) --
 
@@ -162,25 +203,32 @@ class GoogleApiServer(LoopbackServer):
                 message = f.message or {
                     403: "The caller does not have permission",
                     429: "Quota exceeded for quota metric 'Read requests' and limit 'Read requests "
-                         "per minute' of service.",
+                    "per minute' of service.",
                     503: "The service is currently unavailable.",
                 }.get(f.status, STATUS_NAMES.get(f.status, "error"))
-                return f.status, error_body(f.status, message, reason=f.reason
-                                            or _DEFAULT_REASONS.get(f.status, ""),
-                                            domain=self.domain, metadata=f.metadata)
+                return f.status, error_body(
+                    f.status,
+                    message,
+                    reason=f.reason or _DEFAULT_REASONS.get(f.status, ""),
+                    domain=self.domain,
+                    metadata=f.metadata,
+                )
         for method, pattern, handler in self._routes:
             m = pattern.fullmatch(request.path)
             if m and method == request.method:
                 try:
                     return 200, handler(request, m)
                 except ApiError as exc:
-                    return exc.code, error_body(exc.code, exc.message, reason=exc.reason,
-                                                domain=exc.domain or self.domain,
-                                                metadata=exc.metadata)
+                    return exc.code, error_body(
+                        exc.code,
+                        exc.message,
+                        reason=exc.reason,
+                        domain=exc.domain or self.domain,
+                        metadata=exc.metadata,
+                    )
         if any(p.fullmatch(request.path) for _, p, _ in self._routes):
             return 405, error_body(405, f"Method {request.method} not allowed")
-        return 404, error_body(404, f"The requested URL {request.path} was not found on this "
-                                    "server.")
+        return 404, error_body(404, f"The requested URL {request.path} was not found on this server.")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -199,9 +247,13 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._send(400, error_body(400, "Invalid JSON payload received."))
             return
-        request = Request(method=method, path=unquote(parts.path),
-                          query=parse_qs(parts.query, keep_blank_values=True), body=body,
-                          headers={k.lower(): v for k, v in self.headers.items()})
+        request = Request(
+            method=method,
+            path=unquote(parts.path),
+            query=parse_qs(parts.query, keep_blank_values=True),
+            body=body,
+            headers={k.lower(): v for k, v in self.headers.items()},
+        )
         status, payload = self.owner._dispatch(request)
         self._send(status, payload)
 

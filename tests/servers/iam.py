@@ -32,28 +32,52 @@ __all__ = ["IamServer", "IamState", "ROLE_PERMISSIONS", "Binding"]
 # reference). Deliberately separate from trainguard's own table: this is the server's truth.
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     "roles/owner": frozenset({"*"}),
-    "roles/viewer": frozenset({"resourcemanager.projects.get", "storage.buckets.get",
-                               "monitoring.timeSeries.list", "cloudquotas.quotas.get"}),
+    "roles/viewer": frozenset(
+        {
+            "resourcemanager.projects.get",
+            "storage.buckets.get",
+            "monitoring.timeSeries.list",
+            "cloudquotas.quotas.get",
+        }
+    ),
     "roles/browser": frozenset({"resourcemanager.projects.get"}),
     "roles/storage.objectViewer": frozenset({"storage.objects.get", "storage.objects.list"}),
     "roles/storage.objectCreator": frozenset({"storage.objects.create"}),
-    "roles/storage.objectUser": frozenset({"storage.objects.create", "storage.objects.delete",
-                                           "storage.objects.get", "storage.objects.list",
-                                           "storage.objects.update"}),
-    "roles/storage.objectAdmin": frozenset({"storage.objects.create", "storage.objects.delete",
-                                            "storage.objects.get", "storage.objects.list",
-                                            "storage.objects.update",
-                                            "storage.objects.setIamPolicy"}),
-    "roles/aiplatform.user": frozenset({"aiplatform.customJobs.create", "aiplatform.customJobs.get",
-                                        "aiplatform.tensorboardExperiments.write",
-                                        "aiplatform.tensorboardRuns.write",
-                                        "aiplatform.metadataStores.get",
-                                        "aiplatform.contexts.update"}),
-    "roles/aiplatform.viewer": frozenset({"aiplatform.customJobs.get",
-                                          "aiplatform.tensorboards.get",
-                                          "aiplatform.persistentResources.get"}),
-    "roles/cloudkms.cryptoKeyEncrypterDecrypter": frozenset({
-        "cloudkms.cryptoKeyVersions.useToEncrypt", "cloudkms.cryptoKeyVersions.useToDecrypt"}),
+    "roles/storage.objectUser": frozenset(
+        {
+            "storage.objects.create",
+            "storage.objects.delete",
+            "storage.objects.get",
+            "storage.objects.list",
+            "storage.objects.update",
+        }
+    ),
+    "roles/storage.objectAdmin": frozenset(
+        {
+            "storage.objects.create",
+            "storage.objects.delete",
+            "storage.objects.get",
+            "storage.objects.list",
+            "storage.objects.update",
+            "storage.objects.setIamPolicy",
+        }
+    ),
+    "roles/aiplatform.user": frozenset(
+        {
+            "aiplatform.customJobs.create",
+            "aiplatform.customJobs.get",
+            "aiplatform.tensorboardExperiments.write",
+            "aiplatform.tensorboardRuns.write",
+            "aiplatform.metadataStores.get",
+            "aiplatform.contexts.update",
+        }
+    ),
+    "roles/aiplatform.viewer": frozenset(
+        {"aiplatform.customJobs.get", "aiplatform.tensorboards.get", "aiplatform.persistentResources.get"}
+    ),
+    "roles/cloudkms.cryptoKeyEncrypterDecrypter": frozenset(
+        {"cloudkms.cryptoKeyVersions.useToEncrypt", "cloudkms.cryptoKeyVersions.useToDecrypt"}
+    ),
     "roles/cloudkms.cryptoKeyEncrypter": frozenset({"cloudkms.cryptoKeyVersions.useToEncrypt"}),
     "roles/cloudkms.cryptoKeyDecrypter": frozenset({"cloudkms.cryptoKeyVersions.useToDecrypt"}),
     "roles/cloudkms.viewer": frozenset({"cloudkms.cryptoKeys.get", "cloudkms.keyRings.get"}),
@@ -129,8 +153,7 @@ class IamState:
         self.bindings.append(Binding(resource, role, member, conditional))
 
     def revoke(self, member: str, role: str | None = None) -> None:
-        self.bindings = [b for b in self.bindings
-                         if not (b.member == member and role in (None, b.role))]
+        self.bindings = [b for b in self.bindings if not (b.member == member and role in (None, b.role))]
 
     # -- evaluation --
 
@@ -143,8 +166,11 @@ class IamState:
         m = re.match(r"^//iam\.googleapis\.com/projects/(?P<p>[^/]+)/serviceAccounts/", resource)
         if m and m["p"] in self.projects:
             chain.append(self.project_resource(m["p"]))
-        m = re.match(r"^//cloudkms\.googleapis\.com/(?P<ring>projects/(?P<p>[^/]+)/locations/"
-                     r"[^/]+/keyRings/[^/]+)/cryptoKeys/[^/]+$", resource)
+        m = re.match(
+            r"^//cloudkms\.googleapis\.com/(?P<ring>projects/(?P<p>[^/]+)/locations/"
+            r"[^/]+/keyRings/[^/]+)/cryptoKeys/[^/]+$",
+            resource,
+        )
         if m:  # key → key ring → project
             chain.append(self.kms_resource(m["ring"]))
             if self.project_id(m["p"]):
@@ -157,8 +183,7 @@ class IamState:
         for res in self.ancestors(resource):
             for b in self.bindings:
                 perms = ROLE_PERMISSIONS[b.role]
-                if b.resource == res and b.member == member and (
-                        permission in perms or "*" in perms):
+                if b.resource == res and b.member == member and (permission in perms or "*" in perms):
                     found.append(b)
         return found
 
@@ -187,10 +212,12 @@ class IamServer(GoogleApiServer):
         return [
             ("GET", r"/v3/projects/(?P<project>[^/:]+)", self._get_project),
             ("POST", r"/v3/projects/(?P<project>[^/:]+):testIamPermissions", self._test_project),
-            ("POST", r"/v1/projects/-/serviceAccounts/(?P<email>[^/:]+):testIamPermissions",
-             self._test_sa),
-            ("POST", r"/v1/projects/-/serviceAccounts/(?P<email>[^/:]+):generateAccessToken",
-             self._generate_token),
+            ("POST", r"/v1/projects/-/serviceAccounts/(?P<email>[^/:]+):testIamPermissions", self._test_sa),
+            (
+                "POST",
+                r"/v1/projects/-/serviceAccounts/(?P<email>[^/:]+):generateAccessToken",
+                self._generate_token,
+            ),
         ]
 
     # -- Resource Manager --
@@ -198,28 +225,42 @@ class IamServer(GoogleApiServer):
     def _known_project(self, key: str, permission: str) -> str:
         project = self.state.project_id(key)
         if project is None:
-            raise ApiError(403, f"Permission '{permission}' denied on resource "
-                                f"'//cloudresourcemanager.googleapis.com/projects/{key}' (or it "
-                                "may not exist).", reason="IAM_PERMISSION_DENIED",
-                           domain="cloudresourcemanager.googleapis.com",
-                           metadata={"permission": permission, "resource": f"projects/{key}"})
+            raise ApiError(
+                403,
+                f"Permission '{permission}' denied on resource "
+                f"'//cloudresourcemanager.googleapis.com/projects/{key}' (or it "
+                "may not exist).",
+                reason="IAM_PERMISSION_DENIED",
+                domain="cloudresourcemanager.googleapis.com",
+                metadata={"permission": permission, "resource": f"projects/{key}"},
+            )
         return project
 
     def _get_project(self, request: Request, m: re.Match) -> dict:
         permission = "resourcemanager.projects.get"
         project = self._known_project(m["project"], permission)
-        if not self.state.has(self.state.caller_of(request), permission,
-                              self.state.project_resource(project)):
-            raise ApiError(403, f"Permission '{permission}' denied on resource "
-                                f"'//cloudresourcemanager.googleapis.com/projects/{m['project']}' "
-                                "(or it may not exist).", reason="IAM_PERMISSION_DENIED",
-                           domain="cloudresourcemanager.googleapis.com",
-                           metadata={"permission": permission,
-                                     "resource": f"projects/{m['project']}"})
+        if not self.state.has(
+            self.state.caller_of(request), permission, self.state.project_resource(project)
+        ):
+            raise ApiError(
+                403,
+                f"Permission '{permission}' denied on resource "
+                f"'//cloudresourcemanager.googleapis.com/projects/{m['project']}' "
+                "(or it may not exist).",
+                reason="IAM_PERMISSION_DENIED",
+                domain="cloudresourcemanager.googleapis.com",
+                metadata={"permission": permission, "resource": f"projects/{m['project']}"},
+            )
         number = self.state.projects[project]
-        return {"name": f"projects/{number}", "parent": "organizations/1000000000001",
-                "projectId": project, "state": "ACTIVE", "displayName": project,
-                "createTime": "2024-01-15T10:00:00.000Z", "etag": "W/\"5d3c1f\""}
+        return {
+            "name": f"projects/{number}",
+            "parent": "organizations/1000000000001",
+            "projectId": project,
+            "state": "ACTIVE",
+            "displayName": project,
+            "createTime": "2024-01-15T10:00:00.000Z",
+            "etag": 'W/"5d3c1f"',
+        }
 
     def _test_project(self, request: Request, m: re.Match) -> dict:
         project = self._known_project(m["project"], "resourcemanager.projects.get")
@@ -229,8 +270,9 @@ class IamServer(GoogleApiServer):
 
     def _service_account(self, email: str) -> str:
         if email not in self.state.service_accounts:
-            raise ApiError(404, f"Not found; Gaia id not found for email {email}",
-                           reason="", domain="iam.googleapis.com")
+            raise ApiError(
+                404, f"Not found; Gaia id not found for email {email}", reason="", domain="iam.googleapis.com"
+            )
         return self.state.sa_resource(email)
 
     def _test_sa(self, request: Request, m: re.Match) -> dict:
@@ -240,8 +282,11 @@ class IamServer(GoogleApiServer):
         body = request.body or {}
         wanted = body.get("permissions")
         if not isinstance(wanted, list) or not wanted:
-            raise ApiError(400, "Request contains an invalid argument: permissions must be set.",
-                           reason="INVALID_ARGUMENT")
+            raise ApiError(
+                400,
+                "Request contains an invalid argument: permissions must be set.",
+                reason="INVALID_ARGUMENT",
+            )
         caller = self.state.caller_of(request)
         granted = [p for p in wanted if self.state.has(caller, p, resource)]
         return {"permissions": granted} if granted else {}  # Google omits empty lists
@@ -253,11 +298,13 @@ class IamServer(GoogleApiServer):
         resource = self._service_account(email)
         permission = "iam.serviceAccounts.getAccessToken"
         if not self.state.has(self.state.caller_of(request), permission, resource):
-            raise ApiError(403, f"Permission '{permission}' denied on resource (or it may not "
-                                "exist).", reason="IAM_PERMISSION_DENIED",
-                           domain="iamcredentials.googleapis.com",
-                           metadata={"permission": permission,
-                                     "resource": f"projects/-/serviceAccounts/{email}"})
+            raise ApiError(
+                403,
+                f"Permission '{permission}' denied on resource (or it may not exist).",
+                reason="IAM_PERMISSION_DENIED",
+                domain="iamcredentials.googleapis.com",
+                metadata={"permission": permission, "resource": f"projects/-/serviceAccounts/{email}"},
+            )
         body = request.body or {}
         if not body.get("scope"):
             raise ApiError(400, "Scope required.", reason="INVALID_ARGUMENT")

@@ -27,13 +27,28 @@ from tests.servers.iam import IamState
 
 __all__ = ["KmsServer", "Key"]
 
-_PURPOSE = {0: "CRYPTO_KEY_PURPOSE_UNSPECIFIED", 1: "ENCRYPT_DECRYPT", 5: "ASYMMETRIC_SIGN",
-            6: "ASYMMETRIC_DECRYPT", 7: "RAW_ENCRYPT_DECRYPT", 9: "MAC"}
-_STATE = {0: "CRYPTO_KEY_VERSION_STATE_UNSPECIFIED", 1: "ENABLED", 2: "DISABLED", 3: "DESTROYED",
-          4: "DESTROY_SCHEDULED", 5: "PENDING_GENERATION"}
+_PURPOSE = {
+    0: "CRYPTO_KEY_PURPOSE_UNSPECIFIED",
+    1: "ENCRYPT_DECRYPT",
+    5: "ASYMMETRIC_SIGN",
+    6: "ASYMMETRIC_DECRYPT",
+    7: "RAW_ENCRYPT_DECRYPT",
+    9: "MAC",
+}
+_STATE = {
+    0: "CRYPTO_KEY_VERSION_STATE_UNSPECIFIED",
+    1: "ENABLED",
+    2: "DISABLED",
+    3: "DESTROYED",
+    4: "DESTROY_SCHEDULED",
+    5: "PENDING_GENERATION",
+}
 _PROTECTION = {0: "PROTECTION_LEVEL_UNSPECIFIED", 1: "SOFTWARE", 2: "HSM"}
-_ALGORITHM = {0: "CRYPTO_KEY_VERSION_ALGORITHM_UNSPECIFIED", 1: "GOOGLE_SYMMETRIC_ENCRYPTION",
-              2: "RSA_SIGN_PSS_2048_SHA256"}
+_ALGORITHM = {
+    0: "CRYPTO_KEY_VERSION_ALGORITHM_UNSPECIFIED",
+    1: "GOOGLE_SYMMETRIC_ENCRYPTION",
+    2: "RSA_SIGN_PSS_2048_SHA256",
+}
 _KEY = r"/v1/(?P<name>projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/:]+)"
 
 
@@ -67,8 +82,7 @@ class KmsServer(GoogleApiServer):
         return name
 
     def routes(self):
-        return [("GET", _KEY, self._get),
-                ("GET", _KEY + r":getIamPolicy", self._get_iam_policy)]
+        return [("GET", _KEY, self._get), ("GET", _KEY + r":getIamPolicy", self._get_iam_policy)]
 
     def _key(self, name: str, permission: str) -> Key:
         if permission in self.denied:
@@ -82,18 +96,25 @@ class KmsServer(GoogleApiServer):
         name = m["name"]
         key = self._key(name, "cloudkms.cryptoKeys.get")
         e = lambda names, v: self.enum(request, names, v)  # noqa: E731
-        body = {"name": name, "purpose": e(_PURPOSE, key.purpose),
-                "createTime": "2025-02-01T10:00:00.123456789Z",
-                "versionTemplate": {"protectionLevel": e(_PROTECTION, 1),
-                                    "algorithm": e(_ALGORITHM, 1 if key.purpose == 1 else 2)},
-                "destroyScheduledDuration": "2592000s"}
+        body = {
+            "name": name,
+            "purpose": e(_PURPOSE, key.purpose),
+            "createTime": "2025-02-01T10:00:00.123456789Z",
+            "versionTemplate": {
+                "protectionLevel": e(_PROTECTION, 1),
+                "algorithm": e(_ALGORITHM, 1 if key.purpose == 1 else 2),
+            },
+            "destroyScheduledDuration": "2592000s",
+        }
         if key.primary_state is not None and key.purpose == 1:
-            body["primary"] = {"name": f"{name}/cryptoKeyVersions/1",
-                               "state": e(_STATE, key.primary_state),
-                               "createTime": "2025-02-01T10:00:00.123456789Z",
-                               "protectionLevel": e(_PROTECTION, 1),
-                               "algorithm": e(_ALGORITHM, 1),
-                               "generateTime": "2025-02-01T10:00:00.123456789Z"}
+            body["primary"] = {
+                "name": f"{name}/cryptoKeyVersions/1",
+                "state": e(_STATE, key.primary_state),
+                "createTime": "2025-02-01T10:00:00.123456789Z",
+                "protectionLevel": e(_PROTECTION, 1),
+                "algorithm": e(_ALGORITHM, 1),
+                "generateTime": "2025-02-01T10:00:00.123456789Z",
+            }
         return body
 
     def _get_iam_policy(self, request: Request, m: re.Match) -> dict:

@@ -45,14 +45,27 @@ from tests.servers.googleapi import ApiError, GoogleApiServer, Request
 __all__ = ["LoggingServer", "logging_server", "SEVERITIES", "LIST_PATH"]
 
 LIST_PATH = "/v2/entries:list"
-SEVERITIES = {"DEFAULT": 0, "DEBUG": 100, "INFO": 200, "NOTICE": 300, "WARNING": 400,
-              "ERROR": 500, "CRITICAL": 600, "ALERT": 700, "EMERGENCY": 800}
+SEVERITIES = {
+    "DEFAULT": 0,
+    "DEBUG": 100,
+    "INFO": 200,
+    "NOTICE": 300,
+    "WARNING": 400,
+    "ERROR": 500,
+    "CRITICAL": 600,
+    "ALERT": 700,
+    "EMERGENCY": 800,
+}
 _DEFAULT_PAGE_SIZE = 50
 _MAX_PAGE_SIZE = 1000
-_TERM = re.compile(r'^\s*(?P<key>[\w.]+(?:\."[^"]*")?)\s*(?P<op>>=|<=|!=|=|>|<)\s*'
-                   r'(?P<value>"(?:[^"\\]|\\.)*"|\S+)\s*$')
-_KEY = re.compile(r'^(?:resource\.type|resource\.labels\.\w+|labels\.(?:\w+|"[^"]*")|logName'
-                  r'|severity|timestamp)$')
+_TERM = re.compile(
+    r'^\s*(?P<key>[\w.]+(?:\."[^"]*")?)\s*(?P<op>>=|<=|!=|=|>|<)\s*'
+    r'(?P<value>"(?:[^"\\]|\\.)*"|\S+)\s*$'
+)
+_KEY = re.compile(
+    r'^(?:resource\.type|resource\.labels\.\w+|labels\.(?:\w+|"[^"]*")|logName'
+    r"|severity|timestamp)$"
+)
 
 
 def _rfc3339(moment: datetime) -> str:
@@ -100,10 +113,17 @@ class LoggingServer(GoogleApiServer):
 
     # -- writing logs (what Vertex AI's logging agent would have sent) --
 
-    def write_job_logs(self, job_id: str, lines: Iterable[str], *, task: str = "workerpool0-0",
-                       severity: str = "ERROR", payload: str = "text",
-                       start: datetime | None = None,
-                       step: timedelta = timedelta(milliseconds=1)) -> list[dict]:
+    def write_job_logs(
+        self,
+        job_id: str,
+        lines: Iterable[str],
+        *,
+        task: str = "workerpool0-0",
+        severity: str = "ERROR",
+        payload: str = "text",
+        start: datetime | None = None,
+        step: timedelta = timedelta(milliseconds=1),
+    ) -> list[dict]:
         """Writes one entry per line for a CustomJob's replica ``task``; returns the entries.
 
         ``payload`` is ``text`` (``textPayload``) or ``json`` (``jsonPayload.message``). Entries
@@ -122,12 +142,15 @@ class LoggingServer(GoogleApiServer):
             self._clock = max(self._clock, moment)
         return written
 
-    def _entry(self, job_id: str, text: str, task: str, severity: str, payload: str,
-               moment: datetime) -> dict:
+    def _entry(
+        self, job_id: str, text: str, task: str, severity: str, payload: str, moment: datetime
+    ) -> dict:
         entry: dict[str, Any] = {
             "insertId": f"{next(self._insert_ids):012x}",
-            "resource": {"type": "ml_job", "labels": {"job_id": job_id, "project_id": self.project,
-                                                      "task_name": task}},
+            "resource": {
+                "type": "ml_job",
+                "labels": {"job_id": job_id, "project_id": self.project, "task_name": task},
+            },
             "timestamp": _rfc3339(moment),
             "severity": severity,
             "logName": f"projects/{self.project}/logs/{task}",
@@ -159,7 +182,8 @@ class LoggingServer(GoogleApiServer):
         if not isinstance(body, dict):
             raise _invalid("Invalid JSON payload received. Expected an object.")
         names = list(body.get("resourceNames") or []) + [
-            f"projects/{p}" for p in body.get("projectIds") or []]
+            f"projects/{p}" for p in body.get("projectIds") or []
+        ]
         if not names:
             raise _invalid("resource_names: must specify at least one resource name")
         for name in names:
@@ -170,8 +194,9 @@ class LoggingServer(GoogleApiServer):
             raise ApiError(403, "Permission denied for all log views")
         order = (body.get("orderBy") or "timestamp asc").strip()
         if order not in ("timestamp asc", "timestamp desc"):
-            raise _invalid(f'Invalid order_by "{order}": only "timestamp asc" and '
-                           '"timestamp desc" are supported.')
+            raise _invalid(
+                f'Invalid order_by "{order}": only "timestamp asc" and "timestamp desc" are supported.'
+            )
         size = body.get("pageSize", _DEFAULT_PAGE_SIZE) or _DEFAULT_PAGE_SIZE
         if not isinstance(size, int) or not 0 < size <= _MAX_PAGE_SIZE:
             raise _invalid(f"Invalid page_size {size!r}: must be between 1 and {_MAX_PAGE_SIZE}.")
@@ -184,12 +209,14 @@ class LoggingServer(GoogleApiServer):
         # Every stored entry is in this server's project, readable by its ID or its number.
         asked = {name.partition("/")[2] for name in names} & self.readable
         with self._lock:
-            matching = [e for e in self.entries if all(p(e) for p in predicates)] \
-                if asked & {self.project, self.project_number} else []
-        matching.sort(key=lambda e: (e["timestamp"], e["insertId"]),
-                      reverse=order == "timestamp desc")
+            matching = (
+                [e for e in self.entries if all(p(e) for p in predicates)]
+                if asked & {self.project, self.project_number}
+                else []
+            )
+        matching.sort(key=lambda e: (e["timestamp"], e["insertId"]), reverse=order == "timestamp desc")
         take = min(size, self.max_page_size or size)
-        page = matching[start:start + take]
+        page = matching[start : start + take]
         out: dict[str, Any] = {}
         if page:
             out["entries"] = page
@@ -255,9 +282,14 @@ def _predicate(key: str, op: str, value: str) -> Callable[[dict], bool]:
         wanted = value
         get = field
 
-    compare = {"=": lambda a, b: a == b, "!=": lambda a, b: a != b,
-               ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-               "<": lambda a, b: a < b, "<=": lambda a, b: a <= b}[op]
+    compare = {
+        "=": lambda a, b: a == b,
+        "!=": lambda a, b: a != b,
+        ">": lambda a, b: a > b,
+        ">=": lambda a, b: a >= b,
+        "<": lambda a, b: a < b,
+        "<=": lambda a, b: a <= b,
+    }[op]
 
     def predicate(entry: dict) -> bool:
         have = get(entry)

@@ -55,8 +55,9 @@ class LoopbackServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
         # A short poll interval keeps ``stop()`` (and so each test's teardown) fast.
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,),
-                                        name=type(self).__name__, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.05,), name=type(self).__name__, daemon=True
+        )
         self._thread.start()
         return self
 

@@ -30,8 +30,11 @@ def _parse_filter(text: str) -> dict[str, str]:
     for part in re.split(r"\s+AND\s+", text.strip()):
         m = _TERM.match(part)
         if not m:
-            raise ApiError(400, f"The provided filter doesn't refer to any known metric or is "
-                                f"malformed: {part!r}.", reason="INVALID_ARGUMENT")
+            raise ApiError(
+                400,
+                f"The provided filter doesn't refer to any known metric or is malformed: {part!r}.",
+                reason="INVALID_ARGUMENT",
+            )
         terms[m[1]] = m[2]
     return terms
 
@@ -40,8 +43,11 @@ def _parse_time(value: str, field: str) -> datetime:
     try:
         return datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise ApiError(400, f"Field {field} had an invalid value of \"{value}\": Invalid time "
-                            "format: Failed to parse input", reason="INVALID_ARGUMENT") from None
+        raise ApiError(
+            400,
+            f'Field {field} had an invalid value of "{value}": Invalid time format: Failed to parse input',
+            reason="INVALID_ARGUMENT",
+        ) from None
 
 
 class MonitoringServer(GoogleApiServer):
@@ -74,46 +80,60 @@ class MonitoringServer(GoogleApiServer):
         if m["project"] != self.project:
             raise self.forbidden("monitoring.timeSeries.list", f"projects/{m['project']}")
         if not request.param("filter"):
-            raise ApiError(400, "Field filter had an invalid value of \"\": must be specified.",
-                           reason="INVALID_ARGUMENT")
+            raise ApiError(
+                400, 'Field filter had an invalid value of "": must be specified.', reason="INVALID_ARGUMENT"
+            )
         terms = _parse_filter(request.param("filter"))
         if "metric.type" not in terms:
-            raise ApiError(400, "A metric.type must be specified in the filter.",
-                           reason="INVALID_ARGUMENT")
+            raise ApiError(400, "A metric.type must be specified in the filter.", reason="INVALID_ARGUMENT")
         if not request.param("interval.endTime"):
-            raise ApiError(400, "Field interval.endTime had an invalid value of \"\": must be "
-                                "specified.", reason="INVALID_ARGUMENT")
+            raise ApiError(
+                400,
+                'Field interval.endTime had an invalid value of "": must be specified.',
+                reason="INVALID_ARGUMENT",
+            )
         end = _parse_time(request.param("interval.endTime"), "interval.endTime")
         if request.param("interval.startTime"):
             _parse_time(request.param("interval.startTime"), "interval.startTime")
-        if terms["metric.type"] != USAGE_METRIC or terms.get("resource.type",
-                                                               "consumer_quota") != "consumer_quota":
+        if (
+            terms["metric.type"] != USAGE_METRIC
+            or terms.get("resource.type", "consumer_quota") != "consumer_quota"
+        ):
             return {}
         period = request.param("aggregation.alignmentPeriod", "60s").rstrip("s")
         step = timedelta(seconds=float(period or 60))
         series = []
         for (metric, region), value in sorted(self.usage.items()):
-            labels = {"metric.label.quota_metric": metric, "resource.label.location": region,
-                      "resource.label.service": metric.split("/", 1)[0],
-                      "resource.label.project_id": self.project}
+            labels = {
+                "metric.label.quota_metric": metric,
+                "resource.label.location": region,
+                "resource.label.service": metric.split("/", 1)[0],
+                "resource.label.project_id": self.project,
+            }
             if any(terms.get(k, v) != v for k, v in labels.items()):
                 continue
             points = [self._point(end, value)]
             if (metric, region) in self.previous:
                 points.append(self._point(end - step, self.previous[(metric, region)]))
-            series.append({
-                "metric": {"type": USAGE_METRIC, "labels": {"quota_metric": metric}},
-                "resource": {"type": "consumer_quota",
-                             "labels": {"project_id": self.project, "location": region,
-                                        "service": metric.split("/", 1)[0]}},
-                "metricKind": "GAUGE",
-                "valueType": "INT64",
-                "points": points,
-            })
+            series.append(
+                {
+                    "metric": {"type": USAGE_METRIC, "labels": {"quota_metric": metric}},
+                    "resource": {
+                        "type": "consumer_quota",
+                        "labels": {
+                            "project_id": self.project,
+                            "location": region,
+                            "service": metric.split("/", 1)[0],
+                        },
+                    },
+                    "metricKind": "GAUGE",
+                    "valueType": "INT64",
+                    "points": points,
+                }
+            )
         return {"timeSeries": series, "unit": "1"} if series else {}
 
     @staticmethod
     def _point(at: datetime, value: int) -> dict:
         stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        return {"interval": {"startTime": stamp, "endTime": stamp},
-                "value": {"int64Value": str(value)}}
+        return {"interval": {"startTime": stamp, "endTime": stamp}, "value": {"int64Value": str(value)}}

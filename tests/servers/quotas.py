@@ -24,8 +24,18 @@ from tests.servers.googleapi import ApiError, GoogleApiServer, Request
 __all__ = ["QuotasServer", "REGIONS"]
 
 #: Regions the server lists as ``applicableLocations`` (a realistic subset).
-REGIONS = ("us-central1", "us-east1", "us-east4", "us-west1", "us-west4", "europe-west1",
-           "europe-west4", "asia-east1", "asia-northeast1", "asia-southeast1")
+REGIONS = (
+    "us-central1",
+    "us-east1",
+    "us-east4",
+    "us-west1",
+    "us-west4",
+    "europe-west1",
+    "europe-west4",
+    "asia-east1",
+    "asia-northeast1",
+    "asia-southeast1",
+)
 _CONTAINER_TYPES = {0: "CONTAINER_TYPE_UNSPECIFIED", 1: "PROJECT", 2: "FOLDER", 3: "ORGANIZATION"}
 _BASE = r"/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/services/(?P<service>[^/]+)"
 
@@ -46,8 +56,9 @@ class QuotasServer(GoogleApiServer):
 
     domain = "cloudquotas.googleapis.com"
 
-    def __init__(self, project: str = "tg-proj", project_number: str = "123456789012",
-                 max_page_size: int = 3) -> None:
+    def __init__(
+        self, project: str = "tg-proj", project_number: str = "123456789012", max_page_size: int = 3
+    ) -> None:
         super().__init__()
         self.project = project
         self.project_number = project_number
@@ -75,13 +86,17 @@ class QuotasServer(GoogleApiServer):
         if m["project"] not in (self.project, self.project_number):
             raise self.forbidden("cloudquotas.quotas.get", f"projects/{m['project']}")
         if m["location"] != "global":
-            raise ApiError(400, "Location must be 'global' for QuotaInfo resources.",
-                           reason="INVALID_ARGUMENT")
+            raise ApiError(
+                400, "Location must be 'global' for QuotaInfo resources.", reason="INVALID_ARGUMENT"
+            )
 
     def _infos(self, request: Request, m: re.Match) -> list[dict]:
         service = m["service"]
-        return [self._info(request, service, metric) for metric in sorted(self.limits)
-                if metric.startswith(service + "/")]
+        return [
+            self._info(request, service, metric)
+            for metric in sorted(self.limits)
+            if metric.startswith(service + "/")
+        ]
 
     def _list(self, request: Request, m: re.Match) -> dict:
         self._check_parent(m)
@@ -93,7 +108,7 @@ class QuotasServer(GoogleApiServer):
             start = int(base64.urlsafe_b64decode(token.encode()).decode()) if token else 0
         except ValueError:
             raise ApiError(400, "Invalid page token.", reason="INVALID_ARGUMENT") from None
-        page = infos[start:start + size]
+        page = infos[start : start + size]
         out: dict = {"quotaInfos": page}
         if start + size < len(infos):
             out["nextPageToken"] = base64.urlsafe_b64encode(str(start + size).encode()).decode()
@@ -109,15 +124,21 @@ class QuotasServer(GoogleApiServer):
     def _info(self, request: Request, service: str, metric: str) -> dict:
         limits = self.limits[metric]
         specific = [r for r in limits if r is not None]
-        dims_infos = [{"dimensions": {"region": r}, "details": {"value": str(limits[r])},
-                       "applicableLocations": [r]} for r in sorted(specific)]
-        dims_infos.append({"details": {"value": str(limits[None])},
-                           "applicableLocations": [r for r in REGIONS if r not in specific]})
+        dims_infos = [
+            {"dimensions": {"region": r}, "details": {"value": str(limits[r])}, "applicableLocations": [r]}
+            for r in sorted(specific)
+        ]
+        dims_infos.append(
+            {
+                "details": {"value": str(limits[None])},
+                "applicableLocations": [r for r in REGIONS if r not in specific],
+            }
+        )
         quota_id = _quota_id(metric)
         label = metric.split("/", 1)[1].replace("_", " ").capitalize() + " per region"
         return {
             "name": f"projects/{self.project_number}/locations/global/services/{service}/"
-                    f"quotaInfos/{quota_id}",
+            f"quotaInfos/{quota_id}",
             "quotaId": quota_id,
             "metric": metric,
             "service": service,

@@ -61,20 +61,26 @@ __all__ = [
 ]
 
 STATUS_NAMES = {
-    400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-    409: "ALREADY_EXISTS", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE",
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ALREADY_EXISTS",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
 }
 _DEFAULT_MESSAGES = {
     400: "Request contains an invalid argument.",
     401: "Request is missing required authentication credential.",
     403: "Permission 'aiplatform.customJobs.create' denied on resource "
-         "'//aiplatform.googleapis.com/projects/{project}/locations/{location}' (or it may not exist).",
+    "'//aiplatform.googleapis.com/projects/{project}/locations/{location}' (or it may not exist).",
     404: "The CustomJob does not exist.",
     409: "The resource already exists.",
     429: "Quota exceeded for quota metric 'Resource management (CRUD) requests' and limit "
-         "'Resource management (CRUD) requests per minute per region' of service "
-         "'aiplatform.googleapis.com' for consumer 'project_number:{number}'.",
+    "'Resource management (CRUD) requests per minute per region' of service "
+    "'aiplatform.googleapis.com' for consumer 'project_number:{number}'.",
     500: "Internal error encountered.",
     503: "The service is currently unavailable.",
     504: "The request timed out. Please try again.",
@@ -83,7 +89,8 @@ _TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "PARTIALLY_SUCCEEDED
 _STATES = {s.name.removeprefix("JOB_STATE_"): s for s in aiplatform_v1.JobState}
 _PATH = re.compile(
     r"^/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/customJobs"
-    r"(?:/(?P<id>[^/:]+))?(?::(?P<verb>[a-zA-Z]+))?$")
+    r"(?:/(?P<id>[^/:]+))?(?::(?P<verb>[a-zA-Z]+))?$"
+)
 _FOREVER = 10**9
 FLEX_DEFAULT_WAIT_S = 24 * 3600.0  # Scheduling.max_wait_duration's documented default
 
@@ -128,8 +135,12 @@ class Scenario:
     @classmethod
     def fails(cls, message: str, code: int = 3, running: int = 2) -> Scenario:
         """Runs, then ends FAILED with ``error: {code, message}``."""
-        return cls((("QUEUED", 1), ("PENDING", 1), ("RUNNING", running)), "FAILED",
-                   error_message=message, error_code=code)
+        return cls(
+            (("QUEUED", 1), ("PENDING", 1), ("RUNNING", running)),
+            "FAILED",
+            error_message=message,
+            error_code=code,
+        )
 
     @classmethod
     def stuck_queued(cls) -> Scenario:
@@ -137,14 +148,23 @@ class Scenario:
         return cls((("QUEUED", _FOREVER),), None)
 
     @classmethod
-    def waits_for_capacity(cls, capacity_after_s: float | None = None, running: int = 2,
-                           expired_state: str | None = "FAILED",
-                           error_message: str = "") -> Scenario:
+    def waits_for_capacity(
+        cls,
+        capacity_after_s: float | None = None,
+        running: int = 2,
+        expired_state: str | None = "FAILED",
+        error_message: str = "",
+    ) -> Scenario:
         """A Flex-start job: QUEUED until capacity comes (by the server's clock), then PENDING →
         RUNNING → SUCCEEDED; ended in ``expired_state`` when its maxWaitDuration runs out first."""
-        return cls((("PENDING", 1), ("RUNNING", running)), "SUCCEEDED", flex=True,
-                   capacity_after_s=capacity_after_s, expired_state=expired_state,
-                   error_message=error_message)
+        return cls(
+            (("PENDING", 1), ("RUNNING", running)),
+            "SUCCEEDED",
+            flex=True,
+            capacity_after_s=capacity_after_s,
+            expired_state=expired_state,
+            error_message=error_message,
+        )
 
     @classmethod
     def runs_forever(cls) -> Scenario:
@@ -202,8 +222,9 @@ def _now() -> datetime:
 
 
 class _ApiError(Exception):
-    def __init__(self, status: int, message: str, details: list[dict] | None = None,
-                 status_name: str = "") -> None:
+    def __init__(
+        self, status: int, message: str, details: list[dict] | None = None, status_name: str = ""
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.details = status, message, details or []
         self.status_name = status_name
@@ -221,9 +242,12 @@ class VertexJobsServer(LoopbackServer):
         on_running: ``f(job_name, n)`` for the n-th GET (1, 2, …) answered RUNNING, or None.
     """
 
-    def __init__(self, project_number: str = "123456789012",
-                 default_scenario: Scenario | None = None,
-                 clock: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        project_number: str = "123456789012",
+        default_scenario: Scenario | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.project_number = project_number
         self.clock = clock or time.monotonic
         self.default_scenario = default_scenario or Scenario.succeeds()
@@ -243,8 +267,14 @@ class VertexJobsServer(LoopbackServer):
         with self._lock:
             self._scenarios.extend(scenarios)
 
-    def fail_next(self, count: int = 1, status: int = 503, verb: str | None = None,
-                  message: str = "", details: list[dict] | None = None) -> None:
+    def fail_next(
+        self,
+        count: int = 1,
+        status: int = 503,
+        verb: str | None = None,
+        message: str = "",
+        details: list[dict] | None = None,
+    ) -> None:
         """Answers the next ``count`` requests (with ``verb``: create/get/list/cancel) with an error."""
         with self._lock:
             self._faults.append(Fault(count, status, verb, message, details))
@@ -258,24 +288,47 @@ class VertexJobsServer(LoopbackServer):
         with self._lock:
             self._faults.append(Fault(count, 0, verb, drop=True, after_handling=after_handling))
 
-    def add_job(self, scenario: Scenario | None = None, display_name: str = "existing",
-                project: str = "", location: str = "us-central1", state: str | None = None,
-                spec: dict | None = None) -> str:
+    def add_job(
+        self,
+        scenario: Scenario | None = None,
+        display_name: str = "existing",
+        project: str = "",
+        location: str = "us-central1",
+        state: str | None = None,
+        spec: dict | None = None,
+    ) -> str:
         """Creates a job directly (as an earlier attempt would have); returns its resource name.
 
         ``state`` starts the job already in that state (e.g. ``RUNNING`` or ``FAILED``).
         """
-        body = {"displayName": display_name,
-                "jobSpec": spec or {"workerPoolSpecs": [{
-                    "machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1",
-                    "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/trainer:1"}}]}}
+        body = {
+            "displayName": display_name,
+            "jobSpec": spec
+            or {
+                "workerPoolSpecs": [
+                    {
+                        "machineSpec": {"machineType": "n1-standard-4"},
+                        "replicaCount": "1",
+                        "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/trainer:1"},
+                    }
+                ]
+            },
+        }
         job = json_format.ParseDict(body, aiplatform_v1.CustomJob.pb(aiplatform_v1.CustomJob()))
         if scenario is None and state is not None:
-            scenario = (Scenario((), state, error_message="The replica workerpool0-0 exited with a "
-                                 "non-zero status of 1.")
-                        if state in _TERMINAL else Scenario(((state, _FOREVER),), None))
-        name = self._store(aiplatform_v1.CustomJob.wrap(job), project or self.project_number,
-                           location, scenario or self.default_scenario)
+            scenario = (
+                Scenario(
+                    (), state, error_message="The replica workerpool0-0 exited with a non-zero status of 1."
+                )
+                if state in _TERMINAL
+                else Scenario(((state, _FOREVER),), None)
+            )
+        name = self._store(
+            aiplatform_v1.CustomJob.wrap(job),
+            project or self.project_number,
+            location,
+            scenario or self.default_scenario,
+        )
         return name
 
     # -- inspection --
@@ -289,8 +342,10 @@ class VertexJobsServer(LoopbackServer):
     def jobs(self) -> dict[str, aiplatform_v1.CustomJob]:
         """The stored jobs by ID (copies, with their current state)."""
         with self._lock:
-            return {i: aiplatform_v1.CustomJob.deserialize(aiplatform_v1.CustomJob.serialize(j.job))
-                    for i, j in self._jobs.items()}
+            return {
+                i: aiplatform_v1.CustomJob.deserialize(aiplatform_v1.CustomJob.serialize(j.job))
+                for i, j in self._jobs.items()
+            }
 
     def state_of(self, job_id_or_name: str) -> str:
         """A job's current state name (``RUNNING``), without advancing it."""
@@ -304,8 +359,7 @@ class VertexJobsServer(LoopbackServer):
 
     # -- the API --
 
-    def _store(self, job: aiplatform_v1.CustomJob, project: str, location: str,
-               scenario: Scenario) -> str:
+    def _store(self, job: aiplatform_v1.CustomJob, project: str, location: str, scenario: Scenario) -> str:
         with self._lock:
             job_id = str(next(self._ids))
             job.name = f"projects/{project}/locations/{location}/customJobs/{job_id}"
@@ -344,13 +398,17 @@ class VertexJobsServer(LoopbackServer):
         if state == "RUNNING" and "start_time" not in job:
             job.start_time = now
             if job.job_spec.enable_web_access:
-                job.web_access_uris = {"workerpool0-0": "https://abc123-dot-us-central1."
-                                       "aiplatform-training.googleusercontent.com"}
+                job.web_access_uris = {
+                    "workerpool0-0": "https://abc123-dot-us-central1."
+                    "aiplatform-training.googleusercontent.com"
+                }
         if state in _TERMINAL:
             job.end_time = now
             if state == "FAILED":
-                job.error = {"code": entry.scenario.error_code,
-                             "message": entry.scenario.error_message or "Job failed."}
+                job.error = {
+                    "code": entry.scenario.error_code,
+                    "message": entry.scenario.error_message or "Job failed.",
+                }
             elif state == "CANCELLED":
                 job.error = {"code": 1, "message": "CANCELED"}
 
@@ -378,8 +436,11 @@ class VertexJobsServer(LoopbackServer):
             self._set_state(entry, self._scheduled_state(entry))
             return
         scheduling = entry.job.job_spec.scheduling
-        max_wait = (scheduling.max_wait_duration.total_seconds()
-                    if "max_wait_duration" in scheduling else FLEX_DEFAULT_WAIT_S)
+        max_wait = (
+            scheduling.max_wait_duration.total_seconds()
+            if "max_wait_duration" in scheduling
+            else FLEX_DEFAULT_WAIT_S
+        )
         if max_wait and waited >= max_wait and scenario.expired_state is not None:
             self._set_state(entry, scenario.expired_state)
 
@@ -391,8 +452,9 @@ class VertexJobsServer(LoopbackServer):
         return entry
 
     def _render(self, job: aiplatform_v1.CustomJob, int_enums: bool) -> dict:
-        return json.loads(json_format.MessageToJson(aiplatform_v1.CustomJob.pb(job),
-                                                    use_integers_for_enums=int_enums))
+        return json.loads(
+            json_format.MessageToJson(aiplatform_v1.CustomJob.pb(job), use_integers_for_enums=int_enums)
+        )
 
     def handle(self, method: str, raw_path: str, body: Any) -> tuple[int, Any]:
         """Answers one request: (HTTP status, JSON body). Raises _ApiError for error bodies."""
@@ -419,23 +481,37 @@ class VertexJobsServer(LoopbackServer):
             if job_id is not None and method == "POST" and verb == "cancel":
                 entry = self._job(project, location, job_id)
                 if entry.state in _TERMINAL:
-                    raise _ApiError(400, f"Cannot cancel CustomJob \"{entry.job.name}\" in state "
-                                         f"JOB_STATE_{entry.state}.",
-                                    [{"@type": "type.googleapis.com/google.rpc.PreconditionFailure",
-                                      "violations": [{"type": "STATE", "subject": entry.job.name,
-                                                      "description": "job is in a final state"}]}],
-                                    status_name="FAILED_PRECONDITION")
+                    raise _ApiError(
+                        400,
+                        f'Cannot cancel CustomJob "{entry.job.name}" in state JOB_STATE_{entry.state}.',
+                        [
+                            {
+                                "@type": "type.googleapis.com/google.rpc.PreconditionFailure",
+                                "violations": [
+                                    {
+                                        "type": "STATE",
+                                        "subject": entry.job.name,
+                                        "description": "job is in a final state",
+                                    }
+                                ],
+                            }
+                        ],
+                        status_name="FAILED_PRECONDITION",
+                    )
                 entry.cancel_requested = True
                 self._set_state(entry, "CANCELLING")
                 return 200, {}
             if job_id is not None and method == "DELETE" and verb is None:
                 entry = self._job(project, location, job_id)
                 del self._jobs[job_id]
-                return 200, {"name": f"{entry.job.name}/operations/1",
-                             "metadata": {"@type": "type.googleapis.com/google.cloud.aiplatform.v1."
-                                                   "DeleteOperationMetadata"},
-                             "done": True, "response": {"@type": "type.googleapis.com/"
-                                                                 "google.protobuf.Empty"}}
+                return 200, {
+                    "name": f"{entry.job.name}/operations/1",
+                    "metadata": {
+                        "@type": "type.googleapis.com/google.cloud.aiplatform.v1.DeleteOperationMetadata"
+                    },
+                    "done": True,
+                    "response": {"@type": "type.googleapis.com/google.protobuf.Empty"},
+                }
         raise _ApiError(404, f"Method {method} {path} is not supported.")
 
     def _create(self, project: str, location: str, body: Any, int_enums: bool) -> dict:
@@ -444,21 +520,43 @@ class VertexJobsServer(LoopbackServer):
         try:
             pb = json_format.ParseDict(body, aiplatform_v1.CustomJob.pb(aiplatform_v1.CustomJob()))
         except json_format.ParseError as exc:
-            raise _ApiError(400, f"Invalid JSON payload received. {exc}",
-                            [{"@type": "type.googleapis.com/google.rpc.BadRequest",
-                              "fieldViolations": [{"description": str(exc)}]}]) from None
+            raise _ApiError(
+                400,
+                f"Invalid JSON payload received. {exc}",
+                [
+                    {
+                        "@type": "type.googleapis.com/google.rpc.BadRequest",
+                        "fieldViolations": [{"description": str(exc)}],
+                    }
+                ],
+            ) from None
         job = aiplatform_v1.CustomJob.wrap(pb)
         violations = _violations(job)
         if violations:
-            listed = "".join(f"{i}.Field: {f}; Message: {d}\t"
-                             for i, (f, d) in enumerate(violations, start=1))
-            raise _ApiError(400, f"List of found errors:\t{listed}",
-                            [{"@type": "type.googleapis.com/google.rpc.BadRequest",
-                              "fieldViolations": [{"field": f, "description": d}
-                                                  for f, d in violations]}])
+            listed = "".join(
+                f"{i}.Field: {f}; Message: {d}\t" for i, (f, d) in enumerate(violations, start=1)
+            )
+            raise _ApiError(
+                400,
+                f"List of found errors:\t{listed}",
+                [
+                    {
+                        "@type": "type.googleapis.com/google.rpc.BadRequest",
+                        "fieldViolations": [{"field": f, "description": d} for f, d in violations],
+                    }
+                ],
+            )
         # Output-only fields in the request are ignored, as Vertex does.
-        for name in ("name", "state", "error", "create_time", "start_time", "end_time",
-                     "update_time", "web_access_uris"):
+        for name in (
+            "name",
+            "state",
+            "error",
+            "create_time",
+            "start_time",
+            "end_time",
+            "update_time",
+            "web_access_uris",
+        ):
             aiplatform_v1.CustomJob.pb(job).ClearField(name)
         scenario = self._scenarios.pop(0) if self._scenarios else self.default_scenario
         number = self.project_number if not project.isdigit() else project
@@ -469,8 +567,7 @@ class VertexJobsServer(LoopbackServer):
         flt = (query.get("filter") or [""])[0]
         preds = []
         for clause in filter(None, (c.strip() for c in re.split(r"\s+AND\s+", flt))):
-            m = re.fullmatch(r'(display_name|displayName|state|labels\.[\w-]+)\s*=\s*"?([^"]*)"?',
-                             clause)
+            m = re.fullmatch(r'(display_name|displayName|state|labels\.[\w-]+)\s*=\s*"?([^"]*)"?', clause)
             if not m:
                 raise _ApiError(400, f"Unsupported filter: {clause!r}.")
             preds.append((m[1], m[2]))
@@ -492,7 +589,7 @@ class VertexJobsServer(LoopbackServer):
         matching.sort(key=lambda j: j.create_time, reverse=True)  # newest first, as Vertex lists
         size = int((query.get("pageSize") or ["0"])[0] or 0) or 100
         start = int((query.get("pageToken") or ["0"])[0] or 0)
-        page = matching[start:start + size]
+        page = matching[start : start + size]
         out: dict[str, Any] = {"customJobs": [self._render(j, int_enums) for j in page]}
         if start + size < len(matching):
             out["nextPageToken"] = str(start + size)
@@ -507,21 +604,34 @@ class VertexJobsServer(LoopbackServer):
                     return fault
         return None
 
-    def error_body(self, status: int, message: str = "", details: list[dict] | None = None,
-                   status_name: str = "") -> dict:
+    def error_body(
+        self, status: int, message: str = "", details: list[dict] | None = None, status_name: str = ""
+    ) -> dict:
         """The error body Google APIs send for ``status`` (``status_name`` overrides the usual one)."""
         message = message or _DEFAULT_MESSAGES.get(status, "Error.").format(
-            number=self.project_number, project=self.project_number, location="us-central1")
+            number=self.project_number, project=self.project_number, location="us-central1"
+        )
         if details is None and status == 429:
-            details = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                        "reason": "RATE_LIMIT_EXCEEDED", "domain": "googleapis.com",
-                        "metadata": {"service": "aiplatform.googleapis.com",
-                                     "consumer": f"projects/{self.project_number}",
-                                     "quota_metric":
-                                         "aiplatform.googleapis.com/resource_management_requests"}}]
-        return {"error": {"code": status, "message": message,
-                          "status": status_name or STATUS_NAMES.get(status, "UNKNOWN"),
-                          "details": details or []}}
+            details = [
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": "RATE_LIMIT_EXCEEDED",
+                    "domain": "googleapis.com",
+                    "metadata": {
+                        "service": "aiplatform.googleapis.com",
+                        "consumer": f"projects/{self.project_number}",
+                        "quota_metric": "aiplatform.googleapis.com/resource_management_requests",
+                    },
+                }
+            ]
+        return {
+            "error": {
+                "code": status,
+                "message": message,
+                "status": status_name or STATUS_NAMES.get(status, "UNKNOWN"),
+                "details": details or [],
+            }
+        }
 
 
 def _violations(job: aiplatform_v1.CustomJob) -> list[tuple[str, str]]:
@@ -541,17 +651,26 @@ def _violations(job: aiplatform_v1.CustomJob) -> list[tuple[str, str]]:
         if not pool.container_spec.image_uri and not pool.python_package_spec.executor_image_uri:
             out.append((f"{path}.container_spec.image_uri", "Required field is not set."))
         if pool.machine_spec.accelerator_type and pool.machine_spec.accelerator_count < 1:
-            out.append((f"{path}.machine_spec.accelerator_count",
-                        "Accelerator count must be positive when an accelerator type is set."))
+            out.append(
+                (
+                    f"{path}.machine_spec.accelerator_count",
+                    "Accelerator count must be positive when an accelerator type is set.",
+                )
+            )
         if i == 0 and pool.replica_count != 1:
-            out.append((f"{path}.replica_count", "The first worker pool must have exactly one "
-                                                 "replica (the chief)."))
+            out.append(
+                (f"{path}.replica_count", "The first worker pool must have exactly one replica (the chief).")
+            )
         if pool.replica_count < 1:
             out.append((f"{path}.replica_count", "Replica count must be positive."))
     base = job.job_spec.base_output_directory.output_uri_prefix
     if base and not base.startswith("gs://"):
-        out.append(("custom_job.job_spec.base_output_directory.output_uri_prefix",
-                    f"Output URI prefix must be a Cloud Storage path (gs://...), got {base!r}."))
+        out.append(
+            (
+                "custom_job.job_spec.base_output_directory.output_uri_prefix",
+                f"Output URI prefix must be a Cloud Storage path (gs://...), got {base!r}.",
+            )
+        )
     return out
 
 
@@ -573,9 +692,13 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = raw.decode("utf-8", "replace")
         split = urlsplit(self.path)
-        record = RecordedRequest(self.command, unquote(split.path),
-                                 parse_qs(split.query, keep_blank_values=True), body,
-                                 dict(self.headers.items()))
+        record = RecordedRequest(
+            self.command,
+            unquote(split.path),
+            parse_qs(split.query, keep_blank_values=True),
+            body,
+            dict(self.headers.items()),
+        )
         server = self.owner
         with server._lock:
             server.requests.append(record)
@@ -592,14 +715,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(fault.status, server.error_body(fault.status, fault.message, fault.details))
             return
         if isinstance(body, str):
-            self._send(400, server.error_body(400, "Invalid JSON payload received. Unexpected "
-                                                   "token."))
+            self._send(400, server.error_body(400, "Invalid JSON payload received. Unexpected token."))
             return
         try:
             status, payload = server.handle(self.command, self.path, body)
         except _ApiError as err:
-            self._send(err.status, server.error_body(err.status, err.message, err.details,
-                                                     err.status_name))
+            self._send(err.status, server.error_body(err.status, err.message, err.details, err.status_name))
             return
         self._send(status, payload)
 

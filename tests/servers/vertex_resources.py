@@ -24,8 +24,15 @@ from tests.servers.googleapi import ApiError, GoogleApiServer, Request
 
 __all__ = ["VertexResourcesServer"]
 
-_STATES = {0: "STATE_UNSPECIFIED", 1: "PROVISIONING", 3: "RUNNING", 4: "STOPPING", 5: "ERROR",
-           6: "REBOOTING", 7: "UPDATING"}
+_STATES = {
+    0: "STATE_UNSPECIFIED",
+    1: "PROVISIONING",
+    3: "RUNNING",
+    4: "STOPPING",
+    5: "ERROR",
+    6: "REBOOTING",
+    7: "UPDATING",
+}
 _BASE = r"/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)"
 
 
@@ -51,34 +58,57 @@ class VertexResourcesServer(GoogleApiServer):
         return self.projects.get(project, project)
 
     def _key(self, project: str, location: str, rid: str) -> tuple[str, str, str]:
-        number = self._number(next((p for p, n in self.projects.items() if project in (p, n)),
-                                   project))
+        number = self._number(next((p for p, n in self.projects.items() if project in (p, n)), project))
         return (number, location, rid)
 
     # -- configuration --
 
-    def add_tensorboard(self, project: str, location: str, tid: str, *,
-                        display_name: str = "experiments") -> dict:
+    def add_tensorboard(
+        self, project: str, location: str, tid: str, *, display_name: str = "experiments"
+    ) -> dict:
         name = f"projects/{self._number(project)}/locations/{location}/tensorboards/{tid}"
-        record = {"name": name, "displayName": display_name,
-                  "blobStoragePathPrefix": f"cloud-ai-platform-{tid}",
-                  "runCount": 3, "createTime": "2025-01-10T08:00:00.000000Z",
-                  "updateTime": "2025-01-12T08:00:00.000000Z", "etag": "AMEw9yN2",
-                  "isDefault": False}
+        record = {
+            "name": name,
+            "displayName": display_name,
+            "blobStoragePathPrefix": f"cloud-ai-platform-{tid}",
+            "runCount": 3,
+            "createTime": "2025-01-10T08:00:00.000000Z",
+            "updateTime": "2025-01-12T08:00:00.000000Z",
+            "etag": "AMEw9yN2",
+            "isDefault": False,
+        }
         self.tensorboards[self._key(project, location, tid)] = record
         return record
 
-    def add_persistent_resource(self, project: str, location: str, rid: str, *,
-                                pools: list[dict], state: int = 3, network: str = "",
-                                kms_key: str = "") -> dict:
+    def add_persistent_resource(
+        self,
+        project: str,
+        location: str,
+        rid: str,
+        *,
+        pools: list[dict],
+        state: int = 3,
+        network: str = "",
+        kms_key: str = "",
+    ) -> dict:
         name = f"projects/{self._number(project)}/locations/{location}/persistentResources/{rid}"
-        record = {"name": name, "displayName": rid, "resourcePools": [
-            {"diskSpec": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100},
-             "usedReplicaCount": "0", **pool} for pool in pools],
-            "state": state, "createTime": "2025-02-01T09:00:00.000000Z",
+        record = {
+            "name": name,
+            "displayName": rid,
+            "resourcePools": [
+                {
+                    "diskSpec": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100},
+                    "usedReplicaCount": "0",
+                    **pool,
+                }
+                for pool in pools
+            ],
+            "state": state,
+            "createTime": "2025-02-01T09:00:00.000000Z",
             "startTime": "2025-02-01T09:05:00.000000Z",
             "updateTime": "2025-02-01T09:05:00.000000Z",
-            "resourceRuntimeSpec": {"serviceAccountSpec": {"enableCustomServiceAccount": False}}}
+            "resourceRuntimeSpec": {"serviceAccountSpec": {"enableCustomServiceAccount": False}},
+        }
         if network:
             record["network"] = network
         if kms_key:
@@ -89,8 +119,10 @@ class VertexResourcesServer(GoogleApiServer):
     # -- routes --
 
     def routes(self):
-        return [("GET", _BASE + r"/tensorboards/(?P<id>[^/:]+)", self._tensorboard),
-                ("GET", _BASE + r"/persistentResources/(?P<id>[^/:]+)", self._resource)]
+        return [
+            ("GET", _BASE + r"/tensorboards/(?P<id>[^/:]+)", self._tensorboard),
+            ("GET", _BASE + r"/persistentResources/(?P<id>[^/:]+)", self._resource),
+        ]
 
     def _find(self, table: dict, m: re.Match, kind: str, permission: str) -> dict:
         path = f"projects/{m['project']}/locations/{m['location']}/{kind}/{m['id']}"
@@ -106,7 +138,8 @@ class VertexResourcesServer(GoogleApiServer):
         return self._find(self.tensorboards, m, "tensorboards", "aiplatform.tensorboards.get")
 
     def _resource(self, request: Request, m: re.Match) -> dict:
-        record = dict(self._find(self.resources, m, "persistentResources",
-                                 "aiplatform.persistentResources.get"))
+        record = dict(
+            self._find(self.resources, m, "persistentResources", "aiplatform.persistentResources.get")
+        )
         record["state"] = self.enum(request, _STATES, record["state"])
         return record

@@ -15,8 +15,14 @@ PR = ["--project", "my-project", "--region", "us-central1"]
 
 
 def cli(*args, stdin: str | None = None, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "trainguard.cli", *map(str, args)],
-                          capture_output=True, text=True, input=stdin, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "trainguard.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        cwd=cwd,
+        timeout=120,
+    )
 
 
 def no_traceback(proc):
@@ -32,8 +38,17 @@ def test_help_and_version():
 
 
 def test_preflight_passes_on_the_a100_spot_example(tmp_path):
-    proc = cli("preflight", EXAMPLES / "a100-spot.yaml", *PR, "--only", "compat",
-               "--json", tmp_path / "r.json", "--markdown", tmp_path / "r.md")
+    proc = cli(
+        "preflight",
+        EXAMPLES / "a100-spot.yaml",
+        *PR,
+        "--only",
+        "compat",
+        "--json",
+        tmp_path / "r.json",
+        "--markdown",
+        tmp_path / "r.md",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "preflight passed" in proc.stdout
     report = json.loads((tmp_path / "r.json").read_text())
@@ -47,7 +62,8 @@ def test_preflight_failing_check_exits_1_with_the_fix(tmp_path):
         "workerPoolSpecs:\n"
         "  - machineSpec: {machineType: a2-highgpu-1g, acceleratorType: NVIDIA_TESLA_A100,"
         " acceleratorCount: 2}\n"
-        "    containerSpec: {imageUri: img}\n")
+        "    containerSpec: {imageUri: img}\n"
+    )
     proc = cli("preflight", spec, *PR, "--only", "compat", "--json", tmp_path / "r.json")
     assert proc.returncode == 1
     assert "FAIL" in proc.stdout and "acceleratorCount: 1" in proc.stdout
@@ -62,20 +78,26 @@ def test_fail_on_warn_turns_a_warning_into_exit_1(tmp_path):
         "  - machineSpec: {machineType: g2-standard-8, acceleratorType: NVIDIA_L4,"
         " acceleratorCount: 1}\n"
         "    containerSpec: {imageUri: img}\n"
-        "scheduling: {strategy: SPOT}\n")
+        "scheduling: {strategy: SPOT}\n"
+    )
     assert cli("preflight", spec, *PR, "--only", "compat").returncode == 0
     assert cli("preflight", spec, *PR, "--only", "compat", "--fail-on", "warn").returncode == 1
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["preflight", "missing.yaml", *PR], "does not exist"),
-    (["preflight", "examples/a100-spot.yaml", "--project", "Bad_Project", "--region",
-      "us-central1"], "project"),
-    (["preflight", "examples/a100-spot.yaml", *PR, "--only", "quotaa"], "unknown check"),
-    (["preflight", "examples/a100-spot.yaml", *PR, "--fail-on", "sometimes"], "fail_on"),
-    (["train", "examples/local-healthy.yaml", *PR, "--preempt-after", "soon"], "not a duration"),
-    (["triage", "no-such-log.txt"], "cannot read"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["preflight", "missing.yaml", *PR], "does not exist"),
+        (
+            ["preflight", "examples/a100-spot.yaml", "--project", "Bad_Project", "--region", "us-central1"],
+            "project",
+        ),
+        (["preflight", "examples/a100-spot.yaml", *PR, "--only", "quotaa"], "unknown check"),
+        (["preflight", "examples/a100-spot.yaml", *PR, "--fail-on", "sometimes"], "fail_on"),
+        (["train", "examples/local-healthy.yaml", *PR, "--preempt-after", "soon"], "not a duration"),
+        (["triage", "no-such-log.txt"], "cannot read"),
+    ],
+)
 def test_bad_input_exits_2_with_one_clear_message(args, needle):
     proc = cli(*args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -110,14 +132,16 @@ def test_train_locally_and_a_failing_job_is_classified(tmp_path):
     ok = tmp_path / "ok.yaml"
     ok.write_text(
         "workerPoolSpecs:\n  - machineSpec: {machineType: n1-standard-4}\n"
-        "    containerSpec: {imageUri: img, command: [python, -c, 'print(42)']}\n")
+        "    containerSpec: {imageUri: img, command: [python, -c, 'print(42)']}\n"
+    )
     proc = cli("train", ok, *PR, "--output-dir", tmp_path / "out", "--json", tmp_path / "t.json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "t.json").read_text())["state"] == "SUCCEEDED"
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         "workerPoolSpecs:\n  - machineSpec: {machineType: n1-standard-4}\n"
-        "    containerSpec: {imageUri: img, command: [python, -m, no_such_trainer_module]}\n")
+        "    containerSpec: {imageUri: img, command: [python, -m, no_such_trainer_module]}\n"
+    )
     proc = cli("train", bad, *PR, "--output-dir", tmp_path / "out2", "--json", tmp_path / "f.json")
     assert proc.returncode == 1
     assert "container" in proc.stderr and "No module named" in proc.stderr
@@ -130,8 +154,14 @@ HISTORIES = ROOT / "tests" / "fixtures" / "histories"
 
 
 def test_validate_exit_codes_and_reports(tmp_path):
-    ok = cli("validate", HISTORIES / "healthy" / "history.jsonl", "--json", tmp_path / "v.json",
-             "--html", tmp_path / "v.html")
+    ok = cli(
+        "validate",
+        HISTORIES / "healthy" / "history.jsonl",
+        "--json",
+        tmp_path / "v.json",
+        "--html",
+        tmp_path / "v.html",
+    )
     assert ok.returncode == 0, ok.stderr
     assert json.loads((tmp_path / "v.json").read_text())["passed"] is True
     assert "data:image/png;base64," in (tmp_path / "v.html").read_text()
@@ -141,10 +171,13 @@ def test_validate_exit_codes_and_reports(tmp_path):
     assert (tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
 
 
-@pytest.mark.parametrize("content,needle", [
-    ("", "empty"),
-    ('{"step": 1, "metrics": {"loss": 1.0}}\nnot json\n{"step": 3}\n', "line 2"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ("", "empty"),
+        ('{"step": 1, "metrics": {"loss": 1.0}}\nnot json\n{"step": 3}\n', "line 2"),
+    ],
+)
 def test_validate_bad_history_exits_2(tmp_path, content, needle):
     path = tmp_path / "history.jsonl"
     path.write_text(content)
@@ -153,16 +186,33 @@ def test_validate_bad_history_exits_2(tmp_path, content, needle):
     no_traceback(proc)
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["run", "examples/local-healthy.yaml", *PR, "--backend", "bogus"], "is not one of: local, vertex"),
-    (["run", "examples/local-healthy.yaml", *PR, "--pipeline", "preflight_only",
-      "--preempt-after", "5s"], "--preempt-after"),
-    (["train", "examples/local-healthy.yaml", *PR, "--output-dir", "/proc/nope"],
-     "cannot create the output directory"),
-    (["preflight", "examples/a100-spot.yaml", *PR, "--only", "compat", "--json", "/proc/x.json"],
-     "cannot write"),
-    (["preflight", "examples/a100-spot.yaml", *PR, "--only", "local"], "not a check of the vertex"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["run", "examples/local-healthy.yaml", *PR, "--backend", "bogus"], "is not one of: local, vertex"),
+        (
+            [
+                "run",
+                "examples/local-healthy.yaml",
+                *PR,
+                "--pipeline",
+                "preflight_only",
+                "--preempt-after",
+                "5s",
+            ],
+            "--preempt-after",
+        ),
+        (
+            ["train", "examples/local-healthy.yaml", *PR, "--output-dir", "/proc/nope"],
+            "cannot create the output directory",
+        ),
+        (
+            ["preflight", "examples/a100-spot.yaml", *PR, "--only", "compat", "--json", "/proc/x.json"],
+            "cannot write",
+        ),
+        (["preflight", "examples/a100-spot.yaml", *PR, "--only", "local"], "not a check of the vertex"),
+    ],
+)
 def test_more_bad_input_exits_2(args, needle):
     proc = cli(*args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -172,16 +222,20 @@ def test_more_bad_input_exits_2(args, needle):
 
 def test_markup_like_text_in_errors_is_printed_verbatim(tmp_path):
     spec = tmp_path / "s.yaml"
-    spec.write_text("workerPoolSpecs:\n  - machineSpec: {machineType: n1-standard-4,"
-                    " acceleratorType: '[/x]', acceleratorCount: 1}\n"
-                    "    containerSpec: {imageUri: i}\n")
+    spec.write_text(
+        "workerPoolSpecs:\n  - machineSpec: {machineType: n1-standard-4,"
+        " acceleratorType: '[/x]', acceleratorCount: 1}\n"
+        "    containerSpec: {imageUri: i}\n"
+    )
     proc = cli("preflight", spec, *PR)
     assert proc.returncode == 2 and "'[/x]' is not a valid value" in proc.stderr
     no_traceback(proc)
     bad = tmp_path / "bad.yaml"
-    bad.write_text("workerPoolSpecs:\n  - machineSpec: {machineType: n1-standard-4}\n"
-                   "    containerSpec: {imageUri: img, command: [python, -c,"
-                   " 'import sys; print(\"open [/dev/nvidia0] failed\"); sys.exit(3)']}\n")
+    bad.write_text(
+        "workerPoolSpecs:\n  - machineSpec: {machineType: n1-standard-4}\n"
+        "    containerSpec: {imageUri: img, command: [python, -c,"
+        " 'import sys; print(\"open [/dev/nvidia0] failed\"); sys.exit(3)']}\n"
+    )
     proc = cli("train", bad, *PR, "--output-dir", tmp_path / "o", "--json", tmp_path / "t.json")
     assert proc.returncode == 1 and "[workerpool0-0]" in proc.stderr + proc.stdout
     assert json.loads((tmp_path / "t.json").read_text())["state"] == "FAILED"
@@ -189,23 +243,53 @@ def test_markup_like_text_in_errors_is_printed_verbatim(tmp_path):
 
 
 def test_local_runs_need_no_cloud_names_and_vertex_runs_say_which_are_missing(tmp_path):
-    env_free = {k: v for k, v in __import__("os").environ.items()
-                if k not in ("GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_REGION")}
-    proc = subprocess.run([sys.executable, "-m", "trainguard.cli", "preflight",
-                           str(EXAMPLES / "local-healthy.yaml"), "--backend", "local",
-                           "--output-dir", str(tmp_path / "out")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120, env=env_free)
+    env_free = {
+        k: v
+        for k, v in __import__("os").environ.items()
+        if k not in ("GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_REGION")
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainguard.cli",
+            "preflight",
+            str(EXAMPLES / "local-healthy.yaml"),
+            "--backend",
+            "local",
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env=env_free,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "local-project" in proc.stdout  # the placeholder, said where it shows
-    for args in (["train", EXAMPLES / "l4.yaml", "--vertex"],
-                 ["preflight", EXAMPLES / "l4.yaml"],
-                 ["run", EXAMPLES / "l4.yaml", "--vertex"]):
-        proc = subprocess.run([sys.executable, "-m", "trainguard.cli", *map(str, args), "-p",
-                               "my-project"], capture_output=True, text=True, cwd=ROOT,
-                              timeout=120, env=env_free)
+    for args in (
+        ["train", EXAMPLES / "l4.yaml", "--vertex"],
+        ["preflight", EXAMPLES / "l4.yaml"],
+        ["run", EXAMPLES / "l4.yaml", "--vertex"],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "trainguard.cli", *map(str, args), "-p", "my-project"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+            env=env_free,
+        )
         assert proc.returncode == 2, (args, proc.stderr)
         assert "--region required for Vertex AI" in proc.stderr
         no_traceback(proc)
-    proc = subprocess.run([sys.executable, "-m", "trainguard.cli", "train", "--help"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120, env=env_free)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainguard.cli", "train", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env=env_free,
+    )
     assert "local runs default to" in " ".join(proc.stdout.split())

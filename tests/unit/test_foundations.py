@@ -20,8 +20,19 @@ def test_a_choice_parses_forgivingly_and_a_wrong_one_lists_the_valid_values():
     assert Backend.VERTEX == "vertex"  # plain strings travel through KFP and JSON
 
 
-@pytest.mark.parametrize("text,seconds", [("90", 90), ("20s", 20), ("1.5m", 90), ("45m", 2700),
-                                          ("2h", 7200), ("500ms", 0.5), ("1d", 86400), (30, 30)])
+@pytest.mark.parametrize(
+    "text,seconds",
+    [
+        ("90", 90),
+        ("20s", 20),
+        ("1.5m", 90),
+        ("45m", 2700),
+        ("2h", 7200),
+        ("500ms", 0.5),
+        ("1d", 86400),
+        (30, 30),
+    ],
+)
 def test_durations_accept_what_people_type(text, seconds):
     assert parse_duration(text, "--max-queued") == seconds
 
@@ -58,8 +69,14 @@ def test_a_dead_endpoint_gives_up_at_the_deadline_with_exit_2_and_the_endpoint_n
 
     policy = RetryPolicy(deadline_s=10)
     with pytest.raises(EndpointUnreachable) as info:
-        policy.call(dead, transient=(ConnectionError,), what="storage read",
-                    where="http://127.0.0.1:9", clock=clock, sleep=clock.sleep)
+        policy.call(
+            dead,
+            transient=(ConnectionError,),
+            what="storage read",
+            where="http://127.0.0.1:9",
+            clock=clock,
+            sleep=clock.sleep,
+        )
     assert info.value.exit_code == EXIT_BAD_INPUT
     assert "http://127.0.0.1:9" in str(info.value) and "TRAINGUARD_RETRY_DEADLINE" in str(info.value)
     assert clock.now <= 10 and len(calls) >= 4  # several tries, never past the deadline
@@ -75,8 +92,14 @@ def test_an_endpoint_that_answers_only_503_is_transient_not_unreachable():
         raise Busy("503 Service Unavailable")
 
     with pytest.raises(TransientError, match="kept failing"):
-        RetryPolicy(deadline_s=3).call(busy, transient=(Busy,), what="get", clock=clock,
-                                       sleep=clock.sleep, unreachable=(ConnectionError,))
+        RetryPolicy(deadline_s=3).call(
+            busy,
+            transient=(Busy,),
+            what="get",
+            clock=clock,
+            sleep=clock.sleep,
+            unreachable=(ConnectionError,),
+        )
 
 
 def test_a_call_that_recovers_returns_and_other_errors_propagate_at_once():
@@ -90,8 +113,17 @@ def test_a_call_that_recovers_returns_and_other_errors_propagate_at_once():
         return value
 
     retried = []
-    assert RetryPolicy().call(flaky, transient=(ConnectionError,), what="x", clock=clock,
-                              sleep=clock.sleep, on_retry=lambda e, d: retried.append(d)) == "ok"
+    assert (
+        RetryPolicy().call(
+            flaky,
+            transient=(ConnectionError,),
+            what="x",
+            clock=clock,
+            sleep=clock.sleep,
+            on_retry=lambda e, d: retried.append(d),
+        )
+        == "ok"
+    )
     assert retried == [0.25, 0.5]
     with pytest.raises(KeyError):
         RetryPolicy().call(lambda: {}["x"], transient=(ConnectionError,), what="x")

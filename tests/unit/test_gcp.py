@@ -30,10 +30,10 @@ class Loopback:
             def _answer(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                server.calls.append((self.command, self.path,
-                                     json.loads(raw) if raw else None, dict(self.headers)))
-                status, body, delay_s = (server.answers.pop(0) if server.answers
-                                         else (200, {}, 0.0))
+                server.calls.append(
+                    (self.command, self.path, json.loads(raw) if raw else None, dict(self.headers))
+                )
+                status, body, delay_s = server.answers.pop(0) if server.answers else (200, {}, 0.0)
                 time.sleep(delay_s)
                 data = json.dumps(body).encode() if body is not None else b""
                 self.send_response(status)
@@ -50,8 +50,7 @@ class Loopback:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
-                                        daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
     def answer(self, status: int, body: dict | None = None, delay_s: float = 0.0) -> None:
@@ -100,16 +99,27 @@ def test_endpoint_rejects_bad_override_and_unknown_api():
         gcp.endpoint("storage", environ={})
 
 
-@pytest.mark.parametrize("value", ["http://", "http://127.0.0.1:99999", "ftp://x", "http://[::1",
-                                   "http://127.0.0.1:9/v1?x=1", "http://u:p@:80", "http://h:0"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "http://",
+        "http://127.0.0.1:99999",
+        "ftp://x",
+        "http://[::1",
+        "http://127.0.0.1:9/v1?x=1",
+        "http://u:p@:80",
+        "http://h:0",
+    ],
+)
 def test_an_override_that_is_no_host_and_port_is_refused(value):
     # Each of these once got as far as a client and came back as an UNKNOWN check and exit 0.
     with pytest.raises(ConfigError, match="TRAINGUARD_ENDPOINT_IAM=.* must be a URL"):
         gcp.endpoint("IAM", environ={"TRAINGUARD_ENDPOINT_IAM": value})
     with pytest.raises(ConfigError, match="STORAGE_EMULATOR_HOST"):
         gcp.check_overrides({"STORAGE_EMULATOR_HOST": value})
-    assert gcp.endpoint("IAM", environ={"TRAINGUARD_ENDPOINT_IAM": "https://[::1]:8443/"}).host \
-        == "[::1]:8443"
+    assert (
+        gcp.endpoint("IAM", environ={"TRAINGUARD_ENDPOINT_IAM": "https://[::1]:8443/"}).host == "[::1]:8443"
+    )
 
 
 def test_overridden_endpoint_gets_anonymous_credentials():
@@ -124,7 +134,8 @@ def test_impersonated_credentials_with_override(monkeypatch, server):
     assert isinstance(source, ga_credentials.AnonymousCredentials)
     assert source.token_state == ga_credentials.TokenState.FRESH  # nothing to refresh first
     assert creds._iam_endpoint_override == (
-        f"{server.url}/v1/projects/-/serviceAccounts/{SA}:generateAccessToken")
+        f"{server.url}/v1/projects/-/serviceAccounts/{SA}:generateAccessToken"
+    )
     assert creds._target_scopes == [gcp.CLOUD_PLATFORM_SCOPE]
     assert creds._lifetime == 120
 
@@ -211,9 +222,14 @@ def test_rest_json_returns_json_and_sends_body(server):
     server.answer(200, {"permissions": ["a.b.c"]})
     server.answer(200, None)
     with requests.Session() as session:
-        data = gcp.rest_json(session, "POST", f"{server.url}/v3/projects/p:testIamPermissions",
-                             timeout=5, body={"permissions": ["a.b.c", "d.e.f"]},
-                             params={"x": "1"})
+        data = gcp.rest_json(
+            session,
+            "POST",
+            f"{server.url}/v3/projects/p:testIamPermissions",
+            timeout=5,
+            body={"permissions": ["a.b.c", "d.e.f"]},
+            params={"x": "1"},
+        )
         assert data == {"permissions": ["a.b.c"]}
         assert gcp.rest_json(session, "GET", f"{server.url}/empty", timeout=5) == {}
     method, path, body, _ = server.calls[0]
@@ -244,8 +260,13 @@ def test_rest_json_retries_503_with_the_retry_policy_then_succeeds(server):
     server.answer(503, _error(503, "UNAVAILABLE", "try again"))
     server.answer(200, {"ok": True})
     with requests.Session() as session:
-        data = gcp.rest_json(session, "GET", f"{server.url}/v1/thing", timeout=5,
-                             retry=RetryPolicy(initial_s=0.01, deadline_s=5))
+        data = gcp.rest_json(
+            session,
+            "GET",
+            f"{server.url}/v1/thing",
+            timeout=5,
+            retry=RetryPolicy(initial_s=0.01, deadline_s=5),
+        )
     assert data == {"ok": True}
     assert len(server.calls) == 2
 
@@ -257,8 +278,13 @@ def test_rest_json_does_not_retry_a_refusal(server):
 
     server.answer(403, _error(403, "PERMISSION_DENIED", "no"))
     with requests.Session() as session, pytest.raises(exceptions.Forbidden):
-        gcp.rest_json(session, "GET", f"{server.url}/v1/thing", timeout=5,
-                      retry=RetryPolicy(initial_s=0.01, deadline_s=5))
+        gcp.rest_json(
+            session,
+            "GET",
+            f"{server.url}/v1/thing",
+            timeout=5,
+            retry=RetryPolicy(initial_s=0.01, deadline_s=5),
+        )
     assert len(server.calls) == 1
 
 
@@ -272,8 +298,13 @@ def test_rest_json_gives_up_on_503_at_the_deadline_with_a_transient_error(server
         server.answer(503, _error(503, "UNAVAILABLE", "try again"))
     started = time.monotonic()
     with requests.Session() as session, pytest.raises(TransientError, match="kept failing"):
-        gcp.rest_json(session, "GET", f"{server.url}/v1/thing", timeout=5,
-                      retry=RetryPolicy(initial_s=0.05, max_delay_s=0.1, deadline_s=0.4))
+        gcp.rest_json(
+            session,
+            "GET",
+            f"{server.url}/v1/thing",
+            timeout=5,
+            retry=RetryPolicy(initial_s=0.05, max_delay_s=0.1, deadline_s=0.4),
+        )
     assert time.monotonic() - started < 5
     assert 2 <= len(server.calls) < 20
 
@@ -285,15 +316,18 @@ def test_rest_json_does_not_retry_a_dead_endpoint():
 
     started = time.monotonic()
     with requests.Session() as session, pytest.raises(requests.exceptions.ConnectionError):
-        gcp.rest_json(session, "GET", "http://127.0.0.1:9/v1/thing", timeout=5,
-                      retry=RetryPolicy(deadline_s=10))
+        gcp.rest_json(
+            session, "GET", "http://127.0.0.1:9/v1/thing", timeout=5, retry=RetryPolicy(deadline_s=10)
+        )
     assert time.monotonic() - started < 5  # refused at once, not retried for 10 s
 
 
 def test_the_new_apis_have_overrides_and_default_hosts(monkeypatch):
-    for api, host in (("COMPUTE", "https://compute.googleapis.com"),
-                      ("CLOUDKMS", "https://cloudkms.googleapis.com"),
-                      ("SERVICENETWORKING", "https://servicenetworking.googleapis.com")):
+    for api, host in (
+        ("COMPUTE", "https://compute.googleapis.com"),
+        ("CLOUDKMS", "https://cloudkms.googleapis.com"),
+        ("SERVICENETWORKING", "https://servicenetworking.googleapis.com"),
+    ):
         monkeypatch.delenv(f"TRAINGUARD_ENDPOINT_{api}", raising=False)
         assert gcp.endpoint(api).base_url == host
         monkeypatch.setenv(f"TRAINGUARD_ENDPOINT_{api}", "http://127.0.0.1:8123/")

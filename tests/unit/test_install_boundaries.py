@@ -17,17 +17,36 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = ("kfp", "google", "typer", "rich", "matplotlib", "tensorboard", "yaml", "numpy", "torch",
-         "jax", "polars", "pyarrow", "requests")
+HEAVY = (
+    "kfp",
+    "google",
+    "typer",
+    "rich",
+    "matplotlib",
+    "tensorboard",
+    "yaml",
+    "numpy",
+    "torch",
+    "jax",
+    "polars",
+    "pyarrow",
+    "requests",
+)
 
 
 def _bare_python(code: str) -> subprocess.CompletedProcess:
     """Runs ``code`` with the standard library and trainguard's source on the path, nothing else."""
     stdlib = [sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")]
-    prelude = (f"import sys; sys.path[:] = {[str(ROOT), *stdlib]!r} + "
-               "[p for p in sys.path if 'lib-dynload' in p]; ")
-    return subprocess.run([sys.executable, "-I", "-S", "-c", prelude + code], capture_output=True,
-                          text=True, timeout=60, cwd="/")
+    prelude = (
+        f"import sys; sys.path[:] = {[str(ROOT), *stdlib]!r} + [p for p in sys.path if 'lib-dynload' in p]; "
+    )
+    return subprocess.run(
+        [sys.executable, "-I", "-S", "-c", prelude + code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
 
 
 def test_the_runtime_imports_with_nothing_installed_but_trainguard(tmp_path):
@@ -59,13 +78,21 @@ def test_the_base_install_declares_no_dependencies_and_pipelines_is_one_extra():
     assert project["optional-dependencies"]["torch"] == ["torch==2.13.0"]
 
 
-@pytest.mark.parametrize("module", ["trainguard.cli", "trainguard.stages", "trainguard.preflight",
-                                    "trainguard.launch", "trainguard.validation",
-                                    "trainguard.triage", "trainguard.spec"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "trainguard.cli",
+        "trainguard.stages",
+        "trainguard.preflight",
+        "trainguard.launch",
+        "trainguard.validation",
+        "trainguard.triage",
+        "trainguard.spec",
+    ],
+)
 def test_the_core_never_imports_kfp(module):
     code = f"import sys, {module}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'kfp'))"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 
@@ -74,8 +101,10 @@ def test_the_dockerfiles_install_through_the_extras_never_around_them():
     trainer = (ROOT / "containers" / "trainer" / "Dockerfile").read_text()
     components = (ROOT / "containers" / "components" / "Dockerfile").read_text()
     assert "--no-deps" not in trainer + components
-    installs = {name: [line for line in text.splitlines() if "pip install" in line]
-                for name, text in (("trainer", trainer), ("components", components))}
+    installs = {
+        name: [line for line in text.splitlines() if "pip install" in line]
+        for name, text in (("trainer", trainer), ("components", components))
+    }
     assert any("[pipelines]" in line for line in installs["components"])
     # A training image gets the runtime with Cloud Storage, never the pipelines extra or kfp.
     assert any("[gcs" in line for line in installs["trainer"])
@@ -97,11 +126,17 @@ def test_cloud_build_builds_and_pushes_both_images_from_the_repository_root():
 def test_make_cloud_images_submits_the_config_with_the_registry_and_version():
     from trainguard import __version__
 
-    dry = subprocess.run(["make", "-n", "cloud-images", "REGISTRY=eu-docker.pkg.dev/p/r"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=30)
+    dry = subprocess.run(
+        ["make", "-n", "cloud-images", "REGISTRY=eu-docker.pkg.dev/p/r"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert dry.returncode == 0, dry.stderr
-    assert (f"gcloud builds submit --config cloudbuild.yaml --substitutions="
-            f"_REGISTRY=eu-docker.pkg.dev/p/r,_VERSION={__version__} .") in dry.stdout
-    missing = subprocess.run(["make", "cloud-images"], cwd=ROOT, capture_output=True, text=True,
-                             timeout=30)
+    assert (
+        f"gcloud builds submit --config cloudbuild.yaml --substitutions="
+        f"_REGISTRY=eu-docker.pkg.dev/p/r,_VERSION={__version__} ."
+    ) in dry.stdout
+    missing = subprocess.run(["make", "cloud-images"], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert missing.returncode == 2 and "set REGISTRY" in missing.stderr

@@ -14,77 +14,163 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "triage"
 GH = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 AWS_ID = "AKIAIOSFODNN7EXAMPLE"
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
-PEM = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt\n"
-       "0gBhqvDu1zDG3c1pM9E0kH4uOGmQWd6mo6ck\n-----END RSA PRIVATE KEY-----")
-PGP = ("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF8f2rMBCADQ1b8tq0mEo1pZt5nT4KXa\n=x1Yz\n"
-       "-----END PGP PRIVATE KEY BLOCK-----")
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt\n"
+    "0gBhqvDu1zDG3c1pM9E0kH4uOGmQWd6mo6ck\n-----END RSA PRIVATE KEY-----"
+)
+PGP = (
+    "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF8f2rMBCADQ1b8tq0mEo1pZt5nT4KXa\n=x1Yz\n"
+    "-----END PGP PRIVATE KEY BLOCK-----"
+)
 
 # (shape name, text, what must not survive, what must survive)
 CASES = [
-    ("PEM/PGP private key block", f"key:\n{PEM}\nnext line", ["MIIEowIBAAKCAQEA", "0gBhqvDu1zDG"],
-     ["key:", "next line"]),
-    ("PEM/PGP private key block", f"export:\n{PGP}\ndone", ["lQOYBF8f2rMBCADQ", "=x1Yz"],
-     ["export:", "done"]),
-    ("PEM/PGP private key block",
-     '{"private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0B\\n-----END PRIVATE '
-     'KEY-----\\n"}', ["MIIEvQIBADANBgkqhkiG9w0B"], ['"private_key"']),
+    (
+        "PEM/PGP private key block",
+        f"key:\n{PEM}\nnext line",
+        ["MIIEowIBAAKCAQEA", "0gBhqvDu1zDG"],
+        ["key:", "next line"],
+    ),
+    (
+        "PEM/PGP private key block",
+        f"export:\n{PGP}\ndone",
+        ["lQOYBF8f2rMBCADQ", "=x1Yz"],
+        ["export:", "done"],
+    ),
+    (
+        "PEM/PGP private key block",
+        '{"private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0B\\n-----END PRIVATE '
+        'KEY-----\\n"}',
+        ["MIIEvQIBADANBgkqhkiG9w0B"],
+        ['"private_key"'],
+    ),
     ("Authorization header", "Authorization: Bearer abc.def-ghi", ["abc.def-ghi"], ["Authorization"]),
     ("Authorization header", "authorization=Basic dXNlcjpwYXNz", ["dXNlcjpwYXNz"], []),
     ("Authorization header", "Proxy-Authorization: Basic Zm9vOmJhcg==", ["Zm9vOmJhcg"], ["Proxy"]),
-    ("Cookie / Set-Cookie header", "Cookie: SID=31d4d96e407aad42; lang=en-US", ["31d4d96e407aad42", "lang"],
-     ["Cookie:"]),
-    ("Cookie / Set-Cookie header", "Set-Cookie: __Secure-3PSID=g.a000lQhSAMPLE; Path=/; Secure",
-     ["g.a000lQhSAMPLE"], ["Set-Cookie:"]),
+    (
+        "Cookie / Set-Cookie header",
+        "Cookie: SID=31d4d96e407aad42; lang=en-US",
+        ["31d4d96e407aad42", "lang"],
+        ["Cookie:"],
+    ),
+    (
+        "Cookie / Set-Cookie header",
+        "Set-Cookie: __Secure-3PSID=g.a000lQhSAMPLE; Path=/; Secure",
+        ["g.a000lQhSAMPLE"],
+        ["Set-Cookie:"],
+    ),
     ("Cookie in JSON or a parameter", '{"cookie": "session=9f8e7d6c5b4a"}', ["9f8e7d6c5b4a"], ['"cookie"']),
-    ("Bearer token", "sent bearer 1a2b3c4d5e6f7g8h9i0j to the API", ["1a2b3c4d5e6f7g8h9i0j"],
-     ["to the API"]),
-    ("URL credentials", "could not connect to postgres://trainer:s3cr3t-Pa55@db.internal:5432/runs",
-     ["s3cr3t-Pa55"], ["postgres://trainer:", "@db.internal:5432/runs"]),
-    ("URL credentials", "pip install from https://__token__:pypi-AgEIcHlwaS5vcmc@pypi.example/simple",
-     ["pypi-AgEIcHlwaS5vcmc"], ["pypi.example/simple"]),
+    ("Bearer token", "sent bearer 1a2b3c4d5e6f7g8h9i0j to the API", ["1a2b3c4d5e6f7g8h9i0j"], ["to the API"]),
+    (
+        "URL credentials",
+        "could not connect to postgres://trainer:s3cr3t-Pa55@db.internal:5432/runs",
+        ["s3cr3t-Pa55"],
+        ["postgres://trainer:", "@db.internal:5432/runs"],
+    ),
+    (
+        "URL credentials",
+        "pip install from https://__token__:pypi-AgEIcHlwaS5vcmc@pypi.example/simple",
+        ["pypi-AgEIcHlwaS5vcmc"],
+        ["pypi.example/simple"],
+    ),
     ("Google OAuth access token", "token ya29.a0AfB_byDx9Kq3Lz used", ["ya29.a0AfB"], ["used"]),
-    ("Google OAuth refresh token", "refresh with 1//0gLmNoPqRsTuVwXyZ-abcdefghijk now", ["1//0gLmNo"],
-     ["now"]),
+    (
+        "Google OAuth refresh token",
+        "refresh with 1//0gLmNoPqRsTuVwXyZ-abcdefghijk now",
+        ["1//0gLmNo"],
+        ["now"],
+    ),
     ("Google API key", "key AIzaSyA1234567890abcdefghijklmnopqrstuv used", ["AIzaSy"], ["used"]),
-    ("JSON Web Token", "id eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl ok", ["eyJhbGci"],
-     ["ok"]),
+    ("JSON Web Token", "id eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl ok", ["eyJhbGci"], ["ok"]),
     ("GitHub token", f"git clone https://{GH}@github.com/org/repo", [GH[4:]], ["github.com/org/repo"]),
-    ("GitHub token", "GITHUB_TOKEN github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJ",
-     ["github_pat_11ABC", "abcdefghijklmnop"], []),
-    ("Slack token", "posting with xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
-     ["xoxb-1234", "AbCdEfGh"], ["posting with"]),
-    ("Slack webhook", "webhook https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXX failed",
-     ["T000/B000", "XXXXXXXX"], ["failed"]),
-    ("AWS access key pair", f"aws keys {AWS_ID} {AWS_SECRET} loaded", [AWS_ID, AWS_SECRET],
-     ["aws keys", "loaded"]),
+    (
+        "GitHub token",
+        "GITHUB_TOKEN github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJ",
+        ["github_pat_11ABC", "abcdefghijklmnop"],
+        [],
+    ),
+    (
+        "Slack token",
+        "posting with xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+        ["xoxb-1234", "AbCdEfGh"],
+        ["posting with"],
+    ),
+    (
+        "Slack webhook",
+        "webhook https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXX failed",
+        ["T000/B000", "XXXXXXXX"],
+        ["failed"],
+    ),
+    (
+        "AWS access key pair",
+        f"aws keys {AWS_ID} {AWS_SECRET} loaded",
+        [AWS_ID, AWS_SECRET],
+        ["aws keys", "loaded"],
+    ),
     ("secret key=value", f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}", [AWS_SECRET], ["AWS_SECRET_ACCESS_KEY"]),
     ("secret key=value", f"aws_access_key_id = {AWS_ID}", [AWS_ID], ["aws_access_key_id"]),
-    ("secret key=value", '{"type": "service_account", "private_key_id": "8f1e2d3c4b5a69788796a5b4c3d2e1f0"}',
-     ["8f1e2d3c4b5a"], ['"private_key_id"', "service_account"]),
-    ("secret key=value", "https://storage.googleapis.com/b/o?X-Goog-Signature=0a1b2c3d4e&X-Goog-Date=2026",
-     ["0a1b2c3d4e"], ["X-Goog-Date=2026"]),
+    (
+        "secret key=value",
+        '{"type": "service_account", "private_key_id": "8f1e2d3c4b5a69788796a5b4c3d2e1f0"}',
+        ["8f1e2d3c4b5a"],
+        ['"private_key_id"', "service_account"],
+    ),
+    (
+        "secret key=value",
+        "https://storage.googleapis.com/b/o?X-Goog-Signature=0a1b2c3d4e&X-Goog-Date=2026",
+        ["0a1b2c3d4e"],
+        ["X-Goog-Date=2026"],
+    ),
     ("secret key=value", '{"access_token": "ya29.c.b0Aaekm1K"}', ["ya29.c"], ['"access_token"']),
     ("secret key=value", "password=hunter2", ["hunter2"], ["password="]),
     ("secret key=value", "client_secret: GOCSPX-abcdefghijklmnop", ["GOCSPX-abcdefgh"], ["client_secret"]),
-    ("secret key=value", "redirect?next=%2Fhome&access_token%3Dabcd1234efgh5678%26state%3Dxyz",
-     ["abcd1234efgh5678"], ["%26state%3Dxyz"]),
-    ("secret key=value", "body=%7B%22api_key%22%3A%22sk-live-0123456789abcdef%22%7D",
-     ["sk-live-0123456789abcdef"], ["%22api_key%22"]),
-    ("Authorization header", "header%3A%20Authorization%3A%20Bearer%20tok_0123456789abcdef",
-     ["tok_0123456789abcdef"], []),
+    (
+        "secret key=value",
+        "redirect?next=%2Fhome&access_token%3Dabcd1234efgh5678%26state%3Dxyz",
+        ["abcd1234efgh5678"],
+        ["%26state%3Dxyz"],
+    ),
+    (
+        "secret key=value",
+        "body=%7B%22api_key%22%3A%22sk-live-0123456789abcdef%22%7D",
+        ["sk-live-0123456789abcdef"],
+        ["%22api_key%22"],
+    ),
+    (
+        "Authorization header",
+        "header%3A%20Authorization%3A%20Bearer%20tok_0123456789abcdef",
+        ["tok_0123456789abcdef"],
+        [],
+    ),
     # Shapes that leaked before this round: an "@" or nothing as the URL's user, argv flags,
     # a prefix glued to PASSWORD, Hugging Face and OpenAI keys.
     ("URL credentials", "redis://:r3d1sPass@cache:6379/0", ["r3d1sPass"], ["@cache:6379/0"]),
-    ("URL credentials", "https://bob:p@ss#w0rd@proxy.corp:3128/ up", ["p@ss", "w0rd"],
-     ["https://bob:", "@proxy.corp:3128/ up"]),
-    ("secret key=value", "exec python train.py --hf-token=abc123DEF --lr=0.1",
-     ["abc123DEF"], ["--hf-token=", "--lr=0.1"]),
+    (
+        "URL credentials",
+        "https://bob:p@ss#w0rd@proxy.corp:3128/ up",
+        ["p@ss", "w0rd"],
+        ["https://bob:", "@proxy.corp:3128/ up"],
+    ),
+    (
+        "secret key=value",
+        "exec python train.py --hf-token=abc123DEF --lr=0.1",
+        ["abc123DEF"],
+        ["--hf-token=", "--lr=0.1"],
+    ),
     ("secret key=value", "PGPASSWORD=hunter2 psql -h db", ["hunter2"], ["psql -h db"]),
-    ("secret command-line flag", "argv: train.py --password hunter2 --epochs 3", ["hunter2"],
-     ["--password", "--epochs 3"]),
+    (
+        "secret command-line flag",
+        "argv: train.py --password hunter2 --epochs 3",
+        ["hunter2"],
+        ["--password", "--epochs 3"],
+    ),
     ("secret command-line flag", "--wandb-api-key 0123abcd --seed 1", ["0123abcd"], ["--seed 1"]),
-    ("Hugging Face token", "HF login with hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789 ok",
-     ["aBcDeFgHiJkLmNoP"], ["ok"]),
+    (
+        "Hugging Face token",
+        "HF login with hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789 ok",
+        ["aBcDeFgHiJkLmNoP"],
+        ["ok"],
+    ),
     ("OpenAI API key", "key sk-proj-" + "aB3" * 16 + " rejected", ["aB3aB3aB3"], ["rejected"]),
 ]
 
@@ -115,7 +201,7 @@ ORDINARY = [
     "tokens/s: 51234.5 tokens_per_step=4096 num_tokens: 1048576 max_tokens=2048",
     "Downloading https://huggingface.co/bert-base-uncased/resolve/main/config.json",
     "key_value_cache: 12.0 GiB; keys=32 monkey=7 secretary of state",
-    "File \"/opt/conda/lib/python3.10/site-packages/torch/nn/functional.py\", line 2567, in embedding",
+    'File "/opt/conda/lib/python3.10/site-packages/torch/nn/functional.py", line 2567, in embedding',
     "NCCL INFO comm 0x7f1928e6e060 rank 3 nRanks 4 nNodes 1 localRanks 4 localRank 3 MNNVL 0",
     "Using authorization mode ADC for project my-project; cookies disabled",
     "bearer tokens are not logged",
@@ -148,8 +234,13 @@ def test_terminal_control_characters_are_shown_as_escapes():
 
     hostile = "loss\x1b[1A\x1b[2K\rPASSED\x1b]0;title\x07 \u202eevil\x9b"
     shown = printable(hostile)
-    assert not any(ord(c) < 32 and c not in "\t\n" or 0x7f <= ord(c) <= 0x9f
-                   or c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069" for c in shown)
+    assert not any(
+        ord(c) < 32
+        and c not in "\t\n"
+        or 0x7F <= ord(c) <= 0x9F
+        or c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+        for c in shown
+    )
     assert shown == "loss\\x1b[1A\\x1b[2K\\rPASSED\\x1b]0;title\\x07 \\u202eevil\\x9b"
     assert printable("a\tb\nc") == "a\tb\nc" and printable("a\nb", one_line=True) == "a\\nb"
     assert printable("plain text, ünïcödé ✓") == "plain text, ünïcödé ✓"

@@ -17,8 +17,11 @@ P, R = "my-project", "us-central1"
 
 def pool(**overrides):
     base = {
-        "machineSpec": {"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100",
-                        "acceleratorCount": 1},
+        "machineSpec": {
+            "machineType": "a2-highgpu-1g",
+            "acceleratorType": "NVIDIA_TESLA_A100",
+            "acceleratorCount": 1,
+        },
         "replicaCount": 1,
         "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/t:1", "command": ["python", "t.py"]},
     }
@@ -26,8 +29,10 @@ def pool(**overrides):
     return base
 
 
-@pytest.mark.parametrize("name", ["a100-spot", "l4", "tpu-v5e", "multi-worker",
-                                  "local-healthy", "local-diverging", "local-overfitting"])
+@pytest.mark.parametrize(
+    "name",
+    ["a100-spot", "l4", "tpu-v5e", "multi-worker", "local-healthy", "local-diverging", "local-overfitting"],
+)
 def test_every_example_spec_loads(name):
     spec = load_spec(EXAMPLES / f"{name}.yaml", project=P, region=R)
     job = spec.custom_job()
@@ -60,8 +65,7 @@ def test_json_and_yaml_are_equivalent_and_round_trip(tmp_path):
 
 
 def test_a_whole_custom_job_body_is_accepted():
-    body = {"displayName": "from-body", "labels": {"team": "ml"},
-            "jobSpec": {"workerPoolSpecs": [pool()]}}
+    body = {"displayName": "from-body", "labels": {"team": "ml"}, "jobSpec": {"workerPoolSpecs": [pool()]}}
     spec = parse_spec(body, project=P, region=R)
     assert spec.display_name == "from-body"
     assert spec.custom_job().labels["team"] == "ml"
@@ -80,11 +84,21 @@ def test_a_pool_without_replica_count_has_one_replica():
 
 
 def test_keyword_constructor_builds_a_multi_worker_spot_job():
-    spec = JobSpec.create(P, R, machine_type="g2-standard-8", image_uri="img:1",
-                          accelerator_type="NVIDIA_L4", accelerator_count=1, replica_count=3,
-                          command=["python", "-m", "trainer"], args=["--lr=0.1"],
-                          env={"A": "1"}, spot=True, base_output_dir="gs://b/r",
-                          service_account="sa@my-project.iam.gserviceaccount.com")
+    spec = JobSpec.create(
+        P,
+        R,
+        machine_type="g2-standard-8",
+        image_uri="img:1",
+        accelerator_type="NVIDIA_L4",
+        accelerator_count=1,
+        replica_count=3,
+        command=["python", "-m", "trainer"],
+        args=["--lr=0.1"],
+        env={"A": "1"},
+        spot=True,
+        base_output_dir="gs://b/r",
+        service_account="sa@my-project.iam.gserviceaccount.com",
+    )
     assert [(p.index, p.replica_count) for p in spec.pools] == [(0, 1), (1, 2)]
     assert spec.pools[1].env == {"A": "1"}
     assert spec.strategy == "SPOT"
@@ -93,43 +107,116 @@ def test_keyword_constructor_builds_a_multi_worker_spot_job():
 
 
 def test_keyword_constructor_tpu_topology():
-    spec = JobSpec.create(P, R, machine_type="ct5lp-hightpu-4t", image_uri="img",
-                          accelerator_type="TPU_V5_LITEPOD", accelerator_count=4,
-                          tpu_topology="2x2")
+    spec = JobSpec.create(
+        P,
+        R,
+        machine_type="ct5lp-hightpu-4t",
+        image_uri="img",
+        accelerator_type="TPU_V5_LITEPOD",
+        accelerator_count=4,
+        tpu_topology="2x2",
+    )
     assert spec.pools[0].tpu_topology == "2x2"
 
 
 BAD = [
-    ("unknown top-level field (typo)", {"workerPoolSpec": [pool()]},
-     "workerPoolSpec", "did you mean 'workerPoolSpecs'"),
-    ("ill-typed count", {"workerPoolSpecs": [pool(machineSpec={
-        "machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100",
-        "acceleratorCount": "two"})]},
-     "workerPoolSpecs[0].machineSpec.acceleratorCount", "whole number"),
-    ("unknown accelerator", {"workerPoolSpecs": [pool(machineSpec={
-        "machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_A100", "acceleratorCount": 1})]},
-     "workerPoolSpecs[0].machineSpec.acceleratorType", "NVIDIA_A100_80GB"),
+    (
+        "unknown top-level field (typo)",
+        {"workerPoolSpec": [pool()]},
+        "workerPoolSpec",
+        "did you mean 'workerPoolSpecs'",
+    ),
+    (
+        "ill-typed count",
+        {
+            "workerPoolSpecs": [
+                pool(
+                    machineSpec={
+                        "machineType": "a2-highgpu-1g",
+                        "acceleratorType": "NVIDIA_TESLA_A100",
+                        "acceleratorCount": "two",
+                    }
+                )
+            ]
+        },
+        "workerPoolSpecs[0].machineSpec.acceleratorCount",
+        "whole number",
+    ),
+    (
+        "unknown accelerator",
+        {
+            "workerPoolSpecs": [
+                pool(
+                    machineSpec={
+                        "machineType": "a2-highgpu-1g",
+                        "acceleratorType": "NVIDIA_A100",
+                        "acceleratorCount": 1,
+                    }
+                )
+            ]
+        },
+        "workerPoolSpecs[0].machineSpec.acceleratorType",
+        "NVIDIA_A100_80GB",
+    ),
     ("no worker pools", {"scheduling": {"strategy": "SPOT"}}, "workerPoolSpecs", "at least one"),
-    ("missing image", {"workerPoolSpecs": [pool(containerSpec={"command": ["x"]})]},
-     "workerPoolSpecs[0].containerSpec.imageUri", "required"),
-    ("chief with 2 replicas", {"workerPoolSpecs": [pool(replicaCount=2)]},
-     "workerPoolSpecs[0].replicaCount", "workerPoolSpecs[1]"),
-    ("accelerator without count", {"workerPoolSpecs": [pool(machineSpec={
-        "machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100"})]},
-     "workerPoolSpecs[0].machineSpec.acceleratorCount", "required"),
-    ("bad strategy", {"workerPoolSpecs": [pool()], "scheduling": {"strategy": "SPOTT"}},
-     "scheduling.strategy", "SPOT"),
-    ("bad duration", {"workerPoolSpecs": [pool()], "scheduling": {"timeout": "2 hours"}},
-     "scheduling.timeout", "3600s"),
-    ("args not a list", {"workerPoolSpecs": [pool(containerSpec={"imageUri": "i", "args": "--lr=1"})]},
-     "workerPoolSpecs[0].containerSpec.args", "must be a list"),
-    ("env without name", {"workerPoolSpecs": [pool(containerSpec={"imageUri": "i",
-                                                                  "env": [{"value": "1"}]})]},
-     "workerPoolSpecs[0].containerSpec.env[0].name", "required"),
-    ("negative replicas", {"workerPoolSpecs": [pool(), pool(replicaCount=-1)]},
-     "workerPoolSpecs[1].replicaCount", "negative"),
-    ("boolean as string", {"workerPoolSpecs": [pool()], "enableWebAccess": "yes"},
-     "enableWebAccess", "true or false"),
+    (
+        "missing image",
+        {"workerPoolSpecs": [pool(containerSpec={"command": ["x"]})]},
+        "workerPoolSpecs[0].containerSpec.imageUri",
+        "required",
+    ),
+    (
+        "chief with 2 replicas",
+        {"workerPoolSpecs": [pool(replicaCount=2)]},
+        "workerPoolSpecs[0].replicaCount",
+        "workerPoolSpecs[1]",
+    ),
+    (
+        "accelerator without count",
+        {
+            "workerPoolSpecs": [
+                pool(machineSpec={"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100"})
+            ]
+        },
+        "workerPoolSpecs[0].machineSpec.acceleratorCount",
+        "required",
+    ),
+    (
+        "bad strategy",
+        {"workerPoolSpecs": [pool()], "scheduling": {"strategy": "SPOTT"}},
+        "scheduling.strategy",
+        "SPOT",
+    ),
+    (
+        "bad duration",
+        {"workerPoolSpecs": [pool()], "scheduling": {"timeout": "2 hours"}},
+        "scheduling.timeout",
+        "3600s",
+    ),
+    (
+        "args not a list",
+        {"workerPoolSpecs": [pool(containerSpec={"imageUri": "i", "args": "--lr=1"})]},
+        "workerPoolSpecs[0].containerSpec.args",
+        "must be a list",
+    ),
+    (
+        "env without name",
+        {"workerPoolSpecs": [pool(containerSpec={"imageUri": "i", "env": [{"value": "1"}]})]},
+        "workerPoolSpecs[0].containerSpec.env[0].name",
+        "required",
+    ),
+    (
+        "negative replicas",
+        {"workerPoolSpecs": [pool(), pool(replicaCount=-1)]},
+        "workerPoolSpecs[1].replicaCount",
+        "negative",
+    ),
+    (
+        "boolean as string",
+        {"workerPoolSpecs": [pool()], "enableWebAccess": "yes"},
+        "enableWebAccess",
+        "true or false",
+    ),
     ("not a mapping", ["workerPoolSpecs"], "spec", "mapping"),
 ]
 
@@ -153,9 +240,15 @@ def test_several_problems_are_reported_together():
     assert "workerPoolSpecs[0].containerSpec" in message
 
 
-@pytest.mark.parametrize("project,region,path", [
-    ("My_Project", R, "project"), ("", R, "project"), (P, "us-central1-a", "region"), (P, "", "region"),
-])
+@pytest.mark.parametrize(
+    "project,region,path",
+    [
+        ("My_Project", R, "project"),
+        ("", R, "project"),
+        (P, "us-central1-a", "region"),
+        (P, "", "region"),
+    ],
+)
 def test_bad_project_or_region(project, region, path):
     with pytest.raises(SpecError) as info:
         parse_spec({"workerPoolSpecs": [pool()]}, project=project, region=region)
@@ -194,10 +287,12 @@ workerPoolSpecs:
 
 
 def test_a_custom_job_body_keeps_labels_and_encryption_through_a_round_trip():
-    body = {"displayName": "cmek-job", "labels": {"team": "ml"},
-            "encryptionSpec": {"kmsKeyName": "projects/p/locations/us-central1/keyRings/r/"
-                                             "cryptoKeys/k"},
-            "jobSpec": {"workerPoolSpecs": [pool()]}}
+    body = {
+        "displayName": "cmek-job",
+        "labels": {"team": "ml"},
+        "encryptionSpec": {"kmsKeyName": "projects/p/locations/us-central1/keyRings/r/cryptoKeys/k"},
+        "jobSpec": {"workerPoolSpecs": [pool()]},
+    }
     spec = parse_spec(body, project=P, region=R)
     job = spec.custom_job()
     assert job.encryption_spec.kms_key_name.endswith("cryptoKeys/k")
@@ -205,11 +300,13 @@ def test_a_custom_job_body_keeps_labels_and_encryption_through_a_round_trip():
     assert again.custom_job() == job
 
 
-@pytest.mark.parametrize("body,path,hint", [
-    ({"lables": {"a": "b"}, "jobSpec": {"workerPoolSpecs": [pool()]}}, "lables", "labels"),
-    ({"state": "JOB_STATE_RUNNING", "jobSpec": {"workerPoolSpecs": [pool()]}}, "state",
-     "output only"),
-])
+@pytest.mark.parametrize(
+    "body,path,hint",
+    [
+        ({"lables": {"a": "b"}, "jobSpec": {"workerPoolSpecs": [pool()]}}, "lables", "labels"),
+        ({"state": "JOB_STATE_RUNNING", "jobSpec": {"workerPoolSpecs": [pool()]}}, "state", "output only"),
+    ],
+)
 def test_a_custom_job_body_with_a_typo_or_an_output_field_is_rejected(body, path, hint):
     with pytest.raises(SpecError) as info:
         parse_spec(body, project=P, region=R)
@@ -252,16 +349,20 @@ workerPoolSpecs:
 - {machineSpec: *machine, containerSpec: {imageUri: *image}}
 - {machineSpec: *machine, replicaCount: 2, containerSpec: {imageUri: *image}}
 """
-    spec = parse_spec({k: v for k, v in safe_yaml.load(text, "t").items() if not k.startswith("x-")},
-                      project=P, region=R)
+    spec = parse_spec(
+        {k: v for k, v in safe_yaml.load(text, "t").items() if not k.startswith("x-")}, project=P, region=R
+    )
     assert [p.replica_count for p in spec.pools] == [1, 2]
 
 
-@pytest.mark.parametrize("text", [
-    "workerPoolSpecs: " + "[" * 500 + "]" * 500,
-    '{"workerPoolSpecs": ' + "[" * 500 + "]" * 500 + "}",
-    "a:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 300)),
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "workerPoolSpecs: " + "[" * 500 + "]" * 500,
+        '{"workerPoolSpecs": ' + "[" * 500 + "]" * 500 + "}",
+        "a:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 300)),
+    ],
+)
 def test_a_spec_nested_hundreds_deep_names_the_cap_not_a_recursion_error(text):
     with pytest.raises(SpecError, match="nests more than 64 levels"):
         parse_spec(text, project=P, region=R)
@@ -315,9 +416,17 @@ def test_hundreds_of_problems_are_counted_not_all_listed():
 
 @pytest.mark.parametrize("count", [2**31, 2**40, "99999999999999999999999999999999999999999999"])
 def test_an_out_of_range_accelerator_count_keeps_its_path(count):
-    data = {"workerPoolSpecs": [pool(machineSpec={"machineType": "a2-highgpu-1g",
-                                                  "acceleratorType": "NVIDIA_TESLA_A100",
-                                                  "acceleratorCount": count})]}
+    data = {
+        "workerPoolSpecs": [
+            pool(
+                machineSpec={
+                    "machineType": "a2-highgpu-1g",
+                    "acceleratorType": "NVIDIA_TESLA_A100",
+                    "acceleratorCount": count,
+                }
+            )
+        ]
+    }
     with pytest.raises(SpecError) as info:
         parse_spec(data, project=P, region=R)
 
@@ -331,10 +440,16 @@ def test_a_huge_integer_in_yaml_is_bad_input_not_a_crash():
         parse_spec(text, project=P, region=R)
 
 
-@pytest.mark.parametrize("field,value", [
-    ("timeout", "-3600s"), ("timeout", -5), ("timeout", "-0.5s"), ("maxWaitDuration", "-60s"),
-    ("maxWaitDuration", -1.5),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("timeout", "-3600s"),
+        ("timeout", -5),
+        ("timeout", "-0.5s"),
+        ("maxWaitDuration", "-60s"),
+        ("maxWaitDuration", -1.5),
+    ],
+)
 def test_a_negative_duration_is_an_error_naming_the_field(field, value):
     data = {"workerPoolSpecs": [pool()], "scheduling": {field: value}}
     with pytest.raises(SpecError) as info:
@@ -347,24 +462,30 @@ def test_a_negative_duration_is_an_error_naming_the_field(field, value):
 @pytest.mark.parametrize("value", [float("inf"), float("nan"), "99999999999999s", 1e300])
 def test_a_duration_out_of_protobufs_range_is_an_error_naming_the_field(value):
     with pytest.raises(SpecError) as info:
-        parse_spec({"workerPoolSpecs": [pool()], "scheduling": {"timeout": value}},
-                   project=P, region=R)
+        parse_spec({"workerPoolSpecs": [pool()], "scheduling": {"timeout": value}}, project=P, region=R)
     assert info.value.path == "scheduling.timeout"
 
 
 @pytest.mark.parametrize("value,seconds", [(" 3600s ", 3600), (90.5, 90.5), ("0s", 0)])
 def test_durations_people_write_are_accepted(value, seconds):
-    spec = parse_spec({"workerPoolSpecs": [pool()], "scheduling": {"timeout": value}},
-                      project=P, region=R)
+    spec = parse_spec({"workerPoolSpecs": [pool()], "scheduling": {"timeout": value}}, project=P, region=R)
     assert spec.job_spec.scheduling.timeout.total_seconds() == seconds
 
 
 def test_snake_case_keys_are_normalised_everywhere_once():
-    data = {"worker_pool_specs": [{"machine_spec": {"machine_type": "g2-standard-8",
-                                                    "accelerator_type": "NVIDIA_L4",
-                                                    "accelerator_count": 1},
-                                   "container_spec": {"image_uri": "img"}}],
-            "base_output_directory": {"output_uri_prefix": "gs://b/r"}}
+    data = {
+        "worker_pool_specs": [
+            {
+                "machine_spec": {
+                    "machine_type": "g2-standard-8",
+                    "accelerator_type": "NVIDIA_L4",
+                    "accelerator_count": 1,
+                },
+                "container_spec": {"image_uri": "img"},
+            }
+        ],
+        "base_output_directory": {"output_uri_prefix": "gs://b/r"},
+    }
     spec = parse_spec(data, project=P, region=R)
 
     assert spec.pools[0].accelerator_type == "NVIDIA_L4"
@@ -402,10 +523,15 @@ def test_hostile_specs_exit_2_through_the_cli(tmp_path, command):
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text(BOMB)
     negative = tmp_path / "negative.yaml"
-    negative.write_text("workerPoolSpecs:\n- machineSpec: {machineType: n1-standard-4}\n"
-                        "  containerSpec: {imageUri: img}\nscheduling: {timeout: -30s}\n")
-    for path, needle in ((deep, "nests more than"), (bomb, "expands to more than"),
-                         (negative, "scheduling.timeout")):
+    negative.write_text(
+        "workerPoolSpecs:\n- machineSpec: {machineType: n1-standard-4}\n"
+        "  containerSpec: {imageUri: img}\nscheduling: {timeout: -30s}\n"
+    )
+    for path, needle in (
+        (deep, "nests more than"),
+        (bomb, "expands to more than"),
+        (negative, "scheduling.timeout"),
+    ):
         outcome = run_cli(command, path, "--project", P, "--region", R)
         assert_contract(outcome)
         assert outcome.exit_code == 2 and needle in outcome.stderr
@@ -415,12 +541,14 @@ def test_importing_the_spec_does_not_import_every_aiplatform_client():
     import subprocess
     import sys
 
-    code = ("import sys, trainguard.spec as s\n"
-            "print(any(m.startswith('google.cloud.aiplatform_v1.services') for m in sys.modules))\n"
-            "from google.cloud import aiplatform_v1\n"
-            "print(aiplatform_v1.CustomJob is s.CustomJob, aiplatform_v1.JobServiceClient.__name__)\n"
-            "from google.cloud.aiplatform_v1.types import custom_job\n"
-            "print(custom_job.CustomJobSpec is s.CustomJobSpec)\n")
+    code = (
+        "import sys, trainguard.spec as s\n"
+        "print(any(m.startswith('google.cloud.aiplatform_v1.services') for m in sys.modules))\n"
+        "from google.cloud import aiplatform_v1\n"
+        "print(aiplatform_v1.CustomJob is s.CustomJob, aiplatform_v1.JobServiceClient.__name__)\n"
+        "from google.cloud.aiplatform_v1.types import custom_job\n"
+        "print(custom_job.CustomJobSpec is s.CustomJobSpec)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
     assert out.stdout.split() == ["False", "True", "JobServiceClient", "True"]
@@ -435,20 +563,24 @@ def test_a_spec_built_before_aiplatform_is_imported_is_a_real_custom_job():
 def test_more_than_four_worker_pools_is_bad_input_with_a_short_message():
     # Vertex AI has four pool roles; 5000 pools once made preflight print 500 KB of PASS lines.
     with pytest.raises(SpecError) as info:
-        parse_spec({"workerPoolSpecs": [pool()] + [pool(replicaCount=2)] * 4999},
-                   project=P, region=R)
+        parse_spec({"workerPoolSpecs": [pool()] + [pool(replicaCount=2)] * 4999}, project=P, region=R)
     assert info.value.path == "workerPoolSpecs" and "at most 4" in str(info.value)
     assert len(str(info.value)) < 500
-    assert len(parse_spec({"workerPoolSpecs": [pool()] + [pool(replicaCount=2)] * 3},
-                          project=P, region=R).pools) == 4
+    assert (
+        len(parse_spec({"workerPoolSpecs": [pool()] + [pool(replicaCount=2)] * 3}, project=P, region=R).pools)
+        == 4
+    )
 
 
-@pytest.mark.parametrize("text", [
-    "workerPoolSpecs: []\nserviceAccount: a@p.iam.gserviceaccount.com\n"
-    "serviceAccount: b@p.iam.gserviceaccount.com\n",
-    '{"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4", '
-    '"machineType": "a2-highgpu-1g"}}]}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "workerPoolSpecs: []\nserviceAccount: a@p.iam.gserviceaccount.com\n"
+        "serviceAccount: b@p.iam.gserviceaccount.com\n",
+        '{"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4", '
+        '"machineType": "a2-highgpu-1g"}}]}',
+    ],
+)
 def test_a_key_given_twice_is_bad_input_not_a_silent_last_wins(text):
     with pytest.raises(SpecError, match="appears twice in one mapping"):
         parse_spec(text, project=P, region=R)
@@ -459,7 +591,8 @@ def test_equal_keys_in_different_mappings_and_merge_keys_are_fine():
         "workerPoolSpecs:\n- machineSpec: {machineType: n1-standard-4}\n"
         "  containerSpec: {imageUri: img, env: [{name: A, value: '1'}, {name: B, value: '1'}]}\n"
         "- machineSpec: {machineType: n1-standard-4}\n  replicaCount: 2\n"
-        "  containerSpec: {imageUri: img}\n")
+        "  containerSpec: {imageUri: img}\n"
+    )
     assert len(parse_spec(text, project=P, region=R).pools) == 2
     from trainguard import safe_yaml
 
@@ -467,9 +600,13 @@ def test_equal_keys_in_different_mappings_and_merge_keys_are_fine():
     assert safe_yaml.load('1: a\n"1": b\n', "t") == {1: "a", "1": "b"}
 
 
-@pytest.mark.parametrize("data,needle", [(b"\xff\xfe" + "workerPoolSpecs: []".encode("utf-16-le"),
-                                          "UTF-16 text, not UTF-8"),
-                                         (bytes(range(256)), "not UTF-8 text (byte 0x80")])
+@pytest.mark.parametrize(
+    "data,needle",
+    [
+        (b"\xff\xfe" + "workerPoolSpecs: []".encode("utf-16-le"), "UTF-16 text, not UTF-8"),
+        (bytes(range(256)), "not UTF-8 text (byte 0x80"),
+    ],
+)
 def test_a_spec_that_is_not_utf8_says_so_and_what_to_do(tmp_path, data, needle):
     path = tmp_path / "spec.yaml"
     path.write_bytes(data)

@@ -468,15 +468,19 @@ def test_public_api():
 def test_the_vertex_launchers_queued_timeout_is_quota():
     from trainguard.triage import classify
 
-    d = classify("stayed QUEUED for 1800 s: likely accelerator quota in us-central1; run "
-                 "trainguard preflight")
+    d = classify(
+        "stayed QUEUED for 1800 s: likely accelerator quota in us-central1; run trainguard preflight"
+    )
     assert d.failure_class == "quota" and "QUEUED" in d.evidence
 
 
-@pytest.mark.parametrize("line,expected", [
-    ("[workerpool0-0] /bin/sh: 1: foo: command not found", "container"),
-    ("[workerpool1-2] Killed", "host_oom"),
-])
+@pytest.mark.parametrize(
+    "line,expected",
+    [
+        ("[workerpool0-0] /bin/sh: 1: foo: command not found", "container"),
+        ("[workerpool1-2] Killed", "host_oom"),
+    ],
+)
 def test_the_launchers_replica_prefix_does_not_hide_a_signature(line, expected):
     from trainguard.triage import classify
 
@@ -516,14 +520,17 @@ def test_the_prefilter_finds_every_hit_the_full_table_finds_in_every_fixture():
         assert sorted(_scan_hits(text)) == sorted(_full_table_hits(text))
 
 
-@pytest.mark.parametrize("line", [
-    "OUT OF MEMORY: KILLED PROCESS 4242 (python)",  # case-insensitive signatures, upper case
-    "Quota exceeded for quota metric 'Custom model training Nvidia A100 GPUs'",
-    "RuntimeError: \u212aILLED",  # no signature, but a Kelvin sign folds onto k under (?i)
-    "disk quota exceeded for user ſerver",  # long s
-    "step 7 loss: NaN",
-    "exit code 137",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "OUT OF MEMORY: KILLED PROCESS 4242 (python)",  # case-insensitive signatures, upper case
+        "Quota exceeded for quota metric 'Custom model training Nvidia A100 GPUs'",
+        "RuntimeError: \u212aILLED",  # no signature, but a Kelvin sign folds onto k under (?i)
+        "disk quota exceeded for user ſerver",  # long s
+        "step 7 loss: NaN",
+        "exit code 137",
+    ],
+)
 def test_tricky_lines_get_the_full_tables_hits(line):
     assert sorted(_scan_hits(line)) == sorted(_full_table_hits(line))
 
@@ -531,8 +538,12 @@ def test_tricky_lines_get_the_full_tables_hits(line):
 def test_the_characters_case_insensitive_matching_folds_onto_ascii_are_all_known():
     from trainguard.prefilter import FOLDED
 
-    folded = {chr(cp) for cp in range(0x80, 0x30000) for letter in "iks"
-              if re.fullmatch(letter, chr(cp), re.IGNORECASE)}
+    folded = {
+        chr(cp)
+        for cp in range(0x80, 0x30000)
+        for letter in "iks"
+        if re.fullmatch(letter, chr(cp), re.IGNORECASE)
+    }
     assert folded == set(FOLDED)
 
 
@@ -544,14 +555,19 @@ def test_every_signature_needs_a_literal_the_prefilter_can_look_for():
 
 
 def test_blocks_cut_anywhere_give_the_same_diagnosis_and_line(monkeypatch):
-    text = "\r\n".join(fixture(n) for n in ("unknown-healthy-training-local", "preemption-gcp-metadata",
-                                            "device_oom-torch-allocator"))
+    text = "\r\n".join(
+        fixture(n)
+        for n in ("unknown-healthy-training-local", "preemption-gcp-metadata", "device_oom-torch-allocator")
+    )
     whole = classify(text)
     for size in (7, 64, 1000):
         monkeypatch.setattr(triage, "BLOCK_BYTES", size)
         again = classify(text)
         assert (again.failure_class, again.line_number, again.evidence) == (
-            whole.failure_class, whole.line_number, whole.evidence)
+            whole.failure_class,
+            whole.line_number,
+            whole.evidence,
+        )
 
 
 def test_a_line_longer_than_the_longest_line_read_whole_is_still_searched(monkeypatch):
@@ -593,8 +609,10 @@ def test_undecodable_bytes_in_a_log_file_are_read_around(tmp_path):
 def test_a_log_repeating_one_signal_keeps_a_bounded_number_of_hits():
     text = "step 1 loss: nan\n" * 10_000
 
-    assert len(triage._scan(__import__("io").BytesIO(text.encode()), errors="replace")) <= \
-        triage._HITS_PER_PATTERN * 2
+    assert (
+        len(triage._scan(__import__("io").BytesIO(text.encode()), errors="replace"))
+        <= triage._HITS_PER_PATTERN * 2
+    )
     assert classify(text).failure_class == "non_finite"
 
 
@@ -611,8 +629,9 @@ def test_triage_help_says_source_is_a_file_or_stdin_and_text_goes_in_text():
 def test_triage_classifies_text_given_with_text():
     from tests.fuzz.contract import run_cli
 
-    outcome = run_cli("triage", "--text", "torch.OutOfMemoryError: CUDA out of memory. Tried to "
-                                          "allocate 2.00 GiB")
+    outcome = run_cli(
+        "triage", "--text", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    )
     assert outcome.exit_code == 0 and "device_oom" in outcome.stdout
 
 
@@ -624,12 +643,15 @@ def test_triage_reads_a_sentence_that_names_no_file_as_the_error_text_and_says_s
     assert "classified the argument as the error text" in outcome.stderr
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["no-such-log.txt"], "no such file"),
-    (["job 7.log"], "no such file"),
-    (["."], "directory"),
-    (["a.log", "--text", "Killed"], "not both"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["no-such-log.txt"], "no such file"),
+        (["job 7.log"], "no such file"),
+        (["."], "directory"),
+        (["a.log", "--text", "Killed"], "not both"),
+    ],
+)
 def test_triage_bad_sources_exit_2_and_say_what_to_give(args, needle):
     from tests.fuzz.contract import assert_contract, run_cli
 
@@ -687,8 +709,10 @@ def test_a_named_fifo_nothing_writes_to_is_bad_input_not_a_hang(tmp_path, monkey
     assert_contract(box["out"], allowed=(2,))
     assert "nothing wrote to" in box["out"].stderr
 
-    writer = threading.Thread(target=lambda: fifo.write_bytes(
-        b"RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n"), daemon=True)
+    writer = threading.Thread(
+        target=lambda: fifo.write_bytes(b"RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n"),
+        daemon=True,
+    )
     writer.start()
     outcome = run_cli("triage", fifo)
     writer.join(5)

@@ -23,10 +23,11 @@ def _unwritable(tmp_path: Path) -> Path:
 def test_plot_to_a_path_that_cannot_be_written_exits_2_with_a_message(tmp_path, where):
     if where == "unwritable" and os.geteuid() == 0:
         pytest.skip("root writes anywhere")
-    target = {"directory": lambda: tmp_path,
-              "unwritable": lambda: _unwritable(tmp_path),
-              "under a file": lambda: (tmp_path / "f.txt", (tmp_path / "f.txt").write_text("x"))[0]
-              / "curves.png"}[where]()
+    target = {
+        "directory": lambda: tmp_path,
+        "unwritable": lambda: _unwritable(tmp_path),
+        "under a file": lambda: (tmp_path / "f.txt", (tmp_path / "f.txt").write_text("x"))[0] / "curves.png",
+    }[where]()
 
     outcome = run_cli("validate", HISTORY, "--plot", target)
 
@@ -53,9 +54,15 @@ def test_values_near_the_float_limit_plot_without_numpy_warnings(tmp_path):
     from trainguard.validation import plot_png, validate
 
     path = tmp_path / "h.jsonl"
-    path.write_text("".join(json.dumps({"step": s, "split": "train" if s % 2 else "val",
-                                        "metrics": {"loss": 1e308 * (s % 3)}}) + "\n"
-                            for s in range(1, 100)))
+    path.write_text(
+        "".join(
+            json.dumps(
+                {"step": s, "split": "train" if s % 2 else "val", "metrics": {"loss": 1e308 * (s % 3)}}
+            )
+            + "\n"
+            for s in range(1, 100)
+        )
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         png = plot_png(validate(path))

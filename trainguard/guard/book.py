@@ -71,8 +71,9 @@ class SeriesBook:
         steps = [e.last_step for e in self._entries.values() if e.parts.size]
         return max(steps) if steps else None
 
-    def add(self, name: str, split: str, metric: str, granularity: str, steps: np.ndarray,
-            values: np.ndarray) -> Added:
+    def add(
+        self, name: str, split: str, metric: str, granularity: str, steps: np.ndarray, values: np.ndarray
+    ) -> Added:
         """Appends points to series ``name`` (created with that naming on first sight)."""
         steps = np.asarray(steps, dtype=np.float64)
         values = np.asarray(values, dtype=np.float64)
@@ -80,14 +81,12 @@ class SeriesBook:
             return Added()
         entry = self._entries.get(name)
         if entry is None:
-            entry = self._entries[name] = _Entry(split, metric, granularity,
-                                                 SeriesParts(metric, split))
+            entry = self._entries[name] = _Entry(split, metric, granularity, SeriesParts(metric, split))
         if entry.ordered and (steps[0] <= entry.last_step or np.any(np.diff(steps) <= 0)):
             entry.ordered = False
         entry.parts.add(steps, values)
         entry.last_step = max(entry.last_step, float(steps.max()))
-        return Added(int(steps.size), not bool(np.isfinite(values).all()), entry.last_step,
-                     {name})
+        return Added(int(steps.size), not bool(np.isfinite(values).all()), entry.last_step, {name})
 
     def history(self, fmt: str, source: str, x_label: str = "step") -> History:
         """The series as a History (views of the buffers; valid until the next append)."""
@@ -96,8 +95,7 @@ class SeriesBook:
             steps, values = entry.parts.arrays()
             if not entry.ordered:
                 steps, values = _sorted_last(steps, values)
-            series[name] = Series(name, entry.split, entry.metric, entry.granularity, steps,
-                                  values)
+            series[name] = Series(name, entry.split, entry.metric, entry.granularity, steps, values)
         return History(series, fmt, source, x_label, self.records, list(self.notes))
 
 

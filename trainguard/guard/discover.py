@@ -84,13 +84,12 @@ def _events_root(files: list[str]) -> str:
     parents = [f.rsplit("/", 1)[0] for f in files]
     if parents[0].startswith("gs://"):
         bucket = parents[0][5:].split("/", 1)[0]
-        common = posixpath.commonpath([p[5 + len(bucket):] or "/" for p in parents])
+        common = posixpath.commonpath([p[5 + len(bucket) :] or "/" for p in parents])
         return f"gs://{bucket}{common}"
     return os.path.commonpath(parents)
 
 
-def find_history(*, history_path: str, tensorboard_dir: str,
-                 base_output_dir: str) -> FoundHistory | None:
+def find_history(*, history_path: str, tensorboard_dir: str, base_output_dir: str) -> FoundHistory | None:
     """The history the job wrote, by the order of preference above; None when it wrote none."""
     if history_path and _nonempty(history_path):
         return FoundHistory("jsonl", history_path, (history_path,))
@@ -140,7 +139,7 @@ def publish_history(found: FoundHistory | None, dst: str) -> dict:
         return {"format": found.format, "source": found.uri}
     prefix = found.uri.rstrip("/") + "/"
     for uri in found.files:
-        relative = uri[len(prefix):] if uri.startswith(prefix) else uri.rsplit("/", 1)[-1]
+        relative = uri[len(prefix) :] if uri.startswith(prefix) else uri.rsplit("/", 1)[-1]
         local = target.joinpath(*relative.split("/"))
         local.parent.mkdir(parents=True, exist_ok=True)
         store_for(uri).download_file(uri, str(local))

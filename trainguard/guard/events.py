@@ -56,16 +56,20 @@ class EventRecords:
         out, pos = [], 0
         while len(buf) - pos >= _HEADER.size:
             length, length_crc = _HEADER.unpack_from(buf, pos)
-            if _masked_crc(buf[pos:pos + 8]) != length_crc or length > MAX_RECORD_BYTES:
-                raise HistoryError(f"{self.source}: record {self.records + 1}: the length's "
-                                   "checksum does not match: not a TensorBoard event file")
+            if _masked_crc(buf[pos : pos + 8]) != length_crc or length > MAX_RECORD_BYTES:
+                raise HistoryError(
+                    f"{self.source}: record {self.records + 1}: the length's "
+                    "checksum does not match: not a TensorBoard event file"
+                )
             end = pos + _HEADER.size + length + _CRC.size
             if end > len(buf):
                 break
-            payload = buf[pos + _HEADER.size:end - _CRC.size]
+            payload = buf[pos + _HEADER.size : end - _CRC.size]
             if _masked_crc(payload) != _CRC.unpack_from(buf, end - _CRC.size)[0]:
-                raise HistoryError(f"{self.source}: record {self.records + 1}: the data's "
-                                   "checksum does not match: a corrupt TensorBoard event file")
+                raise HistoryError(
+                    f"{self.source}: record {self.records + 1}: the data's "
+                    "checksum does not match: a corrupt TensorBoard event file"
+                )
             out.append(payload)
             self.records += 1
             pos = end
@@ -138,22 +142,26 @@ class EventDirTail:
             except gexc.NotFound:
                 return []
             except (gexc.Forbidden, gexc.Unauthorized) as exc:
-                raise FollowError(f"permission denied listing {self.root} ({type(exc).__name__})"
-                                  "; whoever runs the train task needs storage.objects.list on "
-                                  "the bucket (roles/storage.objectViewer)", transient=False) \
-                    from None
+                raise FollowError(
+                    f"permission denied listing {self.root} ({type(exc).__name__})"
+                    "; whoever runs the train task needs storage.objects.list on "
+                    "the bucket (roles/storage.objectViewer)",
+                    transient=False,
+                ) from None
             except gexc.GoogleAPICallError as exc:
                 raise FollowError(f"cannot list {self.root}: {type(exc).__name__}") from None
-            return sorted((f"gs://{bucket}/{b.name}", int(b.size or 0), b.generation)
-                          for b in blobs if EVENTS_MARK in b.name.rsplit("/", 1)[-1])
+            return sorted(
+                (f"gs://{bucket}/{b.name}", int(b.size or 0), b.generation)
+                for b in blobs
+                if EVENTS_MARK in b.name.rsplit("/", 1)[-1]
+            )
         root = Path(self.root)
         if not root.is_dir():
             return []
-        return [(str(p), None, None) for p in sorted(root.rglob(f"*{EVENTS_MARK}*"))
-                if p.is_file()]
+        return [(str(p), None, None) for p in sorted(root.rglob(f"*{EVENTS_MARK}*")) if p.is_file()]
 
     def _run(self, uri: str) -> str:
-        relative = uri[len(self.root) + 1:]
+        relative = uri[len(self.root) + 1 :]
         return relative.rsplit("/", 1)[0] if "/" in relative else ""
 
     def read(self) -> tuple[Added, bool]:
@@ -168,8 +176,7 @@ class EventDirTail:
         for uri, size, generation in listing:
             entry = self._files.get(uri)
             if entry is None:
-                follower = (GcsFollower(uri, self._client) if uri.startswith("gs://")
-                            else LocalFollower(uri))
+                follower = GcsFollower(uri, self._client) if uri.startswith("gs://") else LocalFollower(uri)
                 entry = self._files[uri] = _File(uri, self._run(uri), follower)
             chunk = entry.follower.read_new(size, generation)
             if chunk is None or not chunk.data:
@@ -190,8 +197,9 @@ class EventDirTail:
             try:
                 event.ParseFromString(payload)
             except Exception as exc:  # the protobuf runtime's DecodeError
-                raise HistoryError(f"{entry.uri}: a record that is not an Event "
-                                   f"({type(exc).__name__})") from None
+                raise HistoryError(
+                    f"{entry.uri}: a record that is not an Event ({type(exc).__name__})"
+                ) from None
             self.book.records += 1
             if not event.HasField("summary"):
                 continue
@@ -205,8 +213,10 @@ class EventDirTail:
                 values.append(number)
         added = Added()
         for name, (tag, steps, values) in points.items():
-            split, metric, granularity = describe_name(shown_name(tag), None,
-                                                       shown_name(entry.run))
-            added.merge(self.book.add(shown_name(name), split, metric, granularity,
-                                      np.asarray(steps), np.asarray(values)))
+            split, metric, granularity = describe_name(shown_name(tag), None, shown_name(entry.run))
+            added.merge(
+                self.book.add(
+                    shown_name(name), split, metric, granularity, np.asarray(steps), np.asarray(values)
+                )
+            )
         return added

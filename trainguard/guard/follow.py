@@ -21,8 +21,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["Chunk", "Follower", "LocalFollower", "GcsFollower", "FollowError", "follower_for",
-           "ANCHOR_BYTES", "MAX_READ_BYTES", "split_gs"]
+__all__ = [
+    "Chunk",
+    "Follower",
+    "LocalFollower",
+    "GcsFollower",
+    "FollowError",
+    "follower_for",
+    "ANCHOR_BYTES",
+    "MAX_READ_BYTES",
+    "split_gs",
+]
 
 ANCHOR_BYTES = 64
 # One poll reads at most this much; a larger backlog (a guard started late on a long run) is
@@ -94,9 +103,9 @@ class _Tail:
         end = min(size, self.offset + self._max_read)
         data = read(start, end)
         self.bytes_read += len(data)
-        if data[:len(anchor)] != anchor:
+        if data[: len(anchor)] != anchor:
             return self._from_start(size, read)
-        data = data[len(anchor):]
+        data = data[len(anchor) :]
         return self._took(data, self.offset, False, size)
 
     def _from_start(self, size: int, read: Callable[[int, int], bytes]) -> Chunk:
@@ -125,8 +134,10 @@ class LocalFollower(_Tail):
                 if stat.S_ISDIR(info.st_mode):
                     raise IsADirectoryError
                 if not stat.S_ISREG(info.st_mode):
-                    raise FollowError(f"{self.uri} is not a regular file (a FIFO, a device or a "
-                                      "socket): not a history", transient=False)
+                    raise FollowError(
+                        f"{self.uri} is not a regular file (a FIFO, a device or a socket): not a history",
+                        transient=False,
+                    )
                 os.set_blocking(handle.fileno(), True)
                 size = info.st_size
 
@@ -159,8 +170,9 @@ class GcsFollower(_Tail):
         timeout_s: the HTTP timeout of one request.
     """
 
-    def __init__(self, uri: str, client: Any = None, timeout_s: float = 30.0,
-                 max_read: int = MAX_READ_BYTES) -> None:
+    def __init__(
+        self, uri: str, client: Any = None, timeout_s: float = 30.0, max_read: int = MAX_READ_BYTES
+    ) -> None:
         super().__init__(uri, max_read)
         if client is None:
             from trainguard.gcp import storage_client
@@ -189,28 +201,31 @@ class GcsFollower(_Tail):
                 self.requests += 1
                 # end is inclusive in the client's API; the generation pins the object version
                 # whose size was read, so a rewrite in between cannot splice two versions.
-                return blob.download_as_bytes(start=start, end=end - 1, timeout=self._timeout,
-                                              checksum=None)
+                return blob.download_as_bytes(start=start, end=end - 1, timeout=self._timeout, checksum=None)
 
             return self._advance(size, read)
         except gexc.NotFound:
             # Rewritten between the size and the read (that generation is gone): next poll.
-            raise FollowError(f"{self.uri} changed while being read; reading it again next poll") \
-                from None
+            raise FollowError(f"{self.uri} changed while being read; reading it again next poll") from None
         except (gexc.Forbidden, gexc.Unauthorized) as exc:
-            raise FollowError(f"permission denied reading {self.uri} ({type(exc).__name__}: "
-                              f"{getattr(exc, 'message', None) or exc}); whoever runs the train "
-                              "task needs storage.objects.get and storage.objects.list on the "
-                              "bucket (roles/storage.objectViewer)", transient=False) from None
+            raise FollowError(
+                f"permission denied reading {self.uri} ({type(exc).__name__}: "
+                f"{getattr(exc, 'message', None) or exc}); whoever runs the train "
+                "task needs storage.objects.get and storage.objects.list on the "
+                "bucket (roles/storage.objectViewer)",
+                transient=False,
+            ) from None
         except gexc.GoogleAPICallError as exc:
-            raise FollowError(f"cannot read {self.uri}: {type(exc).__name__}: "
-                              f"{getattr(exc, 'message', None) or exc}") from None
+            raise FollowError(
+                f"cannot read {self.uri}: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
+            ) from None
         except Exception as exc:  # transport errors of requests/google-auth: the next poll retries
             from trainguard.retry import unreachable_types
 
             if isinstance(exc, unreachable_types()):
-                raise FollowError(f"cannot reach Cloud Storage for {self.uri}: "
-                                  f"{type(exc).__name__}") from None
+                raise FollowError(
+                    f"cannot reach Cloud Storage for {self.uri}: {type(exc).__name__}"
+                ) from None
             raise
 
 

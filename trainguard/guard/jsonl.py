@@ -70,11 +70,15 @@ class JsonlTail:
         whole, self._pending = buf[:cut], buf[cut:]
         count = whole.count(b"\n")
         if len(self._pending) > MAX_LINE_BYTES:
-            raise HistoryError(f"{self.source}: {len(self._pending)} bytes after line "
-                               f"{self.lines + count} without a line end: not a JSONL history")
+            raise HistoryError(
+                f"{self.source}: {len(self._pending)} bytes after line "
+                f"{self.lines + count} without a line end: not a JSONL history"
+            )
         if final and self._pending.strip():
-            self.book.notes.append(f"skipped the truncated last line (line "
-                                   f"{self.lines + count + 1}): the writer stopped mid-record")
+            self.book.notes.append(
+                f"skipped the truncated last line (line "
+                f"{self.lines + count + 1}): the writer stopped mid-record"
+            )
             self._pending = b""
         added = self._parse(whole) if whole.strip() else Added()
         self.lines += count
@@ -93,8 +97,7 @@ class JsonlTail:
         self.book.records += history.records
         added = Added()
         for s in history.series.values():
-            added.merge(self.book.add(s.name, s.split, s.metric, s.granularity, s.steps,
-                                      s.values))
+            added.merge(self.book.add(s.name, s.split, s.metric, s.granularity, s.steps, s.values))
         return added
 
     def _read_plan(self, whole: bytes) -> None:
@@ -107,8 +110,12 @@ class JsonlTail:
                 value = json.loads(whole[line_start:line_end]).get(PLANNED_STEPS_KEY)
             except (ValueError, AttributeError):
                 continue  # the reader reports a broken line with its number
-            if isinstance(value, int | float) and not isinstance(value, bool) and \
-                    math.isfinite(value) and value >= 1:
+            if (
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+                and value >= 1
+            ):
                 self.planned_steps = int(value)
 
 

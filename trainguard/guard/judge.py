@@ -48,17 +48,24 @@ class Judgement:
     not_judged: str = ""
 
 
-def judge(history: History, mode: GuardMode, *, thresholds: dict | None = None,
-          train_metric: str | None = None, val_metric: str | None = None,
-          metric_mode: str = "min") -> Judgement:
+def judge(
+    history: History,
+    mode: GuardMode,
+    *,
+    thresholds: dict | None = None,
+    train_metric: str | None = None,
+    val_metric: str | None = None,
+    metric_mode: str = "min",
+) -> Judgement:
     """Judges the history so far.
 
     A named metric the history lacks, or a history with no loss series yet, is "not judged
     yet", not an error: the run may log it later.
     """
     try:
-        verdict = validate(history, train_metric=train_metric, val_metric=val_metric,
-                           mode=metric_mode, thresholds=thresholds)
+        verdict = validate(
+            history, train_metric=train_metric, val_metric=val_metric, mode=metric_mode, thresholds=thresholds
+        )
     except HistoryError as exc:  # no loss series yet (only the learning rate logged so far…)
         return Judgement(None, not_judged=str(exc))
     except ConfigError as exc:

@@ -24,8 +24,7 @@ from trainguard.choices import ModelChoice
 from trainguard.runtime.storage import join, store_for
 from trainguard.validation.verdict import Verdict
 
-__all__ = ["BestStep", "ModelPick", "best_validation", "pick_model", "publish_model",
-           "LAST_MODEL_DIRNAME"]
+__all__ = ["BestStep", "ModelPick", "best_validation", "pick_model", "publish_model", "LAST_MODEL_DIRNAME"]
 
 LAST_MODEL_DIRNAME = "model-last"  # where a local job's final weights go when best ships instead
 
@@ -70,8 +69,15 @@ def best_validation(verdict: Verdict) -> BestStep | None:
     if values.size == 0:
         return None
     best = int(np.argmax(values) if verdict.series.get("mode") == "max" else np.argmin(values))
-    return BestStep(float(steps[best]), series.name, float(values[best]), float(steps[-1]),
-                    steps, values, _first_nonfinite(verdict))
+    return BestStep(
+        float(steps[best]),
+        series.name,
+        float(values[best]),
+        float(steps[-1]),
+        steps,
+        values,
+        _first_nonfinite(verdict),
+    )
 
 
 def _first_nonfinite(verdict: Verdict) -> float | None:
@@ -81,8 +87,11 @@ def _first_nonfinite(verdict: Verdict) -> float | None:
     firsts = []
     for role in ("train", "val"):
         described = verdict.series.get(role)
-        series = verdict.history.series.get(described["name"]) if described and \
-            verdict.history is not None else None
+        series = (
+            verdict.history.series.get(described["name"])
+            if described and verdict.history is not None
+            else None
+        )
         if series is None or not len(series) or np.isfinite(series.values[-1]):
             continue
         finite = np.flatnonzero(np.isfinite(series.values))
@@ -119,8 +128,12 @@ class ModelPick:
 
     def metadata(self) -> dict[str, Any]:
         """What goes into the model artifact's metadata (JSON-safe)."""
-        out: dict[str, Any] = {"model_choice": self.choice, "model_source": self.source,
-                               "model_uri": self.uri, "model_reason": self.reason}
+        out: dict[str, Any] = {
+            "model_choice": self.choice,
+            "model_source": self.source,
+            "model_uri": self.uri,
+            "model_reason": self.reason,
+        }
         if self.step is not None:
             out["model_step"] = self.step
         if self.metric:
@@ -130,10 +143,8 @@ class ModelPick:
             if self.value_step is not None:
                 out["model_metric_step"] = self.value_step
         if self.best is not None:
-            out.update(best_step=self.best.step, best_metric=self.best.series,
-                       best_value=self.best.value)
-        return {k: (int(v) if isinstance(v, float) and v.is_integer() else v)
-                for k, v in out.items()}
+            out.update(best_step=self.best.step, best_metric=self.best.series, best_value=self.best.value)
+        return {k: (int(v) if isinstance(v, float) and v.is_integer() else v) for k, v in out.items()}
 
     def describe(self) -> str:
         """One line for people."""
@@ -175,8 +186,14 @@ def _metric_of(checkpoint: Any, best: BestStep) -> float | None:
     return None
 
 
-def pick_model(choice: ModelChoice | str, *, model_dir: str, checkpoint_dir: str,
-               best: BestStep | None, last_step: float | None = None) -> ModelPick:
+def pick_model(
+    choice: ModelChoice | str,
+    *,
+    model_dir: str,
+    checkpoint_dir: str,
+    best: BestStep | None,
+    last_step: float | None = None,
+) -> ModelPick:
     """Chooses the weights to ship (see the module docstring).
 
     Args:
@@ -192,37 +209,68 @@ def pick_model(choice: ModelChoice | str, *, model_dir: str, checkpoint_dir: str
     choice = ModelChoice(choice)
     final = _has_files(model_dir)
     checkpoints = _checkpoints(checkpoint_dir)
-    last_weights = ModelPick(choice.value, model_dir, "model_dir",
-                             int(last_step) if last_step is not None else None, (),
-                             "the job's final weights", best)
+    last_weights = ModelPick(
+        choice.value,
+        model_dir,
+        "model_dir",
+        int(last_step) if last_step is not None else None,
+        (),
+        "the job's final weights",
+        best,
+    )
     if choice == ModelChoice.LAST or best is None:
         why = "--model last" if choice == ModelChoice.LAST else "no validation series to pick by"
         if final:
             return _with_value(_replace(last_weights, reason=f"the job's final weights ({why})"))
         if checkpoints:
             c = checkpoints[-1]
-            return _with_value(ModelPick(choice.value, _files_dir(c), "checkpoint", c.step, c.files,
-                                         f"the newest checkpoint: the job wrote no final weights "
-                                         f"({why})", best), c)
-        return ModelPick(choice.value, "", "none", None, (), "the job left no weights: no "
-                         "AIP_MODEL_DIR files and no complete checkpoint", best)
+            return _with_value(
+                ModelPick(
+                    choice.value,
+                    _files_dir(c),
+                    "checkpoint",
+                    c.step,
+                    c.files,
+                    f"the newest checkpoint: the job wrote no final weights ({why})",
+                    best,
+                ),
+                c,
+            )
+        return ModelPick(
+            choice.value,
+            "",
+            "none",
+            None,
+            (),
+            "the job left no weights: no AIP_MODEL_DIR files and no complete checkpoint",
+            best,
+        )
     candidates: list[tuple[float, float, Any]] = []
     if final:  # first: on a tie the final weights (a plain model file) ship, not a training state
         step = last_step if last_step is not None else best.last_step
         candidates.append((abs(step - best.step), step, None))
     candidates += [(abs(c.step - best.step), c.step, c) for c in checkpoints]
     if not candidates:
-        return ModelPick(choice.value, "", "none", None, (), "the job left no weights: no "
-                         "AIP_MODEL_DIR files and no complete checkpoint", best)
+        return ModelPick(
+            choice.value,
+            "",
+            "none",
+            None,
+            (),
+            "the job left no weights: no AIP_MODEL_DIR files and no complete checkpoint",
+            best,
+        )
     candidates, finite_note = _before_nonfinite(candidates, best)
     _, step, chosen = min(candidates, key=lambda item: (item[0], item[1]))
     best_text = f"best validation step {best.step:g} ({best.series} {best.value:.4g}){finite_note}"
     if chosen is None:
-        reason = (f"the final weights are the saved weights nearest the {best_text}")
+        reason = f"the final weights are the saved weights nearest the {best_text}"
         return _with_value(_replace(last_weights, reason=reason))
     reason = f"the kept checkpoint nearest the {best_text}"
-    return _with_value(ModelPick(choice.value, _files_dir(chosen), "checkpoint", chosen.step,
-                                 chosen.files, reason, best), chosen)
+    return _with_value(
+        ModelPick(choice.value, _files_dir(chosen), "checkpoint", chosen.step, chosen.files, reason, best),
+        chosen,
+    )
 
 
 def _files_dir(checkpoint: Any) -> str:
@@ -231,8 +279,9 @@ def _files_dir(checkpoint: Any) -> str:
     return getattr(checkpoint, "root", "") or checkpoint.uri
 
 
-def _before_nonfinite(candidates: list[tuple[float, float, Any]],
-                      best: BestStep) -> tuple[list[tuple[float, float, Any]], str]:
+def _before_nonfinite(
+    candidates: list[tuple[float, float, Any]], best: BestStep
+) -> tuple[list[tuple[float, float, Any]], str]:
     """The candidates saved before the run went NaN/Inf (a checkpoint at or after that step holds
     weights the NaN already reached), and a note for the reason; all of them, with a warning,
     when none was."""
@@ -279,8 +328,7 @@ def publish_model(pick: ModelPick, model: Any, *, model_dir: str) -> None:
         model.uri = pick.uri.rstrip("/") + "/"
         return
     target = Path(model.path)
-    same = target.exists() and Path(model_dir).exists() and target.resolve() == Path(
-        model_dir).resolve()
+    same = target.exists() and Path(model_dir).exists() and target.resolve() == Path(model_dir).resolve()
     if pick.source == "model_dir":
         if not same:
             _copy_files(pick.uri, target, None)
@@ -302,6 +350,6 @@ def _copy_files(src: str, dst: Path, names: tuple[str, ...] | None) -> None:
     uris = [join(src, n) for n in names] if names is not None else store.list(src.rstrip("/"))
     dst.mkdir(parents=True, exist_ok=True)
     for uri in uris:
-        target = dst / uri[len(prefix):]
+        target = dst / uri[len(prefix) :]
         target.parent.mkdir(parents=True, exist_ok=True)
         store.download_file(uri, str(target))

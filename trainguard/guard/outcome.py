@@ -50,8 +50,9 @@ def early_stopped(result: TrainResult) -> bool:
 def stop_message(stop: dict) -> str:
     """One paragraph: class, evidence, remedy, hours saved."""
     saved = stop.get("details", {}).get("saved", "")
-    return (f"[{stop['failure_class']}] {stop['evidence']}. Remedy: {stop['remedy']}"
-            + (f". {saved}" if saved else ""))
+    return f"[{stop['failure_class']}] {stop['evidence']}. Remedy: {stop['remedy']}" + (
+        f". {saved}" if saved else ""
+    )
 
 
 def stop_diagnosis(stop: dict):
@@ -60,10 +61,18 @@ def stop_diagnosis(stop: dict):
 
     details = stop.get("details", {})
     saved = details.get("saved", "")
-    reason = (f"the in-flight guard stopped the job when {details.get('series') or 'the history'} "
-              f"showed it ({details.get('source', '')})" + (f"; {saved}" if saved else ""))
-    return Diagnosis(stop["failure_class"], stop["evidence"], stop["remedy"],
-                     failure_class(stop["failure_class"]).trap, 1.0, reason)
+    reason = (
+        f"the in-flight guard stopped the job when {details.get('series') or 'the history'} "
+        f"showed it ({details.get('source', '')})" + (f"; {saved}" if saved else "")
+    )
+    return Diagnosis(
+        stop["failure_class"],
+        stop["evidence"],
+        stop["remedy"],
+        failure_class(stop["failure_class"]).trap,
+        1.0,
+        reason,
+    )
 
 
 def _verdict(watcher: Any, found: FoundHistory | None, published: str | None):
@@ -90,9 +99,15 @@ def _last_step(history: History | None) -> float | None:
     return max(float(s.steps[-1]) for s in history.series.values() if len(s))
 
 
-def conclude(result: TrainResult, watcher: Any = None, *, model: Any = None, history: Any = None,
-             model_choice: ModelChoice | str = ModelChoice.BEST,
-             stream: TextIO | None = None) -> GuardedResult:
+def conclude(
+    result: TrainResult,
+    watcher: Any = None,
+    *,
+    model: Any = None,
+    history: Any = None,
+    model_choice: ModelChoice | str = ModelChoice.BEST,
+    stream: TextIO | None = None,
+) -> GuardedResult:
     """Publishes the history and the model of a finished job; says what the guard did.
 
     Args:
@@ -105,8 +120,11 @@ def conclude(result: TrainResult, watcher: Any = None, *, model: Any = None, his
     """
     guard = watcher.finish() if watcher is not None else {"mode": "off"}
     base = result.base_output_dir
-    found = find_history(history_path=result.history_path,
-                         tensorboard_dir=f"{base}/logs/" if base else "", base_output_dir=base)
+    found = find_history(
+        history_path=result.history_path,
+        tensorboard_dir=f"{base}/logs/" if base else "",
+        base_output_dir=base,
+    )
     published = None
     if history is not None:
         history.metadata.update(publish_history(found, history.path))
@@ -116,30 +134,50 @@ def conclude(result: TrainResult, watcher: Any = None, *, model: Any = None, his
         _say(stream, f"history: no trainguard JSONL; using the job's {found.format} at {found.uri}")
     if not (result.succeeded or early_stopped(result)):
         if model is not None:  # a failed job: what it left, as it is, for inspection
-            publish_model(ModelPick(ModelChoice(model_choice).value, result.model_dir,
-                                    "model_dir", None, (), f"the job ended {result.state}"),
-                          model, model_dir=result.model_dir)
-            model.metadata.update({"job": result.job_name, "state": result.state,
-                                   "restarts": result.restarts})
+            publish_model(
+                ModelPick(
+                    ModelChoice(model_choice).value,
+                    result.model_dir,
+                    "model_dir",
+                    None,
+                    (),
+                    f"the job ended {result.state}",
+                ),
+                model,
+                model_dir=result.model_dir,
+            )
+            model.metadata.update(
+                {"job": result.job_name, "state": result.state, "restarts": result.restarts}
+            )
         return out
     verdict, why = (None, "")
     if ModelChoice(model_choice) == ModelChoice.BEST:
         verdict, why = _verdict(watcher, found, published)
     best = best_validation(verdict) if verdict is not None else None
     try:
-        pick = pick_model(model_choice, model_dir=result.model_dir,
-                          checkpoint_dir=result.checkpoint_dir, best=best,
-                          last_step=_last_step(verdict.history if verdict is not None else None))
+        pick = pick_model(
+            model_choice,
+            model_dir=result.model_dir,
+            checkpoint_dir=result.checkpoint_dir,
+            best=best,
+            last_step=_last_step(verdict.history if verdict is not None else None),
+        )
     except Exception as exc:  # checkpoints that cannot be listed: ship the final weights
-        pick = ModelPick(ModelChoice(model_choice).value, result.model_dir, "model_dir", None, (),
-                         f"the final weights: checkpoints could not be listed ({exc})")
+        pick = ModelPick(
+            ModelChoice(model_choice).value,
+            result.model_dir,
+            "model_dir",
+            None,
+            (),
+            f"the final weights: checkpoints could not be listed ({exc})",
+        )
     if why and pick.choice == ModelChoice.BEST.value:
-        pick = ModelPick(pick.choice, pick.uri, pick.source, pick.step, pick.files,
-                         f"{pick.reason}; {why}", pick.best)
+        pick = ModelPick(
+            pick.choice, pick.uri, pick.source, pick.step, pick.files, f"{pick.reason}; {why}", pick.best
+        )
     if model is not None:
         publish_model(pick, model, model_dir=result.model_dir)
-        model.metadata.update({"job": result.job_name, "state": result.state,
-                               "restarts": result.restarts})
+        model.metadata.update({"job": result.job_name, "state": result.state, "restarts": result.restarts})
         if result.stopped:
             model.metadata["guard_stop"] = result.stopped.get("failure_class", "")
     out.model = pick.metadata()

@@ -51,10 +51,12 @@ class JobCost:
         pools = spec.pools
         scheduling = spec.job_spec.scheduling
         timeout = scheduling.timeout.total_seconds() if "timeout" in scheduling else 0.0
-        return cls(accelerators=sum(p.accelerators_requested for p in pools),
-                   replicas=sum(p.replica_count for p in pools),
-                   timeout_s=timeout if timeout > 0 else VERTEX_DEFAULT_TIMEOUT_S,
-                   timeout_set=timeout > 0)
+        return cls(
+            accelerators=sum(p.accelerators_requested for p in pools),
+            replicas=sum(p.replica_count for p in pools),
+            timeout_s=timeout if timeout > 0 else VERTEX_DEFAULT_TIMEOUT_S,
+            timeout_set=timeout > 0,
+        )
 
 
 @dataclass(frozen=True)
@@ -79,21 +81,28 @@ class Savings:
     def sentence(self) -> str:
         """One line a person reads: "≈ 6.0 accelerator-hours saved (4 accelerators × 1.5 h …)"."""
         prefix = "up to " if self.upper_bound else "≈ "
-        why = {"planned_steps": f"left to step {self.planned_steps} at the pace so far",
-               "timeout": "left to the job's timeout",
-               "default_timeout": "left to Vertex's default 7-day timeout"}[self.basis]
+        why = {
+            "planned_steps": f"left to step {self.planned_steps} at the pace so far",
+            "timeout": "left to the job's timeout",
+            "default_timeout": "left to Vertex's default 7-day timeout",
+        }[self.basis]
         if self.accelerators:
-            return (f"{prefix}{self.accelerator_hours:.3g} accelerator-hours saved "
-                    f"({self.accelerators} accelerator(s) × {self.hours_left:.3g} h {why})")
-        return (f"{prefix}{self.machine_hours:.3g} machine-hours saved ({self.replicas} "
-                f"machine(s), no accelerators, × {self.hours_left:.3g} h {why})")
+            return (
+                f"{prefix}{self.accelerator_hours:.3g} accelerator-hours saved "
+                f"({self.accelerators} accelerator(s) × {self.hours_left:.3g} h {why})"
+            )
+        return (
+            f"{prefix}{self.machine_hours:.3g} machine-hours saved ({self.replicas} "
+            f"machine(s), no accelerators, × {self.hours_left:.3g} h {why})"
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def estimate(cost: JobCost, elapsed_s: float, last_step: float | None = None,
-             planned_steps: int | None = None) -> Savings:
+def estimate(
+    cost: JobCost, elapsed_s: float, last_step: float | None = None, planned_steps: int | None = None
+) -> Savings:
     """The savings of stopping now (see the module docstring for the formula)."""
     elapsed_s = max(0.0, float(elapsed_s))
     to_timeout = max(0.0, cost.timeout_s - elapsed_s)
@@ -104,7 +113,14 @@ def estimate(cost: JobCost, elapsed_s: float, last_step: float | None = None,
         left_s = to_timeout
         basis = "timeout" if cost.timeout_set else "default_timeout"
     hours = left_s / 3600.0
-    return Savings(accelerators=cost.accelerators, replicas=cost.replicas, elapsed_s=elapsed_s,
-                   hours_left=hours, basis=basis, accelerator_hours=cost.accelerators * hours,
-                   machine_hours=cost.replicas * hours, last_step=last_step,
-                   planned_steps=planned_steps)
+    return Savings(
+        accelerators=cost.accelerators,
+        replicas=cost.replicas,
+        elapsed_s=elapsed_s,
+        hours_left=hours,
+        basis=basis,
+        accelerator_hours=cost.accelerators * hours,
+        machine_hours=cost.replicas * hours,
+        last_step=last_step,
+        planned_steps=planned_steps,
+    )

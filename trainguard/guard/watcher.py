@@ -71,12 +71,22 @@ class HistoryGuard:
         ConfigError: a bad mode, threshold or metric mode (before any job starts).
     """
 
-    def __init__(self, mode: GuardMode | str = GuardMode.FAIL, *, cost: JobCost | None = None,
-                 thresholds: dict | None = None, train_metric: str | None = None,
-                 val_metric: str | None = None, metric_mode: str = "min",
-                 stream: TextIO | None = None, storage_client: Any = None,
-                 cpu_share: float = 0.1, free_judge_s: float = 0.1, max_failed_reads: int = 30,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        mode: GuardMode | str = GuardMode.FAIL,
+        *,
+        cost: JobCost | None = None,
+        thresholds: dict | None = None,
+        train_metric: str | None = None,
+        val_metric: str | None = None,
+        metric_mode: str = "min",
+        stream: TextIO | None = None,
+        storage_client: Any = None,
+        cpu_share: float = 0.1,
+        free_judge_s: float = 0.1,
+        max_failed_reads: int = 30,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.mode = parse(GuardMode, mode, "--guard")
         self.metric_mode = parse(Mode, metric_mode, "--mode").value
         RuleConfig().with_overrides(thresholds)  # a bad threshold is bad input now, not mid-run
@@ -110,8 +120,7 @@ class HistoryGuard:
         self._announced = False
 
     @classmethod
-    def for_spec(cls, spec: JobSpec, mode: GuardMode | str = GuardMode.FAIL,
-                 **kwargs: Any) -> HistoryGuard:
+    def for_spec(cls, spec: JobSpec, mode: GuardMode | str = GuardMode.FAIL, **kwargs: Any) -> HistoryGuard:
         """A guard for the job ``spec`` describes (its accelerators and timeout count the hours)."""
         return cls(mode, cost=JobCost.from_spec(spec), **kwargs)
 
@@ -138,8 +147,7 @@ class HistoryGuard:
             if self._failed_reads == 1:
                 self._say(f"could not read the history this time ({exc}); trying again next poll")
             if self._failed_reads >= self.max_failed_reads:
-                self._give_up(f"the history could not be read {self._failed_reads} times in a "
-                              f"row ({exc})")
+                self._give_up(f"the history could not be read {self._failed_reads} times in a row ({exc})")
             return None
         except HistoryError as exc:
             self._give_up(f"the history cannot be parsed: {exc}")
@@ -157,8 +165,10 @@ class HistoryGuard:
             return
         self._announced = True
         where = [p for p in (job.history_path, job.tensorboard_dir) if p]
-        self._say(f"{self.mode.value}: following the job's history ("
-                  f"{' or TensorBoard events under '.join(where) or 'no path given'})")
+        self._say(
+            f"{self.mode.value}: following the job's history ("
+            f"{' or TensorBoard events under '.join(where) or 'no path given'})"
+        )
 
     def _read(self, job: RunningJob) -> Added:
         started = self.clock()
@@ -179,8 +189,10 @@ class HistoryGuard:
                 assert self._jsonl is not None
                 if chunk.restarted:  # only ever after an earlier read
                     if self._jsonl.lines:
-                        self._say(f"{job.history_path} was rewritten (a restarted run resuming "
-                                  "from a checkpoint); reading it again from its start")
+                        self._say(
+                            f"{job.history_path} was rewritten (a restarted run resuming "
+                            "from a checkpoint); reading it again from its start"
+                        )
                     self._jsonl.reset()
                 return self._jsonl.feed(chunk.data)
         if job.tensorboard_dir:
@@ -234,9 +246,14 @@ class HistoryGuard:
             return None
         started = self.clock()
         try:
-            judgement = judge(history, self.mode, thresholds=self.thresholds,
-                              train_metric=self.train_metric, val_metric=self.val_metric,
-                              metric_mode=self.metric_mode)
+            judgement = judge(
+                history,
+                self.mode,
+                thresholds=self.thresholds,
+                train_metric=self.train_metric,
+                val_metric=self.val_metric,
+                metric_mode=self.metric_mode,
+            )
         except Exception as exc:  # fail open: an error of the guard never stops the job
             self._give_up(f"an internal error while judging: {type(exc).__name__}: {exc}")
             return None
@@ -244,8 +261,7 @@ class HistoryGuard:
             spent = self.clock() - started
             self.judge_seconds += spent
             self.judgements += 1
-            self._next_judge = (started + spent / self.cpu_share if spent > self.free_judge_s
-                                else 0.0)
+            self._next_judge = started + spent / self.cpu_share if spent > self.free_judge_s else 0.0
             self._dirty = False
         self.not_judged = judgement.not_judged
         self.last_verdict = judgement.verdict
@@ -260,17 +276,27 @@ class HistoryGuard:
         book = self.book
         last_step = book.last_step if book is not None else None
         details: dict[str, Any] = {
-            "mode": self.mode.value, "source": self.source, "format": self.kind,
-            "series": finding.series, "step_range": list(finding.step_range),
-            "finding": finding.to_dict(), "polls": self.polls, "last_step": last_step,
-            "planned_steps": self.planned_steps, "elapsed_s": round(job.elapsed_s, 3),
+            "mode": self.mode.value,
+            "source": self.source,
+            "format": self.kind,
+            "series": finding.series,
+            "step_range": list(finding.step_range),
+            "finding": finding.to_dict(),
+            "polls": self.polls,
+            "last_step": last_step,
+            "planned_steps": self.planned_steps,
+            "elapsed_s": round(job.elapsed_s, 3),
         }
         sentence = ""
         if self.cost is not None:
             saved = estimate(self.cost, job.elapsed_s, last_step, self.planned_steps)
-            details.update(savings=saved.to_dict(), accelerator_hours_saved=saved.accelerator_hours,
-                           machine_hours_saved=saved.machine_hours, hours_left=saved.hours_left,
-                           savings_basis=saved.basis)
+            details.update(
+                savings=saved.to_dict(),
+                accelerator_hours_saved=saved.accelerator_hours,
+                machine_hours_saved=saved.machine_hours,
+                hours_left=saved.hours_left,
+                savings_basis=saved.basis,
+            )
             sentence = saved.sentence()
             details["saved"] = sentence
         summary = judgement.verdict.summary if judgement.verdict is not None else {}
@@ -279,12 +305,16 @@ class HistoryGuard:
         evidence = bound(redact(f"{finding.message} ({finding.series})"), _EVIDENCE_CHARS)
         remedy = bound(redact(finding.remedy), _EVIDENCE_CHARS)
         if judgement.success:
-            self._say(f"early stop: {finding.failure_class} confirmed: {evidence}. The job ends "
-                      f"here as a success; the model is the checkpoint nearest the best "
-                      f"validation step. {sentence}".rstrip())
+            self._say(
+                f"early stop: {finding.failure_class} confirmed: {evidence}. The job ends "
+                f"here as a success; the model is the checkpoint nearest the best "
+                f"validation step. {sentence}".rstrip()
+            )
         else:
-            self._say(f"stopping the job: {finding.failure_class}: {evidence}. Remedy: {remedy}. "
-                      f"{sentence}".rstrip())
+            self._say(
+                f"stopping the job: {finding.failure_class}: {evidence}. Remedy: {remedy}. "
+                f"{sentence}".rstrip()
+            )
         return Stop(finding.failure_class, evidence, remedy, judgement.success, details)
 
     # -- the end --
@@ -307,31 +337,40 @@ class HistoryGuard:
                 self._say(f"the last read of the history failed ({type(exc).__name__}: {exc})")
             if not self.kind:
                 where = " or ".join(p for p in (job.history_path, job.tensorboard_dir) if p)
-                self._say(f"the job wrote no history ({where or 'no output directory'}): nothing "
-                          "was guarded. Log one with trainguard.runtime.HistoryWriter, or "
-                          "TensorBoard scalars under AIP_TENSORBOARD_LOG_DIR")
+                self._say(
+                    f"the job wrote no history ({where or 'no output directory'}): nothing "
+                    "was guarded. Log one with trainguard.runtime.HistoryWriter, or "
+                    "TensorBoard scalars under AIP_TENSORBOARD_LOG_DIR"
+                )
         return self.summary()
 
     def summary(self) -> dict:
         """What the guard did, JSON-safe."""
         book = self.book
         return {
-            "mode": self.mode.value, "source": self.source, "format": self.kind,
-            "polls": self.polls, "judgements": self.judgements,
+            "mode": self.mode.value,
+            "source": self.source,
+            "format": self.kind,
+            "polls": self.polls,
+            "judgements": self.judgements,
             "judge_seconds": round(self.judge_seconds, 4),
-            "read_seconds": round(self.read_seconds, 4), "bytes_read": self.bytes_read,
+            "read_seconds": round(self.read_seconds, 4),
+            "bytes_read": self.bytes_read,
             "points": book.points if book is not None else 0,
             "planned_steps": self.planned_steps,
             "stopped": self.stop.to_dict() if self.stop is not None else None,
-            "stopped_guarding": self.disabled, "not_judged": self.not_judged,
+            "stopped_guarding": self.disabled,
+            "not_judged": self.not_judged,
         }
 
     # -- saying things --
 
     def _give_up(self, reason: str) -> None:
         self.disabled = bound(redact(reason), 2000)
-        self._say(f"STOPPED GUARDING — the job runs on unguarded and will not be cancelled by "
-                  f"the guard: {self.disabled}")
+        self._say(
+            f"STOPPED GUARDING — the job runs on unguarded and will not be cancelled by "
+            f"the guard: {self.disabled}"
+        )
 
     def _say(self, line: str) -> None:
         if self.stream is not None:

@@ -24,7 +24,16 @@ from trainguard.launch.base import (
     diagnose_result,
 )
 
-__all__ = ["Backend", "BackendName", "RunningJob", "Stop", "TrainResult", "Watcher", "diagnose",
-           "diagnose_result", "BACKENDS"]
+__all__ = [
+    "Backend",
+    "BackendName",
+    "RunningJob",
+    "Stop",
+    "TrainResult",
+    "Watcher",
+    "diagnose",
+    "diagnose_result",
+    "BACKENDS",
+]
 
 BACKENDS = tuple(b.value for b in BackendName)

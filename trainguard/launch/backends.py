@@ -48,8 +48,12 @@ class LaunchOptions:
 def _local(options: LaunchOptions) -> Backend:
     from trainguard.launch.local import LocalBackend
 
-    return LocalBackend(output_dir=options.output_dir, preempt_after=list(options.preempt_after),
-                        stream=options.stream, extra_env=dict(options.extra_env))
+    return LocalBackend(
+        output_dir=options.output_dir,
+        preempt_after=list(options.preempt_after),
+        stream=options.stream,
+        extra_env=dict(options.extra_env),
+    )
 
 
 def _vertex(options: LaunchOptions) -> Backend:
@@ -58,9 +62,12 @@ def _vertex(options: LaunchOptions) -> Backend:
     from trainguard.launch.vertex import VertexBackend
 
     # output_dir is not passed: the train stage writes it into the spec's baseOutputDirectory.
-    return VertexBackend(gcp_resources_path=options.gcp_resources_path,
-                         max_queued_s=options.max_queued_s, stream=options.stream,
-                         extra_env=dict(options.extra_env))
+    return VertexBackend(
+        gcp_resources_path=options.gcp_resources_path,
+        max_queued_s=options.max_queued_s,
+        stream=options.stream,
+        extra_env=dict(options.extra_env),
+    )
 
 
 BACKEND_FACTORIES: dict[BackendName, Callable[[LaunchOptions], Backend]] = {

@@ -21,8 +21,16 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from trainguard.spec import JobSpec
 
-__all__ = ["TrainResult", "Backend", "Watcher", "RunningJob", "Stop", "diagnose",
-           "diagnose_result", "TERMINAL_OK"]
+__all__ = [
+    "TrainResult",
+    "Backend",
+    "Watcher",
+    "RunningJob",
+    "Stop",
+    "diagnose",
+    "diagnose_result",
+    "TERMINAL_OK",
+]
 
 TERMINAL_OK = "SUCCEEDED"
 
@@ -152,9 +160,16 @@ def diagnose_result(result: TrainResult):
     playbook = get(result.failure_class)
     stop = result.stopped or {}
     evidence = stop.get("evidence") or (result.error.splitlines() or [""])[0]
-    reason = ("the in-flight guard stopped the job" if stop else
-              "named by the launcher, which saw why the job ended")
-    return Diagnosis(failure_class=playbook.name,
-                     evidence=bound(redact(str(evidence)), MAX_EVIDENCE_CHARS),
-                     remedy=str(stop.get("remedy") or playbook.remedy), trap=playbook.trap,
-                     confidence=0.95, reason=reason)
+    reason = (
+        "the in-flight guard stopped the job"
+        if stop
+        else "named by the launcher, which saw why the job ended"
+    )
+    return Diagnosis(
+        failure_class=playbook.name,
+        evidence=bound(redact(str(evidence)), MAX_EVIDENCE_CHARS),
+        remedy=str(stop.get("remedy") or playbook.remedy),
+        trap=playbook.trap,
+        confidence=0.95,
+        reason=reason,
+    )

@@ -15,8 +15,7 @@ from collections.abc import Iterable
 
 from trainguard.redaction import bound, redact
 
-__all__ = ["MAX_LINE_CHARS", "MAX_TAIL_CHARS", "MAX_ERROR_CHARS", "safe_line", "safe_tail",
-           "safe_error"]
+__all__ = ["MAX_LINE_CHARS", "MAX_TAIL_CHARS", "MAX_ERROR_CHARS", "safe_line", "safe_tail", "safe_error"]
 
 MAX_LINE_CHARS = 2_000
 """The most characters kept of one line (a progress line, one line of a worker's output)."""

@@ -19,7 +19,8 @@ __all__ = ["RESOURCE_TYPE", "resource_uri", "write_gcp_resources", "read_gcp_res
 RESOURCE_TYPE = "CustomJob"
 _URI_RE = re.compile(
     r"^https://(?P<host_region>[a-z0-9-]+)-aiplatform\.googleapis\.com/v1/"
-    r"(?P<name>projects/[^/]+/locations/(?P<region>[^/]+)/customJobs/(?P<id>[^/:?#]+))$")
+    r"(?P<name>projects/[^/]+/locations/(?P<region>[^/]+)/customJobs/(?P<id>[^/:?#]+))$"
+)
 
 
 def resource_uri(job_name: str) -> str:
@@ -60,13 +61,17 @@ def read_gcp_resources(path: str | os.PathLike[str]) -> str | None:
     p = Path(path)
     try:
         if p.exists() and not p.is_file():  # a FIFO would block the read for ever
-            raise ConfigError(f"gcp_resources file {str(p)!r} is not a regular file (a "
-                              "directory, a FIFO, a device); give a file path")
+            raise ConfigError(
+                f"gcp_resources file {str(p)!r} is not a regular file (a "
+                "directory, a FIFO, a device); give a file path"
+            )
         with p.open("rb") as handle:
             raw = handle.read(_MAX_BYTES + 1)
         if len(raw) > _MAX_BYTES:
-            raise ConfigError(f"gcp_resources file {str(p)!r} is larger than {_MAX_BYTES >> 10} "
-                              "KiB, not GcpResources JSON; delete it to launch a new job")
+            raise ConfigError(
+                f"gcp_resources file {str(p)!r} is larger than {_MAX_BYTES >> 10} "
+                "KiB, not GcpResources JSON; delete it to launch a new job"
+            )
         text = raw.decode("utf-8")
     except FileNotFoundError:
         return None
@@ -77,15 +82,21 @@ def read_gcp_resources(path: str | os.PathLike[str]) -> str | None:
     try:
         resources = json_format.Parse(text, gcp_resources_pb2.GcpResources())
     except json_format.ParseError as exc:
-        raise ConfigError(f"gcp_resources file {str(p)!r} is not GcpResources JSON "
-                          f"({str(exc)[:200]}); delete it to launch a new job") from None
+        raise ConfigError(
+            f"gcp_resources file {str(p)!r} is not GcpResources JSON "
+            f"({str(exc)[:200]}); delete it to launch a new job"
+        ) from None
     jobs = [r for r in resources.resources if r.resource_type == RESOURCE_TYPE]
     if len(jobs) != 1:
-        raise ConfigError(f"gcp_resources file {str(p)!r} names {len(jobs)} CustomJobs, expected "
-                          "one; delete it to launch a new job")
+        raise ConfigError(
+            f"gcp_resources file {str(p)!r} names {len(jobs)} CustomJobs, expected "
+            "one; delete it to launch a new job"
+        )
     m = _URI_RE.match(jobs[0].resource_uri)
     if not m or m["host_region"] != m["region"]:
-        raise ConfigError(f"gcp_resources file {str(p)!r}: {jobs[0].resource_uri[:200]!r} is not "
-                          "a CustomJob URI such as https://us-central1-aiplatform.googleapis.com/v1/"
-                          "projects/P/locations/us-central1/customJobs/ID")
+        raise ConfigError(
+            f"gcp_resources file {str(p)!r}: {jobs[0].resource_uri[:200]!r} is not "
+            "a CustomJob URI such as https://us-central1-aiplatform.googleapis.com/v1/"
+            "projects/P/locations/us-central1/customJobs/ID"
+        )
     return m["name"]

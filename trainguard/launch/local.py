@@ -44,8 +44,7 @@ from trainguard.launch.watching import WatcherSeam, stop_error
 from trainguard.runtime.env import HISTORY_ENV, HISTORY_FILENAME
 from trainguard.spec import JobSpec, Pool
 
-__all__ = ["LocalBackend", "resolve_command", "contract_env", "MAX_LOCAL_REPLICAS",
-           "check_replicas"]
+__all__ = ["LocalBackend", "resolve_command", "contract_env", "MAX_LOCAL_REPLICAS", "check_replicas"]
 
 _TF_TASK = {0: "chief", 1: "worker", 2: "ps", 3: "evaluator"}
 # Every replica is a process here, and each one's CLUSTER_SPEC lists every other: past a few
@@ -64,7 +63,8 @@ def resolve_command(pool: Pool) -> list[str]:
         raise ConfigError(
             f"workerPoolSpecs[{pool.index}].containerSpec.command is empty: the local backend "
             "runs the command on this machine and cannot use the image's entrypoint; set "
-            "command (for example [python, -m, trainer.task])")
+            "command (for example [python, -m, trainer.task])"
+        )
     argv = [*pool.command, *pool.args]
     if argv[0] in _PYTHON:
         argv[0] = sys.executable
@@ -82,7 +82,8 @@ def check_replicas(spec: JobSpec) -> int:
         raise ConfigError(
             f"the spec asks for {replicas} replicas; the local backend runs each as a process on "
             f"this machine and takes at most {MAX_LOCAL_REPLICAS}: lower replicaCount for a local "
-            "run (Vertex AI runs the full count)")
+            "run (Vertex AI runs the full count)"
+        )
     return replicas
 
 
@@ -101,8 +102,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def contract_env(spec: JobSpec, base: str, pool: Pool, replica: int, rank: int, world_size: int,
-                 ports: Mapping[tuple[int, int], int], job_id: str) -> dict[str, str]:
+def contract_env(
+    spec: JobSpec,
+    base: str,
+    pool: Pool,
+    replica: int,
+    rank: int,
+    world_size: int,
+    ports: Mapping[tuple[int, int], int],
+    job_id: str,
+) -> dict[str, str]:
     """Vertex's environment contract for one replica."""
     base = base.rstrip("/")
     cluster: dict[str, list[str]] = {}
@@ -118,18 +127,21 @@ def contract_env(spec: JobSpec, base: str, pool: Pool, replica: int, rank: int, 
         "AIP_TENSORBOARD_LOG_DIR": f"{base}/logs/",
         HISTORY_ENV: f"{base}/{HISTORY_FILENAME}",
         "CLOUD_ML_JOB_ID": job_id,
-        "CLUSTER_SPEC": json.dumps({
-            "cluster": cluster,
-            "environment": "cloud",
-            "task": {"type": f"workerpool{pool.index}", "index": replica, "trial": ""},
-            "job": spec.to_dict(),
-        }),
-        "TF_CONFIG": json.dumps({
-            "cluster": tf_cluster,
-            "task": {"type": _TF_TASK.get(pool.index, f"workerpool{pool.index}"),
-                     "index": replica},
-            "environment": "cloud",
-        }),
+        "CLUSTER_SPEC": json.dumps(
+            {
+                "cluster": cluster,
+                "environment": "cloud",
+                "task": {"type": f"workerpool{pool.index}", "index": replica, "trial": ""},
+                "job": spec.to_dict(),
+            }
+        ),
+        "TF_CONFIG": json.dumps(
+            {
+                "cluster": tf_cluster,
+                "task": {"type": _TF_TASK.get(pool.index, f"workerpool{pool.index}"), "index": replica},
+                "environment": "cloud",
+            }
+        ),
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(chief_port),
         "WORLD_SIZE": str(world_size),
@@ -155,7 +167,6 @@ class _Worker:
         if self.launch_error:
             return 127
         return self.proc.poll() if self.proc is not None else None
-
 
 
 def _status(code: int) -> int:
@@ -225,8 +236,10 @@ class LocalBackend:
         """Where outputs go: the spec's ``baseOutputDirectory`` or ``output_dir``."""
         base = spec.base_output_dir or self.output_dir
         if not base:
-            raise ConfigError("the local backend needs an output directory: set "
-                              "baseOutputDirectory.outputUriPrefix in the spec or --output-dir")
+            raise ConfigError(
+                "the local backend needs an output directory: set "
+                "baseOutputDirectory.outputUriPrefix in the spec or --output-dir"
+            )
         return base.rstrip("/")
 
     def _workers(self, spec: JobSpec, base: str, job_id: str) -> list[_Worker]:
@@ -237,8 +250,11 @@ class LocalBackend:
         for pool in pools:
             argv = resolve_command(pool)
             for replica in range(pool.replica_count):
-                env = {**os.environ, **self.extra_env,
-                       **contract_env(spec, base, pool, replica, rank, world, ports, job_id)}
+                env = {
+                    **os.environ,
+                    **self.extra_env,
+                    **contract_env(spec, base, pool, replica, rank, world, ports, job_id),
+                }
                 workers.append(_Worker(f"workerpool{pool.index}-{replica}", argv, env))
                 rank += 1
         return workers
@@ -261,13 +277,23 @@ class LocalBackend:
                 for sub in ("model", "checkpoints", "logs"):
                     Path(base, sub).mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise ConfigError(f"cannot create the output directory {base}: "
-                                  f"{exc.strerror or exc}; choose a writable --output-dir") from None
+                raise ConfigError(
+                    f"cannot create the output directory {base}: "
+                    f"{exc.strerror or exc}; choose a writable --output-dir"
+                ) from None
         now = time.monotonic()
-        r = _LocalRun(job_id, base, self._workers(spec, base, job_id),
-                      WatcherSeam(watcher, self._say), list(self.preempt_after),
-                      bool(spec.job_spec.scheduling.restart_job_on_worker_restart), now,
-                      collections.deque(maxlen=self.tail_lines), attempt_start=now, last_watch=now)
+        r = _LocalRun(
+            job_id,
+            base,
+            self._workers(spec, base, job_id),
+            WatcherSeam(watcher, self._say),
+            list(self.preempt_after),
+            bool(spec.job_spec.scheduling.restart_job_on_worker_restart),
+            now,
+            collections.deque(maxlen=self.tail_lines),
+            attempt_start=now,
+            last_watch=now,
+        )
         self._triggers = [(re.compile(rx), float(delay)) for rx, delay in self.preempt_on]
         self._triggered_at: float | None = None
         self._say(f"local job {job_id}: {len(r.workers)} replica(s), outputs in {base}")
@@ -290,11 +316,20 @@ class LocalBackend:
                     if w.pump is not None:
                         w.pump.join(timeout=5)
         return TrainResult(
-            state=r.state, job_name=f"local/{job_id}", base_output_dir=base,
-            model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
-            history_path=r.history_path, error=safe_error(r.error), log_tail=safe_tail(r.tail),
-            restarts=r.restarts, duration_s=round(time.monotonic() - r.started, 3),
-            exit_codes=r.exit_codes, stopped=r.stopped, failure_class=r.failure_class)
+            state=r.state,
+            job_name=f"local/{job_id}",
+            base_output_dir=base,
+            model_dir=f"{base}/model/",
+            checkpoint_dir=f"{base}/checkpoints/",
+            history_path=r.history_path,
+            error=safe_error(r.error),
+            log_tail=safe_tail(r.tail),
+            restarts=r.restarts,
+            duration_s=round(time.monotonic() - r.started, 3),
+            exit_codes=r.exit_codes,
+            stopped=r.stopped,
+            failure_class=r.failure_class,
+        )
 
     # -- one turn of the loop --
 
@@ -325,14 +360,16 @@ class LocalBackend:
         if self.hard_kill:
             self._say("killing the job (SIGKILL), as a lost VM would")
         else:
-            self._say(f"preempting the job (SIGTERM, SIGKILL after {self.grace_s:g} s), as a Spot "
-                      "reclaim would")
+            self._say(
+                f"preempting the job (SIGTERM, SIGKILL after {self.grace_s:g} s), as a Spot reclaim would"
+            )
         self._stop_all(r.workers, self.grace_s, preempt=True, hard=self.hard_kill)
         self._restart(r)
         return True
 
-    def _on_failure(self, r: _LocalRun, codes: Mapping[str, int | None],
-                    failed: Mapping[str, int | None]) -> None:
+    def _on_failure(
+        self, r: _LocalRun, codes: Mapping[str, int | None], failed: Mapping[str, int | None]
+    ) -> None:
         name, code = next(iter(failed.items()))
         status = _status(code or 0)
         r.exit_codes = {n: _status(c) for n, c in codes.items() if c is not None}
@@ -356,14 +393,22 @@ class LocalBackend:
         if not r.seam.active or now - r.last_watch < self.watch_interval_s:
             return
         r.last_watch = now
-        stop = r.seam.poll(RunningJob(
-            job_name=f"local/{r.job_id}", state="RUNNING", base_output_dir=r.base,
-            history_path=r.history_path, tensorboard_dir=f"{r.base}/logs/",
-            elapsed_s=round(now - r.started, 3)))
+        stop = r.seam.poll(
+            RunningJob(
+                job_name=f"local/{r.job_id}",
+                state="RUNNING",
+                base_output_dir=r.base,
+                history_path=r.history_path,
+                tensorboard_dir=f"{r.base}/logs/",
+                elapsed_s=round(now - r.started, 3),
+            )
+        )
         if stop is None:
             return
-        self._say(f"the in-flight guard asked to stop the job [{stop.failure_class}]: stopping every "
-                  f"replica (SIGTERM, SIGKILL after {self.grace_s:g} s)")
+        self._say(
+            f"the in-flight guard asked to stop the job [{stop.failure_class}]: stopping every "
+            f"replica (SIGTERM, SIGKILL after {self.grace_s:g} s)"
+        )
         self._stop_all(r.workers, self.grace_s)
         r.exit_codes = {w.name: _status(c) for w in r.workers if (c := w.poll()) is not None}
         r.state = "CANCELLED"
@@ -382,13 +427,22 @@ class LocalBackend:
             w.preempted, w.launch_error, w.proc = False, "", None
             try:
                 w.proc = subprocess.Popen(
-                    w.argv, env=w.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, start_new_session=True, bufsize=1, text=True,
-                    errors="replace", preexec_fn=_die_with_parent)
+                    w.argv,
+                    env=w.env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    bufsize=1,
+                    text=True,
+                    errors="replace",
+                    preexec_fn=_die_with_parent,
+                )
             except OSError as exc:
                 # What a container runtime reports for a missing entrypoint; exit status 127.
-                w.launch_error = (f'exec: "{w.argv[0]}": {exc.strerror or exc}: executable file '
-                                  "not found in $PATH")
+                w.launch_error = (
+                    f'exec: "{w.argv[0]}": {exc.strerror or exc}: executable file not found in $PATH'
+                )
                 line = safe_line(f"[{w.name}] {w.launch_error}")
                 with r.lock:
                     r.tail.append(line)
@@ -407,8 +461,7 @@ class LocalBackend:
                 r.tail.append(line)
                 if self.stream is not None:
                     print(line, file=self.stream, flush=True)
-                if (self._triggers and self._triggered_at is None
-                        and self._triggers[0][0].search(raw)):
+                if self._triggers and self._triggered_at is None and self._triggers[0][0].search(raw):
                     _, delay = self._triggers.pop(0)
                     self._triggered_at = time.monotonic() + delay
 
@@ -433,8 +486,9 @@ class LocalBackend:
             return True
         return True
 
-    def _stop_all(self, workers: list[_Worker], grace_s: float, preempt: bool = False,
-                  hard: bool = False) -> None:
+    def _stop_all(
+        self, workers: list[_Worker], grace_s: float, preempt: bool = False, hard: bool = False
+    ) -> None:
         """SIGTERM (or SIGKILL) to every replica's process group; SIGKILL to what is left of each
         group after ``grace_s``, leaders that ignored SIGTERM and stray children alike."""
         for w in workers:

@@ -24,8 +24,14 @@ from trainguard.durations import format_duration, parse_duration
 from trainguard.errors import ConfigError
 from trainguard.spec import JobSpec
 
-__all__ = ["DEFAULT_MAX_QUEUED_S", "FLEX_DEFAULT_WAIT_S", "FLEX_MARGIN_S", "QueueLimit",
-           "queue_limit", "parse_max_queued"]
+__all__ = [
+    "DEFAULT_MAX_QUEUED_S",
+    "FLEX_DEFAULT_WAIT_S",
+    "FLEX_MARGIN_S",
+    "QueueLimit",
+    "queue_limit",
+    "parse_max_queued",
+]
 
 DEFAULT_MAX_QUEUED_S = 30 * 60.0
 FLEX_DEFAULT_WAIT_S = 24 * 3600.0  # Scheduling.max_wait_duration's documented default
@@ -54,12 +60,16 @@ class QueueLimit:
         """The error of a job cancelled after ``waited_s`` seconds QUEUED."""
         if self.failure_class == "quota":
             # Worded as before: triage and users already know this sentence.
-            return (f"stayed QUEUED for {waited_s:.0f} s: likely accelerator quota in {region}; "
-                    "run trainguard preflight")
-        return (f"Flex-start (DWS) found no free accelerators in {region} within {self.source} "
-                f"(waited {waited_s:.0f} s, still QUEUED; cancelled): a capacity shortage, not "
-                "quota; allow a longer scheduling.maxWaitDuration, use a reservation, or try a "
-                "region with capacity")
+            return (
+                f"stayed QUEUED for {waited_s:.0f} s: likely accelerator quota in {region}; "
+                "run trainguard preflight"
+            )
+        return (
+            f"Flex-start (DWS) found no free accelerators in {region} within {self.source} "
+            f"(waited {waited_s:.0f} s, still QUEUED; cancelled): a capacity shortage, not "
+            "quota; allow a longer scheduling.maxWaitDuration, use a reservation, or try a "
+            "region with capacity"
+        )
 
     def flex_wait_ran_out(self, waited_s: float, slack_s: float) -> bool:
         """True when a Flex-start job that Vertex ended without it ever leaving QUEUED had waited
@@ -69,10 +79,12 @@ class QueueLimit:
 
     def ran_out(self, waited_s: float, region: str) -> str:
         """The error of a Flex-start job that Vertex ended after ``waited_s`` seconds QUEUED."""
-        return (f"Flex-start (DWS) found no free accelerators in {region} within maxWaitDuration "
-                f"{format_duration(self.flex_wait_s or 0)} (waited {waited_s:.0f} s, never "
-                "started; Vertex ended the wait): a capacity shortage, not quota; allow a longer "
-                "scheduling.maxWaitDuration, use a reservation, or try a region with capacity")
+        return (
+            f"Flex-start (DWS) found no free accelerators in {region} within maxWaitDuration "
+            f"{format_duration(self.flex_wait_s or 0)} (waited {waited_s:.0f} s, never "
+            "started; Vertex ended the wait): a capacity shortage, not quota; allow a longer "
+            "scheduling.maxWaitDuration, use a reservation, or try a region with capacity"
+        )
 
 
 def parse_max_queued(value: str | float | int | None, option: str = "--max-queued") -> float | None:
@@ -97,24 +109,30 @@ def queue_limit(spec: JobSpec, max_queued_s: float | None = None) -> QueueLimit:
         ConfigError: ``max_queued_s`` is negative.
     """
     if max_queued_s is not None and max_queued_s < 0:
-        raise ConfigError(f"--max-queued must be a duration ≥ 0 (0 waits forever), got "
-                          f"{max_queued_s:g}")
+        raise ConfigError(f"--max-queued must be a duration ≥ 0 (0 waits forever), got {max_queued_s:g}")
     flex = spec.strategy == _FLEX
     cls = "capacity" if flex else "quota"
     flex_wait = _flex_wait_s(spec) if flex else None
     if max_queued_s is not None:
         seconds = max_queued_s or None
-        where = f"the --max-queued limit of {format_duration(max_queued_s)}" if seconds else \
-            "no limit (--max-queued 0)"
+        where = (
+            f"the --max-queued limit of {format_duration(max_queued_s)}"
+            if seconds
+            else "no limit (--max-queued 0)"
+        )
         return QueueLimit(seconds, cls, flex_wait or None, where)
     if not flex:
-        return QueueLimit(DEFAULT_MAX_QUEUED_S, cls, None,
-                          f"the default {format_duration(DEFAULT_MAX_QUEUED_S)}")
+        return QueueLimit(
+            DEFAULT_MAX_QUEUED_S, cls, None, f"the default {format_duration(DEFAULT_MAX_QUEUED_S)}"
+        )
     if not flex_wait:  # maxWaitDuration 0: Vertex waits for capacity forever, and so do we
         return QueueLimit(None, cls, None, "no limit (maxWaitDuration 0 waits forever)")
-    return QueueLimit(flex_wait + FLEX_MARGIN_S, cls, flex_wait,
-                      f"maxWaitDuration {format_duration(flex_wait)} + "
-                      f"{format_duration(FLEX_MARGIN_S)} margin")
+    return QueueLimit(
+        flex_wait + FLEX_MARGIN_S,
+        cls,
+        flex_wait,
+        f"maxWaitDuration {format_duration(flex_wait)} + {format_duration(FLEX_MARGIN_S)} margin",
+    )
 
 
 def _flex_wait_s(spec: JobSpec) -> float:

@@ -144,13 +144,13 @@ class VertexBackend:
         if self.poll_initial_s <= 0 or self.poll_max_s < self.poll_initial_s or self.poll_factor < 1:
             raise ConfigError("polling needs 0 < poll_initial_s <= poll_max_s and poll_factor >= 1")
         if self.max_queued_s is not None and not self.max_queued_s >= 0:
-            raise ConfigError(f"max_queued_s must be ≥ 0 (0 waits forever) or None, got "
-                              f"{self.max_queued_s}")
+            raise ConfigError(f"max_queued_s must be ≥ 0 (0 waits forever) or None, got {self.max_queued_s}")
         if not self.watch_interval_s > 0:
             raise ConfigError(f"watch_interval_s must be positive, got {self.watch_interval_s}")
         if self.output_dir and not self.output_dir.startswith("gs://"):
-            raise ConfigError(f"output_dir {self.output_dir!r}: a Vertex job writes to Cloud "
-                              "Storage; use gs://BUCKET/PATH")
+            raise ConfigError(
+                f"output_dir {self.output_dir!r}: a Vertex job writes to Cloud Storage; use gs://BUCKET/PATH"
+            )
 
     # -- building the request --
 
@@ -164,8 +164,7 @@ class VertexBackend:
         base = self.base_dir(spec)
         pools = spec.pools
         own = pools[0].env.get(HISTORY_ENV, "") if pools else ""
-        return str(own or self.extra_env.get(HISTORY_ENV)
-                   or (f"{base}/{HISTORY_FILENAME}" if base else ""))
+        return str(own or self.extra_env.get(HISTORY_ENV) or (f"{base}/{HISTORY_FILENAME}" if base else ""))
 
     def build_job(self, spec: JobSpec, launch_id: str = ""):
         """The ``aiplatform_v1.CustomJob`` to create: the spec plus env, labels and base dir."""
@@ -181,16 +180,20 @@ class VertexBackend:
         for pool in js.worker_pool_specs:
             if not pool.machine_spec.machine_type:
                 continue  # an empty placeholder pool stays empty
-            target = pool.python_package_spec if pool.python_package_spec.executor_image_uri \
+            target = (
+                pool.python_package_spec
+                if pool.python_package_spec.executor_image_uri
                 else pool.container_spec
+            )
             present = {e.name for e in target.env}
             for name, value in added.items():
                 if name not in present:
                     target.env.append(aiplatform_v1.EnvVar(name=name, value=value))
         if "max_wait_duration" in js.scheduling and spec.strategy != "FLEX_START":
             # Vertex accepts maxWaitDuration only with FLEX_START; GCPC drops it likewise.
-            self._say(f"ignoring scheduling.maxWaitDuration: it applies to FLEX_START only, "
-                      f"not {spec.strategy}")
+            self._say(
+                f"ignoring scheduling.maxWaitDuration: it applies to FLEX_START only, not {spec.strategy}"
+            )
             del js.scheduling.max_wait_duration
         labels = {**system_labels(), **dict(job.labels)}
         if launch_id:
@@ -221,11 +224,19 @@ class VertexBackend:
         """
         started = self.clock()
         client = self._client(spec)
-        r = _Run(spec, self.base_dir(spec), queue_limit(spec, self.max_queued_s),
-                 WatcherSeam(watcher, self._say), self._calls(spec), started)
+        r = _Run(
+            spec,
+            self.base_dir(spec),
+            queue_limit(spec, self.max_queued_s),
+            WatcherSeam(watcher, self._say),
+            self._calls(spec),
+            started,
+        )
         if not r.base:
-            self._say("no baseOutputDirectory: Vertex will not set AIP_CHECKPOINT_DIR, so the "
-                      "job cannot checkpoint or resume")
+            self._say(
+                "no baseOutputDirectory: Vertex will not set AIP_CHECKPOINT_DIR, so the "
+                "job cannot checkpoint or resume"
+            )
         with SigtermGuard(self.handle_signals) as guard:
             try:
                 self._launch(client, r)
@@ -258,22 +269,26 @@ class VertexBackend:
 
     def _interrupted(self, r: _Run, exc: BaseException) -> TrainResult | None:
         """Cancels the job after SIGTERM/KeyboardInterrupt; a result when there was none to cancel."""
-        why = "SIGTERM (the pipeline run was cancelled)" if isinstance(exc, Terminated) \
-            else "KeyboardInterrupt"
+        why = (
+            "SIGTERM (the pipeline run was cancelled)" if isinstance(exc, Terminated) else "KeyboardInterrupt"
+        )
         if r.name is None and r.launch_id:
             r.name = self._find_launch(r, within_s=self.cancel_wait_s)
         if r.name is None:
             self._say(f"{why} before a job was created: nothing to cancel")
-            return self._result(r, "", "CANCELLED",
-                                f"cancelled by {why} before the job was created")
+            return self._result(r, "", "CANCELLED", f"cancelled by {why} before the job was created")
         r.job = self._cancel(r, why, r.job)
         ended = r.job is not None and state_name(r.job.state) in TERMINAL_STATES
         if r.stopped:  # the guard had already asked for the stop: that stays the reason
-            r.error = f"{r.error}; then {why} came" if ended else \
-                f"{r.error}; then {why} came before the job reached CANCELLED"
+            r.error = (
+                f"{r.error}; then {why} came"
+                if ended
+                else f"{r.error}; then {why} came before the job reached CANCELLED"
+            )
             return None
-        r.error = f"cancelled by {why}" if ended else \
-            f"cancelled by {why}; the job had not reached CANCELLED yet"
+        r.error = (
+            f"cancelled by {why}" if ended else f"cancelled by {why}; the job had not reached CANCELLED yet"
+        )
         r.failure_class = ""  # the user cancelled: not a failure class of the job
         return None
 
@@ -300,25 +315,34 @@ class VertexBackend:
     def _result(self, r: _Run, name: str, state: str, error: str, log_tail: str = "") -> TrainResult:
         base = r.base
         return TrainResult(
-            state=state, job_name=name, base_output_dir=base,
+            state=state,
+            job_name=name,
+            base_output_dir=base,
             model_dir=f"{base}/model/" if base else "",
             checkpoint_dir=f"{base}/checkpoints/" if base else "",
             history_path=self.history_path(r.spec),
-            error=safe_error(error), log_tail=log_tail,
+            error=safe_error(error),
+            log_tail=log_tail,
             console_url=console_url(r.spec.project, r.spec.region, name) if name else "",
             duration_s=round(self.clock() - r.started, 3),
-            stopped=dict(r.stopped), failure_class=r.failure_class)
+            stopped=dict(r.stopped),
+            failure_class=r.failure_class,
+        )
 
     def _log_tail(self, spec: JobSpec, job: Any) -> str:
         """The last lines of the failed job's logs, or the line saying why they are missing."""
         job_id = job.name.rsplit("/", 1)[-1]
-        tail = read_log_tail(spec.project, job_id, job.create_time or None,
-                             max_lines=self.log_tail_lines, timeout_s=self.logs_timeout_s)
+        tail = read_log_tail(
+            spec.project,
+            job_id,
+            job.create_time or None,
+            max_lines=self.log_tail_lines,
+            timeout_s=self.logs_timeout_s,
+        )
         if tail.note:
             self._say(tail.note.removeprefix("[trainguard] "))
         else:
-            self._say(f"{job_id}: read the last {len(tail.lines)} lines of its logs from Cloud "
-                      "Logging")
+            self._say(f"{job_id}: read the last {len(tail.lines)} lines of its logs from Cloud Logging")
         return tail.text
 
     def _client(self, spec: JobSpec):
@@ -327,15 +351,27 @@ class VertexBackend:
         try:
             return job_client(spec.region)
         except auth_exc.DefaultCredentialsError as exc:
-            raise ConfigError(f"no Google Cloud credentials for Vertex AI ({exc}); run gcloud auth "
-                              "application-default login") from None
+            raise ConfigError(
+                f"no Google Cloud credentials for Vertex AI ({exc}); run gcloud auth "
+                "application-default login"
+            ) from None
 
     def _calls(self, spec: JobSpec) -> VertexCalls:
         # One policy for every call: the same backoff as polling, max_transient_s in all.
-        policy = RetryPolicy(initial_s=self.poll_initial_s, factor=2.0, max_delay_s=self.poll_max_s,
-                             deadline_s=self.max_transient_s)
-        return VertexCalls(spec, policy, self._say, self.clock, self.sleep,
-                           where=endpoint("AIPLATFORM", spec.region).base_url)
+        policy = RetryPolicy(
+            initial_s=self.poll_initial_s,
+            factor=2.0,
+            max_delay_s=self.poll_max_s,
+            deadline_s=self.max_transient_s,
+        )
+        return VertexCalls(
+            spec,
+            policy,
+            self._say,
+            self.clock,
+            self.sleep,
+            where=endpoint("AIPLATFORM", spec.region).base_url,
+        )
 
     def _say(self, line: str) -> None:
         line = safe_line(line)
@@ -343,10 +379,20 @@ class VertexBackend:
         if self.stream is not None:
             print(f"[trainguard] {line}", file=self.stream, flush=True)
 
-    def _get(self, client: Any, r: _Run, name: str, deadline: float | None = None,
-             passthrough: tuple[type[BaseException], ...] = ()):
-        return r.calls(lambda: client.get_custom_job(name=name, timeout=self.request_timeout_s),
-                       "get", deadline=deadline, passthrough=passthrough)
+    def _get(
+        self,
+        client: Any,
+        r: _Run,
+        name: str,
+        deadline: float | None = None,
+        passthrough: tuple[type[BaseException], ...] = (),
+    ):
+        return r.calls(
+            lambda: client.get_custom_job(name=name, timeout=self.request_timeout_s),
+            "get",
+            deadline=deadline,
+            passthrough=passthrough,
+        )
 
     def _prior_job(self, spec: JobSpec) -> str | None:
         """The job an earlier attempt wrote to ``gcp_resources`` (checked to be in this region)."""
@@ -354,9 +400,11 @@ class VertexBackend:
             return None
         name = read_gcp_resources(self.gcp_resources_path)
         if name is not None and name.split("/")[3] != spec.region:
-            raise ConfigError(f"gcp_resources file {self.gcp_resources_path!r} names {name}, in "
-                              f"{name.split('/')[3]}, but this job runs in {spec.region}; delete "
-                              "the file or fix --region")
+            raise ConfigError(
+                f"gcp_resources file {self.gcp_resources_path!r} names {name}, in "
+                f"{name.split('/')[3]}, but this job runs in {spec.region}; delete "
+                "the file or fix --region"
+            )
         return name
 
     def _existing(self, client: Any, r: _Run, name: str):
@@ -370,11 +418,15 @@ class VertexBackend:
             return None
         state = state_name(job.state)
         if state in FAILED_STATES and self.relaunch_failed:
-            self._say(f"the earlier attempt's job {name} ended {state}; launching a new job "
-                      "(it resumes from the checkpoints in the same output directory)")
+            self._say(
+                f"the earlier attempt's job {name} ended {state}; launching a new job "
+                "(it resumes from the checkpoints in the same output directory)"
+            )
             return None
-        self._say(f"resuming {name} ({state}) from gcp_resources instead of creating a new job: "
-                  f"{console_url(r.spec.project, r.spec.region, name)}")
+        self._say(
+            f"resuming {name} ({state}) from gcp_resources instead of creating a new job: "
+            f"{console_url(r.spec.project, r.spec.region, name)}"
+        )
         return job
 
     def _create(self, client: Any, r: _Run):
@@ -387,32 +439,40 @@ class VertexBackend:
 
         def attempt():
             try:
-                return client.create_custom_job(parent=spec.parent, custom_job=job,
-                                                timeout=self.request_timeout_s)
+                return client.create_custom_job(
+                    parent=spec.parent, custom_job=job, timeout=self.request_timeout_s
+                )
             except transient as exc:
                 # A 5xx or a lost answer may follow a create that landed: look before recreating.
                 # (A 429 is a refusal before any work, and a connection that never opened sent
                 # nothing, so there is nothing to look for.)
-                found = None if isinstance(exc, gexc.TooManyRequests) or _never_sent(exc) else \
-                    self._find_launch(r, client)
+                found = (
+                    None
+                    if isinstance(exc, gexc.TooManyRequests) or _never_sent(exc)
+                    else self._find_launch(r, client)
+                )
                 if found is None:
                     raise
                 return self._get(client, r, found)
 
         created = r.calls(attempt, "create")
-        self._say(f"created {created.name} ({spec.display_name}, {spec.strategy}): "
-                  f"{console_url(spec.project, spec.region, created.name)}")
+        self._say(
+            f"created {created.name} ({spec.display_name}, {spec.strategy}): "
+            f"{console_url(spec.project, spec.region, created.name)}"
+        )
         return created
 
     def _find_launch(self, r: _Run, client: Any = None, within_s: float | None = None) -> str | None:
         """The job this run created, found by its launch label (None if it was never created)."""
         client = client or self._client(r.spec)
-        request = {"parent": r.spec.parent,
-                   "filter": f'labels.{LAUNCH_ID_LABEL}="{r.launch_id}"'}
+        request = {"parent": r.spec.parent, "filter": f'labels.{LAUNCH_ID_LABEL}="{r.launch_id}"'}
         deadline = self.clock() + (self.max_transient_s if within_s is None else within_s)
         try:
-            pager = r.calls(lambda: client.list_custom_jobs(
-                request=request, timeout=self.request_timeout_s), "list", deadline=deadline)
+            pager = r.calls(
+                lambda: client.list_custom_jobs(request=request, timeout=self.request_timeout_s),
+                "list",
+                deadline=deadline,
+            )
         except TrainguardError as exc:
             self._say(f"could not look the job up by its label: {exc}")
             return None
@@ -436,14 +496,17 @@ class VertexBackend:
                 last = state
                 backoff.reset()
             if state in TERMINAL_STATES:
-                if not left_queue and queued_since is not None and state in FAILED_STATES \
-                        and r.limit.flex_wait_ran_out(now - queued_since, self.poll_max_s):
+                if (
+                    not left_queue
+                    and queued_since is not None
+                    and state in FAILED_STATES
+                    and r.limit.flex_wait_ran_out(now - queued_since, self.poll_max_s)
+                ):
                     r.error = r.limit.ran_out(now - queued_since, r.spec.region)
                     r.failure_class = "capacity"
                 return
             left_queue = left_queue or state != "QUEUED"
-            queued_since = (queued_since if queued_since is not None else now) \
-                if state == "QUEUED" else None
+            queued_since = (queued_since if queued_since is not None else now) if state == "QUEUED" else None
             if state == "RUNNING" and started_running is None:
                 started_running = now - _running_for(r.job)
             if self._guard_stops(r, state, now, started_running):
@@ -467,10 +530,16 @@ class VertexBackend:
         if not r.seam.active:
             return False
         elapsed = now - started_running if started_running is not None else 0.0
-        stop = r.seam.poll(RunningJob(
-            job_name=r.job.name, state=state, base_output_dir=r.base,
-            history_path=self.history_path(r.spec),
-            tensorboard_dir=f"{r.base}/logs/" if r.base else "", elapsed_s=round(elapsed, 3)))
+        stop = r.seam.poll(
+            RunningJob(
+                job_name=r.job.name,
+                state=state,
+                base_output_dir=r.base,
+                history_path=self.history_path(r.spec),
+                tensorboard_dir=f"{r.base}/logs/" if r.base else "",
+                elapsed_s=round(elapsed, 3),
+            )
+        )
         if stop is None:
             return False
         r.stopped = stop.to_dict()
@@ -491,8 +560,12 @@ class VertexBackend:
         client = self._client(r.spec)
         job = last
         try:
-            r.calls(lambda: client.cancel_custom_job(name=name, timeout=self.request_timeout_s),
-                    "cancel", deadline=deadline, passthrough=(gexc.BadRequest,))
+            r.calls(
+                lambda: client.cancel_custom_job(name=name, timeout=self.request_timeout_s),
+                "cancel",
+                deadline=deadline,
+                passthrough=(gexc.BadRequest,),
+            )
         except gexc.BadRequest as exc:  # 400 FAILED_PRECONDITION: it already ended; read how
             self._say(f"cancel: {exc.message}")
         except TrainguardError as exc:
@@ -509,8 +582,10 @@ class VertexBackend:
                 remaining = deadline - self.clock()
                 if remaining <= 0:
                     state = state_name(job.state) if job is not None else "unknown"
-                    self._say(f"{name} is still {state} after {self.cancel_wait_s:g} s; Vertex "
-                              "finishes the cancellation on its own")
+                    self._say(
+                        f"{name} is still {state} after {self.cancel_wait_s:g} s; Vertex "
+                        "finishes the cancellation on its own"
+                    )
                     return job
                 self.sleep(min(backoff(), remaining))
         except (KeyboardInterrupt, Terminated):
@@ -543,8 +618,7 @@ def _never_sent(exc: BaseException) -> bool:
         if isinstance(seen, NewConnectionError | ConnectTimeoutError):
             return True
         inner = getattr(seen, "reason", None)
-        if not isinstance(inner, BaseException) and seen.args and isinstance(seen.args[0],
-                                                                              BaseException):
+        if not isinstance(inner, BaseException) and seen.args and isinstance(seen.args[0], BaseException):
             inner = seen.args[0]
         seen = inner if isinstance(inner, BaseException) else (seen.__cause__ or seen.__context__)
     return False

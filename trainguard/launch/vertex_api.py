@@ -42,8 +42,7 @@ __all__ = [
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-TERMINAL_STATES = frozenset(
-    {"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "PARTIALLY_SUCCEEDED", "PAUSED"})
+TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "PARTIALLY_SUCCEEDED", "PAUSED"})
 # Ended, but not with the job's work done: a later attempt may relaunch it.
 FAILED_STATES = frozenset({"FAILED", "CANCELLED", "EXPIRED", "PARTIALLY_SUCCEEDED", "PAUSED"})
 LAUNCH_ID_LABEL = "trainguard-launch-id"
@@ -61,8 +60,10 @@ def state_name(state: Any) -> str:
 def console_url(project: str, region: str, job_name: str) -> str:
     """The Cloud console page of a CustomJob (``job_name`` may be the full name or the ID)."""
     job_id = job_name.rsplit("/", 1)[-1]
-    return (f"https://console.cloud.google.com/vertex-ai/locations/{region}/training/{job_id}/cpu"
-            f"?project={project}")
+    return (
+        f"https://console.cloud.google.com/vertex-ai/locations/{region}/training/{job_id}/cpu"
+        f"?project={project}"
+    )
 
 
 def system_labels() -> dict[str, str]:
@@ -92,16 +93,20 @@ def api_error(exc: Exception, doing: str, spec: JobSpec) -> TrainguardError:
                 break
         return SpecError(f"Vertex AI rejected the CustomJob: {msg}", path)
     if isinstance(exc, gexc.Unauthorized):
-        return ConfigError(f"Vertex AI refused the credentials ({doing}): {msg}; run "
-                           "gcloud auth application-default login")
+        return ConfigError(
+            f"Vertex AI refused the credentials ({doing}): {msg}; run gcloud auth application-default login"
+        )
     if isinstance(exc, gexc.Forbidden):
         return UserError(
             f"permission denied by Vertex AI ({doing} in {spec.parent}): {msg}. The caller needs "
             "aiplatform.customJobs.create/get/cancel (roles/aiplatform.user) and "
-            "iam.serviceAccounts.actAs on the job's service account; run trainguard preflight")
+            "iam.serviceAccounts.actAs on the job's service account; run trainguard preflight"
+        )
     if isinstance(exc, gexc.NotFound) and doing == "create":
-        return ConfigError(f"Vertex AI has no {spec.parent} ({msg}): check --project and "
-                           "--region, and that the Vertex AI API is enabled")
+        return ConfigError(
+            f"Vertex AI has no {spec.parent} ({msg}): check --project and "
+            "--region, and that the Vertex AI API is enabled"
+        )
     return TrainguardError(f"Vertex AI {doing} failed: {type(exc).__name__}: {msg}")
 
 
@@ -129,8 +134,14 @@ class VertexCalls:
     first_contact_s: float = field(default_factory=lambda: RetryPolicy.from_env().deadline_s)
     _answered: bool = False
 
-    def __call__(self, fn: Callable[[], _T], doing: str, *, deadline: float | None = None,
-                 passthrough: tuple[type[BaseException], ...] = ()) -> _T:
+    def __call__(
+        self,
+        fn: Callable[[], _T],
+        doing: str,
+        *,
+        deadline: float | None = None,
+        passthrough: tuple[type[BaseException], ...] = (),
+    ) -> _T:
         """``fn()``, retrying transient errors; ``deadline`` (on ``clock``) cuts the retries short.
 
         Errors of the ``passthrough`` types are re-raised as they are; other API errors become the
@@ -151,11 +162,16 @@ class VertexCalls:
             self.say(f"{doing}: {describe(exc)}; retrying in {delay:g} s")
 
         try:
-            result = policy.call(fn, transient=transient_types(), what=f"Vertex AI {doing}",
-                                 where=self.where, on_retry=on_retry, clock=self.clock,
-                                 sleep=self.sleep,
-                                 unanswered_deadline_s=None if self._answered
-                                 else self.first_contact_s)
+            result = policy.call(
+                fn,
+                transient=transient_types(),
+                what=f"Vertex AI {doing}",
+                where=self.where,
+                on_retry=on_retry,
+                clock=self.clock,
+                sleep=self.sleep,
+                unanswered_deadline_s=None if self._answered else self.first_contact_s,
+            )
         except passthrough:
             self._answered = True
             raise

@@ -105,14 +105,22 @@ def job_filter(job_id: str, since: datetime | None = None) -> str:
     return " AND ".join(terms)
 
 
-def list_body(project: str, job_id: str, since: datetime | None = None,
-              page_size: int = MAX_TAIL_LINES, page_token: str = "") -> dict:
+def list_body(
+    project: str,
+    job_id: str,
+    since: datetime | None = None,
+    page_size: int = MAX_TAIL_LINES,
+    page_token: str = "",
+) -> dict:
     """The ``entries.list`` request body: the job's entries in ``project``, newest first."""
     if not 0 < page_size <= MAX_PAGE_SIZE:
         raise ValueError(f"page_size must be in 1..{MAX_PAGE_SIZE}, got {page_size}")
-    body: dict[str, Any] = {"resourceNames": [f"projects/{project}"],
-                            "filter": job_filter(job_id, since),
-                            "orderBy": "timestamp desc", "pageSize": page_size}
+    body: dict[str, Any] = {
+        "resourceNames": [f"projects/{project}"],
+        "filter": job_filter(job_id, since),
+        "orderBy": "timestamp desc",
+        "pageSize": page_size,
+    }
     if page_token:
         body["pageToken"] = page_token
     return body
@@ -123,8 +131,7 @@ def task_name(entry: Mapping[str, Any]) -> str:
     resource_labels = (entry.get("resource") or {}).get("labels") or {}
     labels = entry.get("labels") or {}
     # Older entries carried it in the entry's labels, as gcloud still allows for.
-    return (resource_labels.get("task_name") or labels.get("ml.googleapis.com/task_name")
-            or _UNKNOWN_TASK)
+    return resource_labels.get("task_name") or labels.get("ml.googleapis.com/task_name") or _UNKNOWN_TASK
 
 
 def entry_text(entry: Mapping[str, Any]) -> str:
@@ -148,8 +155,9 @@ def entry_lines(entry: Mapping[str, Any]) -> list[str]:
     return [safe_line(f"[{task}] {line}".rstrip()) for line in text.splitlines()]
 
 
-def tail_lines(entries_newest_first: Iterable[Mapping[str, Any]],
-               max_lines: int = MAX_TAIL_LINES) -> list[str]:
+def tail_lines(
+    entries_newest_first: Iterable[Mapping[str, Any]], max_lines: int = MAX_TAIL_LINES
+) -> list[str]:
     """The last ``max_lines`` lines of the entries, oldest first."""
     if max_lines <= 0:
         return []
@@ -162,16 +170,19 @@ def tail_lines(entries_newest_first: Iterable[Mapping[str, Any]],
     return out[-max_lines:]
 
 
-def unreadable_note(exc: BaseException, project: str, timeout_s: float = DEFAULT_TIMEOUT_S,
-                    partial: bool = False) -> str:
+def unreadable_note(
+    exc: BaseException, project: str, timeout_s: float = DEFAULT_TIMEOUT_S, partial: bool = False
+) -> str:
     """One line saying the job's logs could not be read, why, and the role that reads them.
 
     The server's own message is left out on purpose: Cloud Logging's 403 says "Permission denied
     for all log views", which the failure classifier would read as the *job's* permission problem.
     """
     what = "all of the job's logs" if partial else "the job's logs"
-    return (f"[trainguard] could not read {what} from Cloud Logging: {_why(exc, project, timeout_s)};"
-            f" reading them needs {LOG_VIEWER_ROLE} on project {project}")
+    return (
+        f"[trainguard] could not read {what} from Cloud Logging: {_why(exc, project, timeout_s)};"
+        f" reading them needs {LOG_VIEWER_ROLE} on project {project}"
+    )
 
 
 def _why(exc: BaseException, project: str, timeout_s: float) -> str:
@@ -209,10 +220,16 @@ def _why(exc: BaseException, project: str, timeout_s: float) -> str:
 # --- the call ----------------------------------------------------------------------------------
 
 
-def read_log_tail(project: str, job_id: str, since: datetime | None = None, *,
-                  max_lines: int = MAX_TAIL_LINES, timeout_s: float = DEFAULT_TIMEOUT_S,
-                  session_factory: Callable[[], tuple[Any, str]] | None = None,
-                  clock: Callable[[], float] = time.monotonic) -> LogTail:
+def read_log_tail(
+    project: str,
+    job_id: str,
+    since: datetime | None = None,
+    *,
+    max_lines: int = MAX_TAIL_LINES,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    session_factory: Callable[[], tuple[Any, str]] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> LogTail:
     """Reads the last ``max_lines`` lines of a CustomJob's logs; never raises for API trouble.
 
     Args:
@@ -244,8 +261,13 @@ def read_log_tail(project: str, job_id: str, since: datetime | None = None, *,
             remaining = deadline - clock()
             if remaining <= 0:
                 raise _OutOfTime()
-            page = gcp.rest_json(session, "POST", url, timeout=remaining,
-                                 body=list_body(project, job_id, since, page_size, token))
+            page = gcp.rest_json(
+                session,
+                "POST",
+                url,
+                timeout=remaining,
+                body=list_body(project, job_id, since, page_size, token),
+            )
             got = _entries(page)
             entries.extend(got)
             lines += sum(len(entry_lines(e)) for e in got)
@@ -254,8 +276,10 @@ def read_log_tail(project: str, job_id: str, since: datetime | None = None, *,
             if not token or lines >= max_lines:
                 break
     except Exception as exc:  # any failure to read logs is a note, never a crash
-        return LogTail(tuple(tail_lines(entries, max_lines)),
-                       unreadable_note(exc, project, timeout_s, partial=bool(entries)))
+        return LogTail(
+            tuple(tail_lines(entries, max_lines)),
+            unreadable_note(exc, project, timeout_s, partial=bool(entries)),
+        )
     finally:
         if session is not None:
             session.close()

@@ -68,7 +68,9 @@ class WatcherSeam:
         return None
 
     def _fail(self, why: str) -> None:
-        self.failure = safe_line(f"the in-flight guard stopped guarding ({why}); the job runs on "
-                                 "unguarded and validate still judges its history afterwards")
+        self.failure = safe_line(
+            f"the in-flight guard stopped guarding ({why}); the job runs on "
+            "unguarded and validate still judges its history afterwards"
+        )
         _log.warning("%s", self.failure)
         self.say(self.failure)

@@ -27,9 +27,17 @@ __all__ = [
     "run_preflight",
 ]
 
-_WHERE = {"CHECKS": "checks", "FAMILIES": "checks", "PreflightContext": "checks",
-          "register": "checks", "CheckResult": "results", "Report": "results",
-          "Status": "results", "available_checks": "runner", "run_preflight": "runner"}
+_WHERE = {
+    "CHECKS": "checks",
+    "FAMILIES": "checks",
+    "PreflightContext": "checks",
+    "register": "checks",
+    "CheckResult": "results",
+    "Report": "results",
+    "Status": "results",
+    "available_checks": "runner",
+    "run_preflight": "runner",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -73,8 +73,10 @@ def _vm_problems(claim: Claim, props: dict) -> list[str]:
     """How the reservation's VMs differ from each pool's (exact match required)."""
     problems = []
     reserved = props.get("machineType", "")
-    got = {g.get("acceleratorType", ""): _int(g.get("acceleratorCount"))
-           for g in props.get("guestAccelerators") or []}
+    got = {
+        g.get("acceleratorType", ""): _int(g.get("acceleratorCount"))
+        for g in props.get("guestAccelerators") or []
+    }
     for pool in claim.pools:
         where = f"workerPoolSpecs[{pool.index}]"
         if reserved != pool.machine_type:
@@ -84,11 +86,15 @@ def _vm_problems(claim: Claim, props: dict) -> list[str]:
         rule = catalog.machine_rule(pool.machine_type)
         bundled = bool(rule and rule.needs_accelerator)
         if accel is not None and got and got.get(accel.compute_name) != pool.accelerator_count:
-            problems.append(f"{where} wants {pool.accelerator_count} × {accel.compute_name}, the "
-                            f"reservation's VMs have {got or 'none'}")
+            problems.append(
+                f"{where} wants {pool.accelerator_count} × {accel.compute_name}, the "
+                f"reservation's VMs have {got or 'none'}"
+            )
         elif accel is not None and not got and not bundled:
-            problems.append(f"{where} wants {pool.accelerator_count} × {accel.compute_name}, the "
-                            "reservation's VMs have no GPUs")
+            problems.append(
+                f"{where} wants {pool.accelerator_count} × {accel.compute_name}, the "
+                "reservation's VMs have no GPUs"
+            )
     return problems
 
 
@@ -96,14 +102,15 @@ def _sharing_problems(claim: Claim, reservation: dict, project: str) -> list[str
     problems = []
     policy = (reservation.get("reservationSharingPolicy") or {}).get("serviceShareType", "")
     if policy != "ALLOW_ALL":
-        problems.append(f"Vertex AI may not consume it (reservationSharingPolicy."
-                        f"serviceShareType is {policy or 'unset'}, not ALLOW_ALL)")
+        problems.append(
+            f"Vertex AI may not consume it (reservationSharingPolicy."
+            f"serviceShareType is {policy or 'unset'}, not ALLOW_ALL)"
+        )
     share = reservation.get("shareSettings") or {}
     if claim.ref.project != project:
         shared = set((share.get("projectMap") or {}).keys())
         if share.get("shareType") != "SPECIFIC_PROJECTS" or project not in shared:
-            problems.append(f"it belongs to project {claim.ref.project} and is not shared with "
-                            f"{project}")
+            problems.append(f"it belongs to project {claim.ref.project} and is not shared with {project}")
     return problems
 
 
@@ -111,20 +118,29 @@ def assess_reservation(claim: Claim, reservation: dict | None, project: str) -> 
     """PASS / WARN / FAIL for one claimed reservation (``reservation`` None: not found) (pure)."""
     ref = claim.ref
     title = f"reservation {ref.name} ({ref.zone})"
-    describe = f"gcloud compute reservations describe {ref.name} --zone={ref.zone} " \
-               f"--project={ref.project}"
+    describe = f"gcloud compute reservations describe {ref.name} --zone={ref.zone} --project={ref.project}"
     if reservation is None:
-        return CheckResult(NAME, title, Status.FAIL,
-                           f"reservation {ref.name} does not exist in {ref.zone} of project "
-                           f"{ref.project}", "fix reservationAffinity.values (gcloud compute "
-                           f"reservations list --project={ref.project} --filter=zone~"
-                           f"{ref.region})", "capacity")
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"reservation {ref.name} does not exist in {ref.zone} of project {ref.project}",
+            "fix reservationAffinity.values (gcloud compute "
+            f"reservations list --project={ref.project} --filter=zone~"
+            f"{ref.region})",
+            "capacity",
+        )
     specific = reservation.get("specificReservation") or {}
     props = specific.get("instanceProperties") or {}
     count, in_use = _int(specific.get("count")), _int(specific.get("inUseCount"))
     free = count - in_use
-    details = {"count": count, "in_use": in_use, "free": free, "needed": claim.replicas,
-               "status": reservation.get("status", "")}
+    details = {
+        "count": count,
+        "in_use": in_use,
+        "free": free,
+        "needed": claim.replicas,
+        "status": reservation.get("status", ""),
+    }
     fails = _vm_problems(claim, props)
     sharing = _sharing_problems(claim, reservation, project)
     if reservation.get("status") not in ("READY", None):
@@ -132,30 +148,55 @@ def assess_reservation(claim: Claim, reservation: dict | None, project: str) -> 
     short = free < claim.replicas
     if short:
         pools = ", ".join(f"workerPoolSpecs[{p.index}]" for p in claim.pools)
-        fails.append(f"{count} VMs, {in_use} in use, {free} free; {pools} need {claim.replicas}: "
-                     "the job would wait for reserved capacity")
+        fails.append(
+            f"{count} VMs, {in_use} in use, {free} free; {pools} need {claim.replicas}: "
+            "the job would wait for reserved capacity"
+        )
     if fails or sharing:
         if sharing and not fails and all("ALLOW_ALL" in f for f in sharing):
-            remedy = (f"gcloud compute reservations update {ref.name} --zone={ref.zone} "
-                      f"--project={ref.project} --reservation-sharing-policy=ALLOW_ALL")
+            remedy = (
+                f"gcloud compute reservations update {ref.name} --zone={ref.zone} "
+                f"--project={ref.project} --reservation-sharing-policy=ALLOW_ALL"
+            )
         elif short and len(fails) == 1 and not sharing:
-            remedy = (f"gcloud compute reservations update {ref.name} --zone={ref.zone} "
-                      f"--vm-count={in_use + claim.replicas} --project={ref.project}, or lower "
-                      "replicaCount")
+            remedy = (
+                f"gcloud compute reservations update {ref.name} --zone={ref.zone} "
+                f"--vm-count={in_use + claim.replicas} --project={ref.project}, or lower "
+                "replicaCount"
+            )
         else:
-            remedy = (f"use a reservation whose VMs match the pools exactly, shared with "
-                      f"{project} and with --reservation-sharing-policy=ALLOW_ALL ({describe})")
-        return CheckResult(NAME, title, Status.FAIL, f"{ref.name}: " + "; ".join(fails + sharing),
-                           remedy, "capacity", details=details)
+            remedy = (
+                f"use a reservation whose VMs match the pools exactly, shared with "
+                f"{project} and with --reservation-sharing-policy=ALLOW_ALL ({describe})"
+            )
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"{ref.name}: " + "; ".join(fails + sharing),
+            remedy,
+            "capacity",
+            details=details,
+        )
     if props.get("localSsds"):
-        return CheckResult(NAME, title, Status.WARN,
-                           f"{ref.name}'s VMs have Local SSDs attached; Vertex AI cannot consume "
-                           "reservations of VMs with manually attached Local SSDs",
-                           f"check it: {describe}", "capacity", details=details)
-    return CheckResult(NAME, title, Status.PASS,
-                       f"{ref.name} holds {count} × {props.get('machineType')} ({in_use} in use, "
-                       f"{free} free for the {claim.replicas} replicas), ALLOW_ALL",
-                       details=details)
+        return CheckResult(
+            NAME,
+            title,
+            Status.WARN,
+            f"{ref.name}'s VMs have Local SSDs attached; Vertex AI cannot consume "
+            "reservations of VMs with manually attached Local SSDs",
+            f"check it: {describe}",
+            "capacity",
+            details=details,
+        )
+    return CheckResult(
+        NAME,
+        title,
+        Status.PASS,
+        f"{ref.name} holds {count} × {props.get('machineType')} ({in_use} in use, "
+        f"{free} free for the {claim.replicas} replicas), ALLOW_ALL",
+        details=details,
+    )
 
 
 def _pool_spec(spec: JobSpec, pool: Pool) -> tuple[str, str, int, str]:
@@ -168,13 +209,20 @@ def _resource_pools(resource: dict) -> list[dict]:
     for rp in resource.get("resourcePools") or []:
         ms = rp.get("machineSpec") or {}
         accel = ms.get("acceleratorType") or ""
-        out.append({"id": rp.get("id", ""), "machine": ms.get("machineType", ""),
-                    "accel": "" if accel == "ACCELERATOR_TYPE_UNSPECIFIED" else accel,
-                    "count": _int(ms.get("acceleratorCount")),
-                    "disk": (rp.get("diskSpec") or {}).get("bootDiskType", ""),
-                    "replicas": max(_int(rp.get("replicaCount")),
-                                    _int((rp.get("autoscalingSpec") or {}).get("maxReplicaCount"))),
-                    "used": _int(rp.get("usedReplicaCount"))})
+        out.append(
+            {
+                "id": rp.get("id", ""),
+                "machine": ms.get("machineType", ""),
+                "accel": "" if accel == "ACCELERATOR_TYPE_UNSPECIFIED" else accel,
+                "count": _int(ms.get("acceleratorCount")),
+                "disk": (rp.get("diskSpec") or {}).get("bootDiskType", ""),
+                "replicas": max(
+                    _int(rp.get("replicaCount")),
+                    _int((rp.get("autoscalingSpec") or {}).get("maxReplicaCount")),
+                ),
+                "used": _int(rp.get("usedReplicaCount")),
+            }
+        )
     return out
 
 
@@ -185,24 +233,33 @@ def _fit(spec: JobSpec, resource: dict) -> tuple[list[str], list[str]]:
     taken: dict[str, int] = {}
     for pool in spec.pools:
         machine, accel, count, disk = _pool_spec(spec, pool)
-        same = [rp for rp in pools if (rp["machine"], rp["accel"], rp["count"]) ==
-                (machine, accel, count) and (not disk or disk == rp["disk"])]
-        where = f"workerPoolSpecs[{pool.index}] ({machine}" + (f" + {count} × {accel}" if accel
-                                                              else "") + ")"
+        same = [
+            rp
+            for rp in pools
+            if (rp["machine"], rp["accel"], rp["count"]) == (machine, accel, count)
+            and (not disk or disk == rp["disk"])
+        ]
+        where = f"workerPoolSpecs[{pool.index}] ({machine}" + (f" + {count} × {accel}" if accel else "") + ")"
         if not same:
-            have = "; ".join(f"{rp['id']}: {rp['machine']}" + (f" + {rp['count']} × {rp['accel']}"
-                                                              if rp["accel"] else "")
-                             for rp in pools) or "no pools"
+            have = (
+                "; ".join(
+                    f"{rp['id']}: {rp['machine']}"
+                    + (f" + {rp['count']} × {rp['accel']}" if rp["accel"] else "")
+                    for rp in pools
+                )
+                or "no pools"
+            )
             fails.append(f"{where} matches no resource pool (it has {have})")
             continue
         rp = max(same, key=lambda r: r["replicas"] - taken.get(r["id"], 0))
         room = rp["replicas"] - taken.get(rp["id"], 0)
         if pool.replica_count > room:
-            fails.append(f"{where} needs {pool.replica_count} replicas, resource pool {rp['id']} "
-                         f"has {room}")
+            fails.append(f"{where} needs {pool.replica_count} replicas, resource pool {rp['id']} has {room}")
         elif pool.replica_count > room - rp["used"]:
-            warns.append(f"resource pool {rp['id']} has {rp['used']} of {rp['replicas']} replicas "
-                         f"busy: {where} waits for {pool.replica_count}")
+            warns.append(
+                f"resource pool {rp['id']} has {rp['used']} of {rp['replicas']} replicas "
+                f"busy: {where} waits for {pool.replica_count}"
+            )
         taken[rp["id"]] = taken.get(rp["id"], 0) + pool.replica_count
     return fails, warns
 
@@ -213,36 +270,59 @@ def assess_persistent_resource(spec: JobSpec, resource: dict | None) -> CheckRes
     title = f"persistent resource {rid}"
     listing = f"gcloud ai persistent-resources list --region={spec.region} --project={spec.project}"
     if resource is None:
-        return CheckResult(NAME, title, Status.FAIL,
-                           f"no persistent resource {rid} in {spec.project}/{spec.region}",
-                           f"fix persistentResourceId ({listing}), or create it: gcloud ai "
-                           f"persistent-resources create --persistent-resource-id={rid} "
-                           f"--region={spec.region} --resource-pool-spec=...", "capacity")
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"no persistent resource {rid} in {spec.project}/{spec.region}",
+            f"fix persistentResourceId ({listing}), or create it: gcloud ai "
+            f"persistent-resources create --persistent-resource-id={rid} "
+            f"--region={spec.region} --resource-pool-spec=...",
+            "capacity",
+        )
     state = resource.get("state", "STATE_UNSPECIFIED")
     fails, warns = _fit(spec, resource)
     if state != "RUNNING":
         fails.insert(0, f"it is {state}, not RUNNING")
     if (resource.get("network") or "") != (spec.job_spec.network or ""):
-        fails.append(f"its network {resource.get('network') or '(none)'} differs from the job's "
-                     f"{spec.job_spec.network or '(none)'}")
+        fails.append(
+            f"its network {resource.get('network') or '(none)'} differs from the job's "
+            f"{spec.job_spec.network or '(none)'}"
+        )
     key = (resource.get("encryptionSpec") or {}).get("kmsKeyName", "")
     if key != spec.kms_key_name:
-        fails.append(f"its CMEK key {key or '(none)'} differs from the job's "
-                     f"{spec.kms_key_name or '(none)'}")
+        fails.append(f"its CMEK key {key or '(none)'} differs from the job's {spec.kms_key_name or '(none)'}")
     details = {"state": state, "pools": _resource_pools(resource)}
     if fails:
-        return CheckResult(NAME, title, Status.FAIL, f"{rid}: " + "; ".join(fails),
-                           "make each pool's machineSpec (and diskSpec.bootDiskType), network and "
-                           f"encryptionSpec match the resource ({listing}), or use another "
-                           "persistent resource", "capacity", details=details)
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"{rid}: " + "; ".join(fails),
+            "make each pool's machineSpec (and diskSpec.bootDiskType), network and "
+            f"encryptionSpec match the resource ({listing}), or use another "
+            "persistent resource",
+            "capacity",
+            details=details,
+        )
     if warns:
-        return CheckResult(NAME, title, Status.WARN, f"{rid}: " + "; ".join(warns),
-                           "wait for the running jobs, or raise the pool's replica count: gcloud ai "
-                           f"persistent-resources update {rid} --region={spec.region}",
-                           "capacity", details=details)
-    return CheckResult(NAME, title, Status.PASS,
-                       f"{rid} is RUNNING and every pool fits a resource pool with room",
-                       details=details)
+        return CheckResult(
+            NAME,
+            title,
+            Status.WARN,
+            f"{rid}: " + "; ".join(warns),
+            "wait for the running jobs, or raise the pool's replica count: gcloud ai "
+            f"persistent-resources update {rid} --region={spec.region}",
+            "capacity",
+            details=details,
+        )
+    return CheckResult(
+        NAME,
+        title,
+        Status.PASS,
+        f"{rid} is RUNNING and every pool fits a resource pool with room",
+        details=details,
+    )
 
 
 # --- calls --------------------------------------------------------------------------------------
@@ -253,8 +333,9 @@ def _get(ctx: PreflightContext, api: str, region: str, path: str) -> dict | None
 
     session, base = gcp.authorized_session(api, region)
     try:
-        return gcp.rest_json(session, "GET", f"{base}{path}", timeout=ctx.call_timeout_s,
-                             retry=call_policy(ctx.call_timeout_s))
+        return gcp.rest_json(
+            session, "GET", f"{base}{path}", timeout=ctx.call_timeout_s, retry=call_policy(ctx.call_timeout_s)
+        )
     except exceptions.NotFound:
         return None
 
@@ -262,15 +343,22 @@ def _get(ctx: PreflightContext, api: str, region: str, path: str) -> dict | None
 def _reservation(ctx: PreflightContext, claim: Claim) -> CheckResult:
     ref = claim.ref
     try:
-        found = _get(ctx, "COMPUTE", "", f"/compute/v1/projects/{ref.project}/zones/{ref.zone}/"
-                                         f"reservations/{ref.name}")
+        found = _get(
+            ctx, "COMPUTE", "", f"/compute/v1/projects/{ref.project}/zones/{ref.zone}/reservations/{ref.name}"
+        )
     except Exception as exc:
-        return unknown_result(NAME, f"reservation {ref.name} ({ref.zone})", exc,
-                              api="Compute Engine", permission="compute.reservations.get",
-                              verify=f"gcloud compute reservations describe {ref.name} "
-                                     f"--zone={ref.zone} --project={ref.project}",
-                              timeout_s=ctx.call_timeout_s, failure_class="capacity",
-                              where=endpoint_of("COMPUTE"))
+        return unknown_result(
+            NAME,
+            f"reservation {ref.name} ({ref.zone})",
+            exc,
+            api="Compute Engine",
+            permission="compute.reservations.get",
+            verify=f"gcloud compute reservations describe {ref.name} "
+            f"--zone={ref.zone} --project={ref.project}",
+            timeout_s=ctx.call_timeout_s,
+            failure_class="capacity",
+            where=endpoint_of("COMPUTE"),
+        )
     return assess_reservation(claim, found, ctx.spec.project)
 
 
@@ -278,17 +366,25 @@ def _persistent_resource(ctx: PreflightContext) -> CheckResult:
     spec = ctx.spec
     rid = spec.job_spec.persistent_resource_id
     try:
-        found = _get(ctx, "AIPLATFORM", spec.region,
-                     f"/v1/projects/{spec.project}/locations/{spec.region}/persistentResources/"
-                     f"{rid}")
+        found = _get(
+            ctx,
+            "AIPLATFORM",
+            spec.region,
+            f"/v1/projects/{spec.project}/locations/{spec.region}/persistentResources/{rid}",
+        )
     except Exception as exc:
-        return unknown_result(NAME, f"persistent resource {rid}", exc,
-                              api="Vertex AI persistentResources",
-                              permission="aiplatform.persistentResources.get",
-                              verify=f"gcloud ai persistent-resources describe {rid} "
-                                     f"--region={spec.region} --project={spec.project}",
-                              timeout_s=ctx.call_timeout_s, failure_class="capacity",
-                              where=endpoint_of("AIPLATFORM", spec.region))
+        return unknown_result(
+            NAME,
+            f"persistent resource {rid}",
+            exc,
+            api="Vertex AI persistentResources",
+            permission="aiplatform.persistentResources.get",
+            verify=f"gcloud ai persistent-resources describe {rid} "
+            f"--region={spec.region} --project={spec.project}",
+            timeout_s=ctx.call_timeout_s,
+            failure_class="capacity",
+            where=endpoint_of("AIPLATFORM", spec.region),
+        )
     return assess_persistent_resource(spec, found)
 
 
@@ -298,11 +394,16 @@ def capacity(ctx: PreflightContext) -> list[CheckResult]:
     spec = ctx.spec
     wanted = claims(spec)
     if not wanted and not spec.job_spec.persistent_resource_id:
-        return [CheckResult(NAME, "reserved capacity", Status.PASS,
-                            "the spec names no specific reservation or persistent resource: "
-                            "Vertex AI provisions on demand")]
-    with cf.ThreadPoolExecutor(max_workers=1 + len(wanted),
-                               thread_name_prefix="preflight-capacity") as pool:
+        return [
+            CheckResult(
+                NAME,
+                "reserved capacity",
+                Status.PASS,
+                "the spec names no specific reservation or persistent resource: "
+                "Vertex AI provisions on demand",
+            )
+        ]
+    with cf.ThreadPoolExecutor(max_workers=1 + len(wanted), thread_name_prefix="preflight-capacity") as pool:
         futures = [pool.submit(_reservation, ctx, c) for c in wanted]
         if spec.job_spec.persistent_resource_id:
             futures.append(pool.submit(_persistent_resource, ctx))

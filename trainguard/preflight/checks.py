@@ -24,8 +24,7 @@ from trainguard.preflight.results import CheckResult
 if TYPE_CHECKING:
     from trainguard.spec import JobSpec
 
-__all__ = ["PreflightContext", "Check", "Family", "FAMILIES", "register", "load", "CHECKS",
-           "BACKENDS"]
+__all__ = ["PreflightContext", "Check", "Family", "FAMILIES", "register", "load", "CHECKS", "BACKENDS"]
 
 BACKENDS = tuple(b.value for b in Backend)
 
@@ -61,25 +60,61 @@ class Family:
 
 
 #: Every check family, in report order. ``module`` is under ``trainguard.preflight``.
-FAMILIES: dict[str, Family] = {f.name: f for f in (
-    Family("compat", "compat", ("vertex",), False,
-           "machine/accelerator/region/scheduling, Flex-start, TPU slices, resource names "
-           "(offline)"),
-    Family("local", "local_checks", ("local",), False,
-           "command resolvable, output directory writable"),
-    Family("quota", "quota", ("vertex",), True,
-           "accelerator and CPU quota per region (Cloud Quotas + Monitoring)"),
-    Family("iam", "iam", ("vertex",), True,
-           "job service account, caller and CMEK key IAM (Policy Troubleshooter, Cloud KMS)"),
-    Family("image", "image", ("vertex",), True,
-           "images exist, have linux/amd64 and an entrypoint (registry v2)"),
-    Family("storage", "storage", ("vertex",), True,
-           "output bucket and TensorBoard instance exist in the job's region"),
-    Family("network", "network", ("vertex",), True,
-           "VPC peering with servicenetworking, reserved ranges, PSC network attachment"),
-    Family("capacity", "capacity", ("vertex",), True,
-           "reservations and persistent resources the job names exist and fit"),
-)}
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        Family(
+            "compat",
+            "compat",
+            ("vertex",),
+            False,
+            "machine/accelerator/region/scheduling, Flex-start, TPU slices, resource names (offline)",
+        ),
+        Family("local", "local_checks", ("local",), False, "command resolvable, output directory writable"),
+        Family(
+            "quota",
+            "quota",
+            ("vertex",),
+            True,
+            "accelerator and CPU quota per region (Cloud Quotas + Monitoring)",
+        ),
+        Family(
+            "iam",
+            "iam",
+            ("vertex",),
+            True,
+            "job service account, caller and CMEK key IAM (Policy Troubleshooter, Cloud KMS)",
+        ),
+        Family(
+            "image",
+            "image",
+            ("vertex",),
+            True,
+            "images exist, have linux/amd64 and an entrypoint (registry v2)",
+        ),
+        Family(
+            "storage",
+            "storage",
+            ("vertex",),
+            True,
+            "output bucket and TensorBoard instance exist in the job's region",
+        ),
+        Family(
+            "network",
+            "network",
+            ("vertex",),
+            True,
+            "VPC peering with servicenetworking, reserved ranges, PSC network attachment",
+        ),
+        Family(
+            "capacity",
+            "capacity",
+            ("vertex",),
+            True,
+            "reservations and persistent resources the job names exist and fit",
+        ),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -97,18 +132,24 @@ class Check:
 CHECKS: dict[str, Check] = {}
 
 
-def register(name: str, *, backends: tuple[str, ...] = ("vertex",), online: bool = False,
-             description: str = ""):
+def register(
+    name: str, *, backends: tuple[str, ...] = ("vertex",), online: bool = False, description: str = ""
+):
     """Decorator: registers a check family's function under ``name``."""
 
     def wrap(func: Callable[[PreflightContext], list[CheckResult]]):
         if name in CHECKS and CHECKS[name].func is not func:
             raise ValueError(f"check {name!r} registered twice")
         family = FAMILIES.get(name)
-        CHECKS[name] = Check(name, func, family.backends if family else backends,
-                             family.online if family else online,
-                             description or (family.description if family else "")
-                             or (func.__doc__ or "").strip().splitlines()[0])
+        CHECKS[name] = Check(
+            name,
+            func,
+            family.backends if family else backends,
+            family.online if family else online,
+            description
+            or (family.description if family else "")
+            or (func.__doc__ or "").strip().splitlines()[0],
+        )
         return func
 
     return wrap

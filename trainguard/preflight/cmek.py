@@ -34,21 +34,35 @@ from trainguard.preflight.common import (
 )
 from trainguard.preflight.results import CheckResult, Status
 
-__all__ = ["KEY_NAME", "PERMISSIONS", "KEY_ROLE", "vertex_agent", "parse_key", "assess_key",
-           "roles_granting", "check_key"]
+__all__ = [
+    "KEY_NAME",
+    "PERMISSIONS",
+    "KEY_ROLE",
+    "vertex_agent",
+    "parse_key",
+    "assess_key",
+    "roles_granting",
+    "check_key",
+]
 
 NAME = "iam"
-KEY_NAME = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/keyRings/"
-                      r"(?P<ring>[^/]+)/cryptoKeys/(?P<key>[^/]+)$")
+KEY_NAME = re.compile(
+    r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/keyRings/"
+    r"(?P<ring>[^/]+)/cryptoKeys/(?P<key>[^/]+)$"
+)
 #: What the Vertex AI Service Agent needs on the key, and the role that grants both.
 PERMISSIONS = ("cloudkms.cryptoKeyVersions.useToEncrypt", "cloudkms.cryptoKeyVersions.useToDecrypt")
 KEY_ROLE = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
 #: Predefined roles that grant each permission on a key (Cloud KMS roles reference).
 _GRANTING = {
-    "cloudkms.cryptoKeyVersions.useToEncrypt": ("roles/cloudkms.cryptoKeyEncrypterDecrypter",
-                                                "roles/cloudkms.cryptoKeyEncrypter"),
-    "cloudkms.cryptoKeyVersions.useToDecrypt": ("roles/cloudkms.cryptoKeyEncrypterDecrypter",
-                                                "roles/cloudkms.cryptoKeyDecrypter"),
+    "cloudkms.cryptoKeyVersions.useToEncrypt": (
+        "roles/cloudkms.cryptoKeyEncrypterDecrypter",
+        "roles/cloudkms.cryptoKeyEncrypter",
+    ),
+    "cloudkms.cryptoKeyVersions.useToDecrypt": (
+        "roles/cloudkms.cryptoKeyEncrypterDecrypter",
+        "roles/cloudkms.cryptoKeyDecrypter",
+    ),
 }
 _AGENT = "service-{number}@gcp-sa-aiplatform.iam.gserviceaccount.com"
 
@@ -76,19 +90,29 @@ def parse_key(name: str, region: str) -> CheckResult | None:
     title = f"CMEK key {name}"
     m = KEY_NAME.match(name)
     if not m:
-        return CheckResult(NAME, title, Status.FAIL,
-                           f"encryptionSpec.kmsKeyName {name!r} is not a Cloud KMS key name",
-                           "set encryptionSpec.kmsKeyName to projects/PROJECT/locations/"
-                           f"{region}/keyRings/RING/cryptoKeys/KEY", "permission")
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"encryptionSpec.kmsKeyName {name!r} is not a Cloud KMS key name",
+            "set encryptionSpec.kmsKeyName to projects/PROJECT/locations/"
+            f"{region}/keyRings/RING/cryptoKeys/KEY",
+            "permission",
+        )
     if m["location"] != region:
-        return CheckResult(NAME, title, Status.FAIL,
-                           f"the key is in {m['location']}, the job runs in {region}: Vertex AI "
-                           "requires the key in the job's region",
-                           f"gcloud kms keys create {m['key']} --keyring={m['ring']} "
-                           f"--location={region} --purpose=encryption --project={m['project']} "
-                           f"(after gcloud kms keyrings create {m['ring']} --location={region} "
-                           f"--project={m['project']}), and point encryptionSpec.kmsKeyName at it",
-                           "permission", details={"key_location": m["location"]})
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"the key is in {m['location']}, the job runs in {region}: Vertex AI "
+            "requires the key in the job's region",
+            f"gcloud kms keys create {m['key']} --keyring={m['ring']} "
+            f"--location={region} --purpose=encryption --project={m['project']} "
+            f"(after gcloud kms keyrings create {m['ring']} --location={region} "
+            f"--project={m['project']}), and point encryptionSpec.kmsKeyName at it",
+            "permission",
+            details={"key_location": m["location"]},
+        )
     return None
 
 
@@ -96,30 +120,48 @@ def assess_key(name: str, facts: KeyFacts) -> CheckResult:
     """PASS for a symmetric key with an enabled primary version, else FAIL (pure)."""
     m = KEY_NAME.match(name)
     title = f"CMEK key {name}"
-    where = (f"{m['key']} --keyring={m['ring']} --location={m['location']} "
-             f"--project={m['project']}") if m else name
+    where = (
+        (f"{m['key']} --keyring={m['ring']} --location={m['location']} --project={m['project']}")
+        if m
+        else name
+    )
     details = {"purpose": facts.purpose, "primary_state": facts.primary_state}
     if facts.purpose != "ENCRYPT_DECRYPT":
-        return CheckResult(NAME, title, Status.FAIL,
-                           f"{name} has purpose {facts.purpose}; CMEK needs a symmetric "
-                           "ENCRYPT_DECRYPT key", "create a key with --purpose=encryption and use "
-                           "it as encryptionSpec.kmsKeyName", "permission", details=details)
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"{name} has purpose {facts.purpose}; CMEK needs a symmetric ENCRYPT_DECRYPT key",
+            "create a key with --purpose=encryption and use it as encryptionSpec.kmsKeyName",
+            "permission",
+            details=details,
+        )
     if facts.primary_state != "ENABLED":
         state = facts.primary_state or "no primary version"
-        return CheckResult(NAME, title, Status.FAIL,
-                           f"{name}'s primary version is {state}: nothing can be encrypted with it",
-                           f"gcloud kms keys versions create --key={where} --primary", "permission",
-                           details=details)
-    return CheckResult(NAME, title, Status.PASS,
-                       f"{name} exists in the job's region, ENCRYPT_DECRYPT, primary version "
-                       "ENABLED", details=details)
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"{name}'s primary version is {state}: nothing can be encrypted with it",
+            f"gcloud kms keys versions create --key={where} --primary",
+            "permission",
+            details=details,
+        )
+    return CheckResult(
+        NAME,
+        title,
+        Status.PASS,
+        f"{name} exists in the job's region, ENCRYPT_DECRYPT, primary version ENABLED",
+        details=details,
+    )
 
 
 def _key_facts(ctx: PreflightContext, name: str) -> KeyFacts:
     from google.cloud import kms_v1
 
-    key = gcp.kms_client().get_crypto_key(name=name, timeout=ctx.call_timeout_s,
-                                          retry=api_retry(ctx.call_timeout_s))
+    key = gcp.kms_client().get_crypto_key(
+        name=name, timeout=ctx.call_timeout_s, retry=api_retry(ctx.call_timeout_s)
+    )
     purpose = kms_v1.CryptoKey.CryptoKeyPurpose(key.purpose).name
     state = ""
     if key.primary and key.primary.name:
@@ -135,11 +177,14 @@ def _troubleshoot(ctx: PreflightContext, email: str, target: Target) -> dict[str
     states = pt.TroubleshootIamPolicyResponse.OverallAccessState
     out: dict[str, bool | None] = {}
     for permission in PERMISSIONS:
-        request = pt.TroubleshootIamPolicyRequest(access_tuple=pt.AccessTuple(
-            principal=email, full_resource_name=target.full_name, permission=permission))
-        state = client.troubleshoot_iam_policy(request=request, timeout=ctx.call_timeout_s,
-                                               retry=api_retry(ctx.call_timeout_s)
-                                               ).overall_access_state
+        request = pt.TroubleshootIamPolicyRequest(
+            access_tuple=pt.AccessTuple(
+                principal=email, full_resource_name=target.full_name, permission=permission
+            )
+        )
+        state = client.troubleshoot_iam_policy(
+            request=request, timeout=ctx.call_timeout_s, retry=api_retry(ctx.call_timeout_s)
+        ).overall_access_state
         out[permission] = {states.CAN_ACCESS: True, states.CANNOT_ACCESS: False}.get(state)
     return out
 
@@ -147,9 +192,9 @@ def _troubleshoot(ctx: PreflightContext, email: str, target: Target) -> dict[str
 def _from_key_policy(ctx: PreflightContext, email: str, name: str) -> dict[str, bool | None]:
     """permission → True where the key's own policy grants it, None otherwise (not proof of
     absence: the grant may sit on the key ring or the project)."""
-    policy = gcp.kms_client().get_iam_policy(request={"resource": name},
-                                             timeout=ctx.call_timeout_s,
-                                             retry=api_retry(ctx.call_timeout_s))
+    policy = gcp.kms_client().get_iam_policy(
+        request={"resource": name}, timeout=ctx.call_timeout_s, retry=api_retry(ctx.call_timeout_s)
+    )
     member = f"serviceAccount:{email}"
     roles = {b.role for b in policy.bindings if member in b.members and not b.condition.expression}
     return {p: (True if roles & set(roles_granting(p)) else None) for p in PERMISSIONS}
@@ -168,41 +213,64 @@ def _agent_access(ctx: PreflightContext, name: str, number: str) -> CheckResult:
             reasons.append("Policy Troubleshooter could not read every policy that applies")
     except Exception as exc:
         answers = dict.fromkeys(PERMISSIONS)
-        reasons.append(describe_failure(exc, api="Policy Troubleshooter",
-                                        permission="cloudkms.cryptoKeys.getIamPolicy",
-                                        timeout_s=ctx.call_timeout_s,
-                                        where=endpoint_of("POLICYTROUBLESHOOTER"))[0])
+        reasons.append(
+            describe_failure(
+                exc,
+                api="Policy Troubleshooter",
+                permission="cloudkms.cryptoKeys.getIamPolicy",
+                timeout_s=ctx.call_timeout_s,
+                where=endpoint_of("POLICYTROUBLESHOOTER"),
+            )[0]
+        )
     if None in answers.values():
         try:
             direct = _from_key_policy(ctx, email, name)
             answers = {p: answers[p] if answers[p] is not None else direct[p] for p in PERMISSIONS}
             via = "the key's IAM policy"
             if None in answers.values():
-                reasons.append("the key's own IAM policy grants it no role with them (a grant on "
-                               "the key ring or project cannot be seen from there)")
+                reasons.append(
+                    "the key's own IAM policy grants it no role with them (a grant on "
+                    "the key ring or project cannot be seen from there)"
+                )
         except Exception as exc:
-            reasons.append(describe_failure(exc, api="Cloud KMS getIamPolicy",
-                                            permission="cloudkms.cryptoKeys.getIamPolicy",
-                                            timeout_s=ctx.call_timeout_s,
-                                            where=endpoint_of("CLOUDKMS"))[0])
+            reasons.append(
+                describe_failure(
+                    exc,
+                    api="Cloud KMS getIamPolicy",
+                    permission="cloudkms.cryptoKeys.getIamPolicy",
+                    timeout_s=ctx.call_timeout_s,
+                    where=endpoint_of("CLOUDKMS"),
+                )[0]
+            )
     missing = [p for p in PERMISSIONS if answers[p] is False]
     unknown = [p for p in PERMISSIONS if answers[p] is None]
-    details = {"principal": email, "resource": target.full_name, "missing": missing,
-               "undecided": unknown}
+    details = {"principal": email, "resource": target.full_name, "missing": missing, "undecided": unknown}
     if missing:
-        return CheckResult(NAME, title, Status.FAIL,
-                           f"{email} lacks {', '.join(missing)} ({KEY_ROLE}) on {name}: Vertex AI "
-                           "cannot encrypt the job's resources and rejects it", grant,
-                           "permission", details=details)
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"{email} lacks {', '.join(missing)} ({KEY_ROLE}) on {name}: Vertex AI "
+            "cannot encrypt the job's resources and rejects it",
+            grant,
+            "permission",
+            details=details,
+        )
     if unknown:
-        return CheckResult(NAME, title, Status.UNKNOWN,
-                           f"cannot tell whether {email} holds {', '.join(unknown)} on {name}: "
-                           f"{'; '.join(reasons)}",
-                           f"verify by hand: {target.verify_command(email, unknown[0])}; preflight "
-                           f"needs {role_for('cloudkms.cryptoKeys.getIamPolicy')} to decide; "
-                           f"or grant it: {grant}", "permission", details=details)
-    return CheckResult(NAME, title, Status.PASS,
-                       f"{email} holds {', '.join(PERMISSIONS)} on {name} ({via})", details=details)
+        return CheckResult(
+            NAME,
+            title,
+            Status.UNKNOWN,
+            f"cannot tell whether {email} holds {', '.join(unknown)} on {name}: {'; '.join(reasons)}",
+            f"verify by hand: {target.verify_command(email, unknown[0])}; preflight "
+            f"needs {role_for('cloudkms.cryptoKeys.getIamPolicy')} to decide; "
+            f"or grant it: {grant}",
+            "permission",
+            details=details,
+        )
+    return CheckResult(
+        NAME, title, Status.PASS, f"{email} holds {', '.join(PERMISSIONS)} on {name} ({via})", details=details
+    )
 
 
 def check_key(ctx: PreflightContext) -> list[CheckResult]:
@@ -226,27 +294,49 @@ def check_key(ctx: PreflightContext) -> list[CheckResult]:
             if isinstance(exc, exceptions.NotFound):
                 m = KEY_NAME.match(name)
                 assert m is not None  # names that do not parse are refused before any call
-                results.append(CheckResult(
-                    NAME, title, Status.FAIL, f"{name} does not exist (Cloud KMS: not found)",
-                    f"gcloud kms keys create {m['key']} --keyring={m['ring']} "
-                    f"--location={m['location']} --purpose=encryption --project={m['project']}",
-                    "permission"))
+                results.append(
+                    CheckResult(
+                        NAME,
+                        title,
+                        Status.FAIL,
+                        f"{name} does not exist (Cloud KMS: not found)",
+                        f"gcloud kms keys create {m['key']} --keyring={m['ring']} "
+                        f"--location={m['location']} --purpose=encryption --project={m['project']}",
+                        "permission",
+                    )
+                )
                 return results  # no key, no point asking who may use it
-            results.append(unknown_result(NAME, title, exc, api="Cloud KMS",
-                                          permission="cloudkms.cryptoKeys.get", verify=verify,
-                                          timeout_s=ctx.call_timeout_s, failure_class="permission",
-                                          where=endpoint_of("CLOUDKMS")))
+            results.append(
+                unknown_result(
+                    NAME,
+                    title,
+                    exc,
+                    api="Cloud KMS",
+                    permission="cloudkms.cryptoKeys.get",
+                    verify=verify,
+                    timeout_s=ctx.call_timeout_s,
+                    failure_class="permission",
+                    where=endpoint_of("CLOUDKMS"),
+                )
+            )
         else:
             results.append(assess_key(name, facts))
         try:
             number = number_f.result()
         except Exception as exc:
-            results.append(unknown_result(
-                NAME, f"Vertex AI Service Agent on key {name}", exc, api="Resource Manager",
-                permission="resourcemanager.projects.get",
-                verify=f"gcloud projects describe {spec.project} --format='value(projectNumber)'",
-                timeout_s=ctx.call_timeout_s, failure_class="permission",
-                where=endpoint_of("CLOUDRESOURCEMANAGER")))
+            results.append(
+                unknown_result(
+                    NAME,
+                    f"Vertex AI Service Agent on key {name}",
+                    exc,
+                    api="Resource Manager",
+                    permission="resourcemanager.projects.get",
+                    verify=f"gcloud projects describe {spec.project} --format='value(projectNumber)'",
+                    timeout_s=ctx.call_timeout_s,
+                    failure_class="permission",
+                    where=endpoint_of("CLOUDRESOURCEMANAGER"),
+                )
+            )
             return results
     results.append(_agent_access(ctx, name, number))
     return results

@@ -39,36 +39,72 @@ __all__ = [
 ROLES: tuple[tuple[str, frozenset[str]], ...] = (
     ("roles/storage.objectViewer", frozenset({"storage.objects.get", "storage.objects.list"})),
     ("roles/storage.objectCreator", frozenset({"storage.objects.create"})),
-    ("roles/storage.objectUser", frozenset({"storage.objects.create", "storage.objects.get",
-                                            "storage.objects.list", "storage.objects.delete"})),
+    (
+        "roles/storage.objectUser",
+        frozenset(
+            {
+                "storage.objects.create",
+                "storage.objects.get",
+                "storage.objects.list",
+                "storage.objects.delete",
+            }
+        ),
+    ),
     ("roles/storage.bucketViewer", frozenset({"storage.buckets.get"})),
-    ("roles/aiplatform.viewer", frozenset({"aiplatform.tensorboards.get",
-                                           "aiplatform.persistentResources.get"})),
-    ("roles/aiplatform.user", frozenset({"aiplatform.customJobs.create",
-                                         "aiplatform.tensorboardExperiments.write",
-                                         "aiplatform.tensorboardRuns.write",
-                                         "aiplatform.metadataStores.get",
-                                         "aiplatform.contexts.update"})),
+    (
+        "roles/aiplatform.viewer",
+        frozenset({"aiplatform.tensorboards.get", "aiplatform.persistentResources.get"}),
+    ),
+    (
+        "roles/aiplatform.user",
+        frozenset(
+            {
+                "aiplatform.customJobs.create",
+                "aiplatform.tensorboardExperiments.write",
+                "aiplatform.tensorboardRuns.write",
+                "aiplatform.metadataStores.get",
+                "aiplatform.contexts.update",
+            }
+        ),
+    ),
     ("roles/iam.serviceAccountUser", frozenset({"iam.serviceAccounts.actAs"})),
     ("roles/iam.serviceAccountTokenCreator", frozenset({"iam.serviceAccounts.getAccessToken"})),
-    ("roles/iam.securityReviewer", frozenset({"resourcemanager.projects.getIamPolicy",
-                                              "storage.buckets.getIamPolicy", "iam.roles.get",
-                                              "iam.serviceAccounts.getIamPolicy",
-                                              "cloudkms.cryptoKeys.getIamPolicy"})),
+    (
+        "roles/iam.securityReviewer",
+        frozenset(
+            {
+                "resourcemanager.projects.getIamPolicy",
+                "storage.buckets.getIamPolicy",
+                "iam.roles.get",
+                "iam.serviceAccounts.getIamPolicy",
+                "cloudkms.cryptoKeys.getIamPolicy",
+            }
+        ),
+    ),
     ("roles/browser", frozenset({"resourcemanager.projects.get"})),
     ("roles/cloudquotas.viewer", frozenset({"cloudquotas.quotas.get"})),
     ("roles/monitoring.viewer", frozenset({"monitoring.timeSeries.list"})),
     ("roles/artifactregistry.reader", frozenset({"artifactregistry.repositories.downloadArtifacts"})),
-    ("roles/compute.networkViewer", frozenset({"compute.networks.get",
-                                               "compute.globalAddresses.get",
-                                               "compute.networkAttachments.get"})),
-    ("roles/compute.viewer", frozenset({"compute.reservations.get", "compute.networks.get",
-                                        "compute.globalAddresses.get",
-                                        "compute.networkAttachments.get"})),
+    (
+        "roles/compute.networkViewer",
+        frozenset({"compute.networks.get", "compute.globalAddresses.get", "compute.networkAttachments.get"}),
+    ),
+    (
+        "roles/compute.viewer",
+        frozenset(
+            {
+                "compute.reservations.get",
+                "compute.networks.get",
+                "compute.globalAddresses.get",
+                "compute.networkAttachments.get",
+            }
+        ),
+    ),
     ("roles/cloudkms.viewer", frozenset({"cloudkms.cryptoKeys.get"})),
-    ("roles/cloudkms.cryptoKeyEncrypterDecrypter",
-     frozenset({"cloudkms.cryptoKeyVersions.useToEncrypt",
-                "cloudkms.cryptoKeyVersions.useToDecrypt"})),
+    (
+        "roles/cloudkms.cryptoKeyEncrypterDecrypter",
+        frozenset({"cloudkms.cryptoKeyVersions.useToEncrypt", "cloudkms.cryptoKeyVersions.useToDecrypt"}),
+    ),
 )
 
 #: How a remedy names the person running preflight (a pipeline would use its service account).
@@ -98,8 +134,10 @@ def bucket_of(uri: str) -> str:
     return m.group(1) if m else ""
 
 
-_KMS_KEY = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/keyRings/"
-                      r"(?P<ring>[^/]+)/cryptoKeys/(?P<key>[^/]+)$")
+_KMS_KEY = re.compile(
+    r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/keyRings/"
+    r"(?P<ring>[^/]+)/cryptoKeys/(?P<key>[^/]+)$"
+)
 
 
 @dataclass(frozen=True)
@@ -126,29 +164,39 @@ class Target:
 
     @property
     def label(self) -> str:
-        return {"project": f"project {self.name}", "bucket": f"gs://{self.name}",
-                "kms_key": f"key {self.name}"}.get(self.kind, f"service account {self.name}")
+        return {
+            "project": f"project {self.name}",
+            "bucket": f"gs://{self.name}",
+            "kms_key": f"key {self.name}",
+        }.get(self.kind, f"service account {self.name}")
 
     def grant_command(self, member: str, role: str) -> str:
         """The exact ``gcloud … add-iam-policy-binding`` line that grants ``role`` here."""
         if self.kind == "project":
-            return (f"gcloud projects add-iam-policy-binding {self.name} --member={member} "
-                    f"--role={role}")
+            return f"gcloud projects add-iam-policy-binding {self.name} --member={member} --role={role}"
         if self.kind == "bucket":
-            return (f"gcloud storage buckets add-iam-policy-binding gs://{self.name} "
-                    f"--member={member} --role={role}")
+            return (
+                f"gcloud storage buckets add-iam-policy-binding gs://{self.name} "
+                f"--member={member} --role={role}"
+            )
         if self.kind == "kms_key":
             m = _KMS_KEY.match(self.name)
-            where = (f"{m['key']} --keyring={m['ring']} --location={m['location']} "
-                     f"--project={m['project']}") if m else self.name
+            where = (
+                (f"{m['key']} --keyring={m['ring']} --location={m['location']} --project={m['project']}")
+                if m
+                else self.name
+            )
             return f"gcloud kms keys add-iam-policy-binding {where} --member={member} --role={role}"
-        return (f"gcloud iam service-accounts add-iam-policy-binding {self.name} "
-                f"--member={member} --role={role}")
+        return (
+            f"gcloud iam service-accounts add-iam-policy-binding {self.name} --member={member} --role={role}"
+        )
 
     def verify_command(self, email: str, permission: str) -> str:
         """The ``gcloud`` line that asks Policy Troubleshooter about one pair by hand."""
-        return (f"gcloud policy-intelligence troubleshoot-policy iam {self.full_name} "
-                f"--principal-email={email} --permission={permission}")
+        return (
+            f"gcloud policy-intelligence troubleshoot-policy iam {self.full_name} "
+            f"--principal-email={email} --permission={permission}"
+        )
 
 
 # --- calls ------------------------------------------------------------------------------------
@@ -187,8 +235,13 @@ def project_number(project: str, call_timeout_s: float) -> str:
         if key in _NUMBERS:
             return _NUMBERS[key]
     session, base = gcp.authorized_session("CLOUDRESOURCEMANAGER")
-    data = gcp.rest_json(session, "GET", f"{base}/v3/projects/{project}",
-                         timeout=call_timeout_s, retry=call_policy(call_timeout_s))
+    data = gcp.rest_json(
+        session,
+        "GET",
+        f"{base}/v3/projects/{project}",
+        timeout=call_timeout_s,
+        retry=call_policy(call_timeout_s),
+    )
     number = data["name"].split("/", 1)[1]
     with _NUMBERS_LOCK:
         _NUMBERS[key] = number
@@ -210,8 +263,11 @@ def api_retry(call_timeout_s: float):
     from google.api_core import exceptions
 
     return call_policy(call_timeout_s).api_core(
-        exceptions.TooManyRequests, exceptions.ServiceUnavailable, exceptions.InternalServerError,
-        exceptions.GatewayTimeout)
+        exceptions.TooManyRequests,
+        exceptions.ServiceUnavailable,
+        exceptions.InternalServerError,
+        exceptions.GatewayTimeout,
+    )
 
 
 def _connection_refused(exc: BaseException) -> bool:
@@ -219,8 +275,9 @@ def _connection_refused(exc: BaseException) -> bool:
     return "refused" in text or "errno 111" in text
 
 
-def describe_failure(exc: BaseException, *, api: str, permission: str, timeout_s: float,
-                     where: str = "") -> tuple[str, str]:
+def describe_failure(
+    exc: BaseException, *, api: str, permission: str, timeout_s: float, where: str = ""
+) -> tuple[str, str]:
     """(evidence, the permission the caller lacks) for a failed call; never a credential.
 
     The permission is '' unless the API refused the caller (401/403): then it is the one the 403
@@ -239,28 +296,31 @@ def describe_failure(exc: BaseException, *, api: str, permission: str, timeout_s
     if isinstance(exc, auth_exceptions.TransportError):  # google-auth wraps requests' errors
         cause = exc.__cause__ or exc.__context__
         if cause is not None and not isinstance(cause, auth_exceptions.TransportError):
-            return describe_failure(cause, api=api, permission=permission, timeout_s=timeout_s,
-                                    where=where)
+            return describe_failure(cause, api=api, permission=permission, timeout_s=timeout_s, where=where)
         if "timed out" in str(exc).lower():
             return (f"{api}{at} did not answer within {timeout_s:g} s", "")
         return (f"cannot reach {api}{at} (connection failed)", "")
     if isinstance(exc, EndpointUnreachable | TransientError):
         return (f"{api}: {str(exc)[:300]}", "")
     if isinstance(exc, exceptions.RetryError) and exc.cause is not None:  # retries ran out
-        return describe_failure(exc.cause, api=api, permission=permission, timeout_s=timeout_s,
-                                where=where)
-    if isinstance(exc, requests.exceptions.Timeout | exceptions.RetryError
-                  | exceptions.DeadlineExceeded | TimeoutError):
+        return describe_failure(exc.cause, api=api, permission=permission, timeout_s=timeout_s, where=where)
+    if isinstance(
+        exc, requests.exceptions.Timeout | exceptions.RetryError | exceptions.DeadlineExceeded | TimeoutError
+    ):
         return (f"{api}{at} did not answer within {timeout_s:g} s", "")
     if isinstance(exc, requests.exceptions.ConnectionError):
         how = "connection refused" if _connection_refused(exc) else "connection failed"
         return (f"cannot reach {api}{at} ({how})", "")
     if isinstance(exc, exceptions.Forbidden | exceptions.Unauthorized):
         lacking = (getattr(exc, "metadata", None) or {}).get("permission") or permission
-        return (f"{api} refused the caller ({exc.code}): it lacks {lacking} "
-                f"({role_for(lacking)})", lacking)
-    if isinstance(exc, exceptions.TooManyRequests | exceptions.ServiceUnavailable
-                  | exceptions.InternalServerError | exceptions.GatewayTimeout):
+        return (f"{api} refused the caller ({exc.code}): it lacks {lacking} ({role_for(lacking)})", lacking)
+    if isinstance(
+        exc,
+        exceptions.TooManyRequests
+        | exceptions.ServiceUnavailable
+        | exceptions.InternalServerError
+        | exceptions.GatewayTimeout,
+    ):
         return (f"{api} still answered {exc.code} after retries", "")
     if isinstance(exc, exceptions.GoogleAPICallError):
         message = str(exc.message).split(": ", 1)[-1][:200]
@@ -269,19 +329,30 @@ def describe_failure(exc: BaseException, *, api: str, permission: str, timeout_s
     return (f"{api} call failed: {type(exc).__name__}: {text}", "")
 
 
-def unknown_result(check: str, title: str, exc: BaseException, *, api: str, permission: str,
-                   verify: str, timeout_s: float, failure_class: str = "",
-                   where: str = "") -> CheckResult:
+def unknown_result(
+    check: str,
+    title: str,
+    exc: BaseException,
+    *,
+    api: str,
+    permission: str,
+    verify: str,
+    timeout_s: float,
+    failure_class: str = "",
+    where: str = "",
+) -> CheckResult:
     """An UNKNOWN result that says why (what the caller lacks) and how to verify by hand."""
     from google.auth import exceptions as auth_exceptions
 
-    evidence, lacking = describe_failure(exc, api=api, permission=permission,
-                                         timeout_s=timeout_s, where=where)
+    evidence, lacking = describe_failure(
+        exc, api=api, permission=permission, timeout_s=timeout_s, where=where
+    )
     if isinstance(exc, auth_exceptions.DefaultCredentialsError):
         remedy = f"run `gcloud auth application-default login`, or verify by hand: {verify}"
     elif lacking:
         remedy = f"verify by hand: {verify} (preflight needs {role_for(lacking)} to check this)"
     else:
         remedy = f"verify by hand: {verify}"
-    return CheckResult(check, title, Status.UNKNOWN, evidence, remedy, failure_class,
-                       details={"lacking_permission": lacking})
+    return CheckResult(
+        check, title, Status.UNKNOWN, evidence, remedy, failure_class, details={"lacking_permission": lacking}
+    )

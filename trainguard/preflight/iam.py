@@ -98,15 +98,27 @@ def job_needs(spec: JobSpec) -> list[Need]:
     project = Target("project", spec.project)
     js = spec.job_spec
     if js.tensorboard:
-        needs += [Need(project, "aiplatform.tensorboardExperiments.write",
-                       "upload TensorBoard logs (spec sets tensorboard)"),
-                  Need(project, "aiplatform.tensorboardRuns.write",
-                       "upload TensorBoard logs (spec sets tensorboard)")]
+        needs += [
+            Need(
+                project,
+                "aiplatform.tensorboardExperiments.write",
+                "upload TensorBoard logs (spec sets tensorboard)",
+            ),
+            Need(
+                project, "aiplatform.tensorboardRuns.write", "upload TensorBoard logs (spec sets tensorboard)"
+            ),
+        ]
     if js.experiment:
-        needs += [Need(project, "aiplatform.metadataStores.get",
-                       "log to Vertex AI Experiments (spec sets experiment)"),
-                  Need(project, "aiplatform.contexts.update",
-                       "log to Vertex AI Experiments (spec sets experiment)")]
+        needs += [
+            Need(
+                project,
+                "aiplatform.metadataStores.get",
+                "log to Vertex AI Experiments (spec sets experiment)",
+            ),
+            Need(
+                project, "aiplatform.contexts.update", "log to Vertex AI Experiments (spec sets experiment)"
+            ),
+        ]
     return needs
 
 
@@ -125,43 +137,55 @@ class Answer:
     lacking: str = ""
 
 
-def _troubleshoot(ctx: PreflightContext, email: str, needs: Sequence[Need],
-                  pool: cf.ThreadPoolExecutor) -> dict[Need, Answer]:
+def _troubleshoot(
+    ctx: PreflightContext, email: str, needs: Sequence[Need], pool: cf.ThreadPoolExecutor
+) -> dict[Need, Answer]:
     """Asks Policy Troubleshooter about every need, concurrently."""
     from google.cloud import policytroubleshooter_iam_v3 as pt
 
     try:
         client = gcp.troubleshooter_client()
     except Exception as exc:  # no ADC: every need stays undecided, with the reason
-        evidence, lacking = describe_failure(exc, api="Policy Troubleshooter",
-                                             permission="iam.roles.get",
-                                             timeout_s=ctx.call_timeout_s,
-                                             where=endpoint_of("POLICYTROUBLESHOOTER"))
+        evidence, lacking = describe_failure(
+            exc,
+            api="Policy Troubleshooter",
+            permission="iam.roles.get",
+            timeout_s=ctx.call_timeout_s,
+            where=endpoint_of("POLICYTROUBLESHOOTER"),
+        )
         return {n: Answer(UNDECIDED, reason=evidence, lacking=lacking) for n in needs}
     states = pt.TroubleshootIamPolicyResponse.OverallAccessState
     retry = api_retry(ctx.call_timeout_s)
 
     def ask(need: Need) -> Answer:
-        request = pt.TroubleshootIamPolicyRequest(access_tuple=pt.AccessTuple(
-            principal=email, full_resource_name=need.target.full_name,
-            permission=need.permission))
+        request = pt.TroubleshootIamPolicyRequest(
+            access_tuple=pt.AccessTuple(
+                principal=email, full_resource_name=need.target.full_name, permission=need.permission
+            )
+        )
         try:
-            response = client.troubleshoot_iam_policy(request=request, retry=retry,
-                                                      timeout=ctx.call_timeout_s)
+            response = client.troubleshoot_iam_policy(
+                request=request, retry=retry, timeout=ctx.call_timeout_s
+            )
         except Exception as exc:
             evidence, lacking = describe_failure(
-                exc, api="Policy Troubleshooter", permission="resourcemanager.projects.getIamPolicy",
-                timeout_s=ctx.call_timeout_s, where=endpoint_of("POLICYTROUBLESHOOTER"))
+                exc,
+                api="Policy Troubleshooter",
+                permission="resourcemanager.projects.getIamPolicy",
+                timeout_s=ctx.call_timeout_s,
+                where=endpoint_of("POLICYTROUBLESHOOTER"),
+            )
             return Answer(UNDECIDED, reason=evidence, lacking=lacking)
         state = response.overall_access_state
         if state == states.CAN_ACCESS:
             return Answer(GRANTED, via="Policy Troubleshooter")
         if state == states.CANNOT_ACCESS:
             return Answer(MISSING, via="Policy Troubleshooter")
-        why = {states.UNKNOWN_INFO: "Policy Troubleshooter could not read every policy that "
-                                    "applies (UNKNOWN_INFO)",
-               states.UNKNOWN_CONDITIONAL: "access depends on an IAM condition "
-                                           "(UNKNOWN_CONDITIONAL)"}.get(state, f"answer {state}")
+        why = {
+            states.UNKNOWN_INFO: "Policy Troubleshooter could not read every policy that "
+            "applies (UNKNOWN_INFO)",
+            states.UNKNOWN_CONDITIONAL: "access depends on an IAM condition (UNKNOWN_CONDITIONAL)",
+        }.get(state, f"answer {state}")
         return Answer(UNDECIDED, reason=why, lacking="resourcemanager.projects.getIamPolicy")
 
     futures = {n: pool.submit(ask, n) for n in needs}
@@ -177,13 +201,17 @@ def _impersonate(ctx: PreflightContext, email: str, needs: Sequence[Need]) -> di
         creds.refresh(gcp.timed_request(ctx.call_timeout_s))
     except auth_exceptions.RefreshError as exc:
         reason = f"cannot impersonate {email}: {_refresh_reason(exc)}"
-        return {n: Answer(UNDECIDED, reason=reason, lacking="iam.serviceAccounts.getAccessToken")
-                for n in needs}
+        return {
+            n: Answer(UNDECIDED, reason=reason, lacking="iam.serviceAccounts.getAccessToken") for n in needs
+        }
     except Exception as exc:
-        evidence, lacking = describe_failure(exc, api="IAM Credentials",
-                                             permission="iam.serviceAccounts.getAccessToken",
-                                             timeout_s=ctx.call_timeout_s,
-                                             where=endpoint_of("IAMCREDENTIALS"))
+        evidence, lacking = describe_failure(
+            exc,
+            api="IAM Credentials",
+            permission="iam.serviceAccounts.getAccessToken",
+            timeout_s=ctx.call_timeout_s,
+            where=endpoint_of("IAMCREDENTIALS"),
+        )
         return {n: Answer(UNDECIDED, reason=evidence, lacking=lacking) for n in needs}
     out: dict[Need, Answer] = {}
     by_target: dict[Target, list[Need]] = {}
@@ -195,21 +223,27 @@ def _impersonate(ctx: PreflightContext, email: str, needs: Sequence[Need]) -> di
             if target.kind == "bucket":
                 api = "Cloud Storage testIamPermissions"
                 client = gcp.storage_client(ctx.spec.project, credentials=creds)
-                granted = set(client.bucket(target.name).test_iam_permissions(
-                    permissions, timeout=ctx.call_timeout_s,
-                    retry=api_retry(ctx.call_timeout_s)))
+                granted = set(
+                    client.bucket(target.name).test_iam_permissions(
+                        permissions, timeout=ctx.call_timeout_s, retry=api_retry(ctx.call_timeout_s)
+                    )
+                )
             else:
                 api = "Resource Manager testIamPermissions"
                 session, base = gcp.authorized_session("CLOUDRESOURCEMANAGER", credentials=creds)
-                data = gcp.rest_json(session, "POST",
-                                     f"{base}/v3/projects/{target.name}:testIamPermissions",
-                                     timeout=ctx.call_timeout_s,
-                                     retry=call_policy(ctx.call_timeout_s),
-                                     body={"permissions": permissions})
+                data = gcp.rest_json(
+                    session,
+                    "POST",
+                    f"{base}/v3/projects/{target.name}:testIamPermissions",
+                    timeout=ctx.call_timeout_s,
+                    retry=call_policy(ctx.call_timeout_s),
+                    body={"permissions": permissions},
+                )
                 granted = set(data.get("permissions", []))
         except Exception as exc:
-            evidence, lacking = describe_failure(exc, api=api, permission=permissions[0],
-                                                 timeout_s=ctx.call_timeout_s)
+            evidence, lacking = describe_failure(
+                exc, api=api, permission=permissions[0], timeout_s=ctx.call_timeout_s
+            )
             for need in group:
                 out[need] = Answer(UNDECIDED, reason=evidence, lacking=lacking)
             continue
@@ -224,8 +258,10 @@ def _refresh_reason(exc: BaseException) -> str:
     for arg in getattr(exc, "args", ())[1:]:
         try:
             error = json.loads(arg)["error"]
-            return f"{error.get('code')} {error.get('status', '')}: the caller lacks " \
-                   "iam.serviceAccounts.getAccessToken (roles/iam.serviceAccountTokenCreator)"
+            return (
+                f"{error.get('code')} {error.get('status', '')}: the caller lacks "
+                "iam.serviceAccounts.getAccessToken (roles/iam.serviceAccountTokenCreator)"
+            )
         except (TypeError, ValueError, KeyError):
             continue
     return "the token exchange failed (the caller needs roles/iam.serviceAccountTokenCreator)"
@@ -242,26 +278,41 @@ def _caller_may_create(ctx: PreflightContext) -> CheckResult:
     permission = "aiplatform.customJobs.create"
     try:
         session, base = gcp.authorized_session("CLOUDRESOURCEMANAGER")
-        data = gcp.rest_json(session, "POST",
-                             f"{base}/v3/projects/{spec.project}:testIamPermissions",
-                             timeout=ctx.call_timeout_s, retry=call_policy(ctx.call_timeout_s),
-                             body={"permissions": [permission]})
+        data = gcp.rest_json(
+            session,
+            "POST",
+            f"{base}/v3/projects/{spec.project}:testIamPermissions",
+            timeout=ctx.call_timeout_s,
+            retry=call_policy(ctx.call_timeout_s),
+            body={"permissions": [permission]},
+        )
     except Exception as exc:
-        return unknown_result(NAME, title, exc, api="Resource Manager testIamPermissions",
-                              permission="resourcemanager.projects.get",
-                              where=endpoint_of("CLOUDRESOURCEMANAGER"),
-                              verify=f"gcloud projects get-iam-policy {spec.project} "
-                                     "--flatten=bindings[].members --filter=bindings.members:"
-                                     "$(gcloud config get-value account)",
-                              timeout_s=ctx.call_timeout_s)
+        return unknown_result(
+            NAME,
+            title,
+            exc,
+            api="Resource Manager testIamPermissions",
+            permission="resourcemanager.projects.get",
+            where=endpoint_of("CLOUDRESOURCEMANAGER"),
+            verify=f"gcloud projects get-iam-policy {spec.project} "
+            "--flatten=bindings[].members --filter=bindings.members:"
+            "$(gcloud config get-value account)",
+            timeout_s=ctx.call_timeout_s,
+        )
     if permission in data.get("permissions", []):
-        return CheckResult(NAME, title, Status.PASS,
-                           f"the caller holds {permission} on project {spec.project}")
+        return CheckResult(
+            NAME, title, Status.PASS, f"the caller holds {permission} on project {spec.project}"
+        )
     role = role_for(permission)
-    return CheckResult(NAME, title, Status.FAIL,
-                       f"the caller lacks {permission} ({role}) on project {spec.project}; Vertex "
-                       "would reject the job", project.grant_command(CALLER_MEMBER, role),
-                       "permission", details={"missing": {permission: role}})
+    return CheckResult(
+        NAME,
+        title,
+        Status.FAIL,
+        f"the caller lacks {permission} ({role}) on project {spec.project}; Vertex would reject the job",
+        project.grant_command(CALLER_MEMBER, role),
+        "permission",
+        details={"missing": {permission: role}},
+    )
 
 
 def _caller_may_act_as(ctx: PreflightContext, sa: str) -> CheckResult:
@@ -273,29 +324,48 @@ def _caller_may_act_as(ctx: PreflightContext, sa: str) -> CheckResult:
     target = Target("service_account", sa)
     try:
         session, base = gcp.authorized_session("IAM")
-        data = gcp.rest_json(session, "POST",
-                             f"{base}/v1/projects/-/serviceAccounts/{sa}:testIamPermissions",
-                             timeout=ctx.call_timeout_s, retry=call_policy(ctx.call_timeout_s),
-                             body={"permissions": [permission]})
+        data = gcp.rest_json(
+            session,
+            "POST",
+            f"{base}/v1/projects/-/serviceAccounts/{sa}:testIamPermissions",
+            timeout=ctx.call_timeout_s,
+            retry=call_policy(ctx.call_timeout_s),
+            body={"permissions": [permission]},
+        )
     except exceptions.NotFound:
         name, _, rest = sa.partition("@")
-        return CheckResult(NAME, title, Status.FAIL, f"service account {sa} does not exist",
-                           f"gcloud iam service-accounts create {name} "
-                           f"--project={rest.split('.', 1)[0]}, or fix serviceAccount in the spec",
-                           "permission")
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"service account {sa} does not exist",
+            f"gcloud iam service-accounts create {name} "
+            f"--project={rest.split('.', 1)[0]}, or fix serviceAccount in the spec",
+            "permission",
+        )
     except Exception as exc:
-        return unknown_result(NAME, title, exc, api="IAM testIamPermissions",
-                              permission="iam.serviceAccounts.getIamPolicy",
-                              where=endpoint_of("IAM"),
-                              verify=f"gcloud iam service-accounts get-iam-policy {sa}",
-                              timeout_s=ctx.call_timeout_s)
+        return unknown_result(
+            NAME,
+            title,
+            exc,
+            api="IAM testIamPermissions",
+            permission="iam.serviceAccounts.getIamPolicy",
+            where=endpoint_of("IAM"),
+            verify=f"gcloud iam service-accounts get-iam-policy {sa}",
+            timeout_s=ctx.call_timeout_s,
+        )
     if permission in data.get("permissions", []):
         return CheckResult(NAME, title, Status.PASS, f"the caller holds {permission} on {sa}")
     role = role_for(permission)
-    return CheckResult(NAME, title, Status.FAIL,
-                       f"the caller lacks {permission} ({role}) on {sa}; Vertex would reject a "
-                       "job that runs as it", target.grant_command(CALLER_MEMBER, role),
-                       "permission", details={"missing": {permission: role}})
+    return CheckResult(
+        NAME,
+        title,
+        Status.FAIL,
+        f"the caller lacks {permission} ({role}) on {sa}; Vertex would reject a job that runs as it",
+        target.grant_command(CALLER_MEMBER, role),
+        "permission",
+        details={"missing": {permission: role}},
+    )
 
 
 # --- the job's identity -----------------------------------------------------------------------
@@ -315,21 +385,32 @@ def summarize(email: str, is_agent: bool, answers: dict[Need, Answer]) -> list[C
         undecided = [n for n in needs if answers[n].state == UNDECIDED]
         granted = [n for n in needs if answers[n].state == GRANTED]
         vias = sorted({answers[n].via for n in needs if answers[n].via})
-        details = {"principal": email, "resource": target.full_name,
-                   "granted": [n.permission for n in granted],
-                   "missing": {n.permission: role_for(n.permission) for n in missing},
-                   "undecided": {n.permission: answers[n].reason for n in undecided},
-                   "via": vias}
+        details = {
+            "principal": email,
+            "resource": target.full_name,
+            "granted": [n.permission for n in granted],
+            "missing": {n.permission: role_for(n.permission) for n in missing},
+            "undecided": {n.permission: answers[n].reason for n in undecided},
+            "via": vias,
+        }
         if missing:
             status = Status.FAIL if any(n.severity == Status.FAIL for n in missing) else Status.WARN
-            listed = "; ".join(f"{n.permission} ({role_for(n.permission)}: {n.why})"
-                               for n in missing)
+            listed = "; ".join(f"{n.permission} ({role_for(n.permission)}: {n.why})" for n in missing)
             evidence = f"{email} lacks {listed} on {target.label}"
             if undecided:
                 evidence += f"; undecided: {', '.join(n.permission for n in undecided)}"
             role = covering_role(n.permission for n in missing)
-            out.append(CheckResult(NAME, title, status, evidence,
-                                   target.grant_command(member, role), "permission", details=details))
+            out.append(
+                CheckResult(
+                    NAME,
+                    title,
+                    status,
+                    evidence,
+                    target.grant_command(member, role),
+                    "permission",
+                    details=details,
+                )
+            )
         elif undecided:
             first = undecided[0]
             reason = answers[first].reason
@@ -342,16 +423,26 @@ def summarize(email: str, is_agent: bool, answers: dict[Need, Answer]) -> list[C
             lacking = answers[first].lacking
             if lacking:
                 remedy += f"; preflight needs {role_for(lacking)} to decide"
-            evidence = (f"cannot tell whether {email} holds "
-                        f"{', '.join(n.permission for n in undecided)} on {target.label}: {reason}")
+            evidence = (
+                f"cannot tell whether {email} holds "
+                f"{', '.join(n.permission for n in undecided)} on {target.label}: {reason}"
+            )
             if is_agent and "impersonate" not in reason:
                 evidence += " (a service agent cannot be impersonated)"
-            out.append(CheckResult(NAME, title, Status.UNKNOWN, evidence, remedy, "permission",
-                                   details=details))
+            out.append(
+                CheckResult(NAME, title, Status.UNKNOWN, evidence, remedy, "permission", details=details)
+            )
         else:
-            out.append(CheckResult(NAME, title, Status.PASS,
-                                   f"{email} holds {', '.join(n.permission for n in granted)} on "
-                                   f"{target.label} ({', '.join(vias)})", details=details))
+            out.append(
+                CheckResult(
+                    NAME,
+                    title,
+                    Status.PASS,
+                    f"{email} holds {', '.join(n.permission for n in granted)} on "
+                    f"{target.label} ({', '.join(vias)})",
+                    details=details,
+                )
+            )
     return out
 
 
@@ -359,19 +450,32 @@ def _job_identity(ctx: PreflightContext, pool: cf.ThreadPoolExecutor) -> list[Ch
     spec = ctx.spec
     needs = job_needs(spec)
     if not needs:
-        return [CheckResult(NAME, "job identity", Status.PASS,
-                            "the spec sets no baseOutputDirectory, tensorboard or experiment, so "
-                            "the job's identity needs no extra access")]
+        return [
+            CheckResult(
+                NAME,
+                "job identity",
+                Status.PASS,
+                "the spec sets no baseOutputDirectory, tensorboard or experiment, so "
+                "the job's identity needs no extra access",
+            )
+        ]
     email, is_agent = spec.service_account, not spec.service_account
     if is_agent:
         try:
             email = agent_email(project_number(spec.project, ctx.call_timeout_s))
         except Exception as exc:
-            return [unknown_result(
-                NAME, "Vertex AI Custom Code Service Agent", exc, api="Resource Manager",
-                permission="resourcemanager.projects.get",
-                verify=f"gcloud projects describe {spec.project} --format='value(projectNumber)'",
-                timeout_s=ctx.call_timeout_s, failure_class="permission")]
+            return [
+                unknown_result(
+                    NAME,
+                    "Vertex AI Custom Code Service Agent",
+                    exc,
+                    api="Resource Manager",
+                    permission="resourcemanager.projects.get",
+                    verify=f"gcloud projects describe {spec.project} --format='value(projectNumber)'",
+                    timeout_s=ctx.call_timeout_s,
+                    failure_class="permission",
+                )
+            ]
     answers = _troubleshoot(ctx, email, needs, pool)
     undecided = [n for n in needs if answers[n].state == UNDECIDED]
     if undecided and not is_agent:
@@ -382,8 +486,9 @@ def _job_identity(ctx: PreflightContext, pool: cf.ThreadPoolExecutor) -> list[Ch
             else:  # keep both reasons: why the troubleshooter and the fallback could not decide
                 first = answers[need].reason
                 reason = first if first == answer.reason else f"{first}; {answer.reason}"
-                answers[need] = Answer(UNDECIDED, reason=reason,
-                                       lacking=answer.lacking or answers[need].lacking)
+                answers[need] = Answer(
+                    UNDECIDED, reason=reason, lacking=answer.lacking or answers[need].lacking
+                )
     return summarize(email, is_agent, answers)
 
 

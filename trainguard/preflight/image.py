@@ -37,9 +37,17 @@ PLATFORM = ("linux", "amd64")  # what Vertex AI training machines run
 # Where a Google registry host stores images: gcr.io's hosts and multi-regions by name.
 _GCR_LOCATIONS = {"gcr.io": "us", "us.gcr.io": "us", "eu.gcr.io": "europe", "asia.gcr.io": "asia"}
 # Continent of a location, from its first word (regions: ``europe-west4``; multi-regions: ``eu``).
-_GEOGRAPHY = {"us": "North America", "northamerica": "North America",
-              "southamerica": "South America", "europe": "Europe", "eu": "Europe", "asia": "Asia",
-              "australia": "Oceania", "me": "Middle East", "africa": "Africa"}
+_GEOGRAPHY = {
+    "us": "North America",
+    "northamerica": "North America",
+    "southamerica": "South America",
+    "europe": "Europe",
+    "eu": "Europe",
+    "asia": "Asia",
+    "australia": "Oceania",
+    "me": "Middle East",
+    "africa": "Africa",
+}
 
 
 def image_location(host: str) -> str | None:
@@ -75,68 +83,116 @@ def assess_image(pool: Pool, region: str, found: ImageInfo | BaseException) -> C
     try:
         ref = ImageRef.parse(uri)
     except ValueError as exc:
-        return CheckResult(NAME, title, Status.FAIL, str(exc),
-                           f"set {path}.imageUri to HOST/PROJECT/REPO/IMAGE:TAG", "container")
-    details: dict[str, object] = {"image": uri, "host": ref.host, "repository": ref.repository,
-                                  "reference": ref.reference}
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            str(exc),
+            f"set {path}.imageUri to HOST/PROJECT/REPO/IMAGE:TAG",
+            "container",
+        )
+    details: dict[str, object] = {
+        "image": uri,
+        "host": ref.host,
+        "repository": ref.repository,
+        "reference": ref.reference,
+    }
     if isinstance(found, ImageNotFound):
-        return CheckResult(NAME, title, Status.FAIL,
-                           f"{uri} does not exist: {found}; the job would fail pulling it",
-                           f"push it (docker push {uri}) or fix {path}.imageUri", "container",
-                           details=details)
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"{uri} does not exist: {found}; the job would fail pulling it",
+            f"push it (docker push {uri}) or fix {path}.imageUri",
+            "container",
+            details=details,
+        )
     if isinstance(found, PlatformMissing):
         details["platforms"] = found.platforms
-        return CheckResult(NAME, title, Status.FAIL,
-                           f"{uri} has no linux/amd64 image (it has {', '.join(found.platforms)}); "
-                           "Vertex AI training machines are linux/amd64",
-                           f"docker buildx build --platform linux/amd64 -t {uri} --push .",
-                           "container", details=details)
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"{uri} has no linux/amd64 image (it has {', '.join(found.platforms)}); "
+            "Vertex AI training machines are linux/amd64",
+            f"docker buildx build --platform linux/amd64 -t {uri} --push .",
+            "container",
+            details=details,
+        )
     if isinstance(found, AccessDenied):
         google = is_google_registry(ref.host)
-        need = (f"; preflight needs {role_for('artifactregistry.repositories.downloadArtifacts')}"
-                if google else "")
-        return CheckResult(NAME, title, Status.UNKNOWN,
-                           f"cannot read {uri} as the caller: {found} (the job's identity may "
-                           "still be able to pull it)",
-                           f"verify by hand: {_verify(uri, ref.host)}{need}", "container",
-                           details=details)
+        need = (
+            f"; preflight needs {role_for('artifactregistry.repositories.downloadArtifacts')}"
+            if google
+            else ""
+        )
+        return CheckResult(
+            NAME,
+            title,
+            Status.UNKNOWN,
+            f"cannot read {uri} as the caller: {found} (the job's identity may still be able to pull it)",
+            f"verify by hand: {_verify(uri, ref.host)}{need}",
+            "container",
+            details=details,
+        )
     if isinstance(found, RegistryUnreachable | RegistryError):
-        return CheckResult(NAME, title, Status.UNKNOWN, f"cannot check {uri}: {found}",
-                           f"verify by hand: {_verify(uri, ref.host)}", "container",
-                           details=details)
+        return CheckResult(
+            NAME,
+            title,
+            Status.UNKNOWN,
+            f"cannot check {uri}: {found}",
+            f"verify by hand: {_verify(uri, ref.host)}",
+            "container",
+            details=details,
+        )
     if isinstance(found, BaseException):
         text = str(found).strip().splitlines()[0][:200] if str(found).strip() else ""
-        return CheckResult(NAME, title, Status.UNKNOWN,
-                           f"cannot check {uri}: {type(found).__name__}: {text}",
-                           f"verify by hand: {_verify(uri, ref.host)}", "container", details=details)
-    details.update(digest=found.digest, platforms=found.platforms,
-                   entrypoint=found.entrypoint, cmd=found.cmd)
-    variant = (f"linux/amd64 of {len(found.platforms)} platforms"
-               if len(found.platforms) > 1 else "linux/amd64")
+        return CheckResult(
+            NAME,
+            title,
+            Status.UNKNOWN,
+            f"cannot check {uri}: {type(found).__name__}: {text}",
+            f"verify by hand: {_verify(uri, ref.host)}",
+            "container",
+            details=details,
+        )
+    details.update(digest=found.digest, platforms=found.platforms, entrypoint=found.entrypoint, cmd=found.cmd)
+    variant = (
+        f"linux/amd64 of {len(found.platforms)} platforms" if len(found.platforms) > 1 else "linux/amd64"
+    )
     where = f"{ref.reference} → {_short(found.digest)} ({variant})"
     if pool.command:
         runs = f"the spec's command {list(pool.command)}"
     elif found.entrypoint or found.cmd:
         runs = f"Entrypoint {found.entrypoint} Cmd {found.cmd}"
     else:
-        hint = (f"; args {list(pool.args)} alone would be run as the command" if pool.args else "")
-        return CheckResult(NAME, title, Status.FAIL,
-                           f"{uri} ({where}) has no Entrypoint or Cmd and the spec gives no "
-                           f"command: the container has nothing to run{hint}",
-                           f"set {path}.command (for example [\"python\", \"-m\", \"trainer.task\"]) "
-                           "or add ENTRYPOINT to the Dockerfile", "container", details=details)
+        hint = f"; args {list(pool.args)} alone would be run as the command" if pool.args else ""
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"{uri} ({where}) has no Entrypoint or Cmd and the spec gives no "
+            f"command: the container has nothing to run{hint}",
+            f'set {path}.command (for example ["python", "-m", "trainer.task"]) '
+            "or add ENTRYPOINT to the Dockerfile",
+            "container",
+            details=details,
+        )
     location = image_location(ref.host)
-    if location and geography(location) and geography(region) and \
-            geography(location) != geography(region):
+    if location and geography(location) and geography(region) and geography(location) != geography(region):
         project = ref.repository.split("/", 1)[0]
-        return CheckResult(NAME, title, Status.WARN,
-                           f"{uri} ({where}) is stored in {location} ({geography(location)}), the "
-                           f"job runs in {region} ({geography(region)}): every replica pulls it "
-                           "across continents at start-up",
-                           f"push the image to {region}-docker.pkg.dev/{project}/REPO (gcloud "
-                           f"artifacts repositories create REPO --repository-format=docker "
-                           f"--location={region} --project={project}) and use that imageUri",
-                           details=details)
+        return CheckResult(
+            NAME,
+            title,
+            Status.WARN,
+            f"{uri} ({where}) is stored in {location} ({geography(location)}), the "
+            f"job runs in {region} ({geography(region)}): every replica pulls it "
+            "across continents at start-up",
+            f"push the image to {region}-docker.pkg.dev/{project}/REPO (gcloud "
+            f"artifacts repositories create REPO --repository-format=docker "
+            f"--location={region} --project={project}) and use that imageUri",
+            details=details,
+        )
     return CheckResult(NAME, title, Status.PASS, f"{where}; runs {runs}", details=details)
 
 
@@ -149,8 +205,7 @@ def _resolve(uri: str, timeout_s: float) -> ImageInfo | BaseException:
     credential = gcp.registry_credential(ref.host, timeout_s)
     insecure = ref.host in gcp.insecure_registries()
     try:
-        with RegistryClient(ref.host, insecure=insecure, credential=credential,
-                            timeout=timeout_s) as client:
+        with RegistryClient(ref.host, insecure=insecure, credential=credential, timeout=timeout_s) as client:
             return client.resolve(ref, *PLATFORM)
     except Exception as exc:  # reported as UNKNOWN with the reason, never raised
         return exc
@@ -164,6 +219,5 @@ def image(ctx: PreflightContext) -> list[CheckResult]:
     if not uris:
         return []
     with cf.ThreadPoolExecutor(max_workers=len(uris), thread_name_prefix="preflight-image") as ex:
-        found = dict(zip(uris, ex.map(lambda u: _resolve(u, ctx.call_timeout_s), uris),
-                         strict=True))
+        found = dict(zip(uris, ex.map(lambda u: _resolve(u, ctx.call_timeout_s), uris), strict=True))
     return [assess_image(p, ctx.spec.region, found[p.image_uri]) for p in pools]

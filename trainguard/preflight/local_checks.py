@@ -50,27 +50,41 @@ def check_command(pool: Pool, environ: dict | None = None) -> CheckResult:
     try:
         argv = resolve_command(pool)
     except ConfigError as exc:
-        return CheckResult(NAME, title, Status.FAIL, str(exc),
-                           "set containerSpec.command in the spec", "container")
+        return CheckResult(
+            NAME, title, Status.FAIL, str(exc), "set containerSpec.command in the spec", "container"
+        )
     path = (environ or {}).get("PATH", os.environ.get("PATH", ""))
     exe = argv[0] if os.path.isabs(argv[0]) else shutil.which(argv[0], path=path)
     if not exe or not os.access(exe, os.X_OK):
-        return CheckResult(NAME, title, Status.FAIL,
-                           f"{argv[0]!r} is not an executable on this machine's PATH",
-                           "install it, or fix containerSpec.command", "container")
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"{argv[0]!r} is not an executable on this machine's PATH",
+            "install it, or fix containerSpec.command",
+            "container",
+        )
     target = _python_target(argv)
     if target and target[0] == "script" and not Path(target[1]).is_file():
-        return CheckResult(NAME, title, Status.FAIL,
-                           f"python script {target[1]!r} does not exist (cwd {os.getcwd()})",
-                           "give the script's absolute path in containerSpec.command/args",
-                           "container")
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"python script {target[1]!r} does not exist (cwd {os.getcwd()})",
+            "give the script's absolute path in containerSpec.command/args",
+            "container",
+        )
     if target and target[0] == "module":
         found = _module_found(exe, target[1])
         if not found:
-            return CheckResult(NAME, title, Status.FAIL,
-                               f"python module {target[1]!r} is not importable by {exe}",
-                               "install the package that provides it in this environment",
-                               "container")
+            return CheckResult(
+                NAME,
+                title,
+                Status.FAIL,
+                f"python module {target[1]!r} is not importable by {exe}",
+                "install the package that provides it in this environment",
+                "container",
+            )
     return CheckResult(NAME, title, Status.PASS, " ".join(argv)[:200])
 
 
@@ -91,29 +105,48 @@ def check_output_dir(base: str) -> CheckResult:
     """The base output directory can be created and written to."""
     title = "output directory"
     if not base:
-        return CheckResult(NAME, title, Status.FAIL, "no output directory: the spec has no "
-                           "baseOutputDirectory and none was given",
-                           "set baseOutputDirectory.outputUriPrefix or pass --output-dir",
-                           "container")
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            "no output directory: the spec has no baseOutputDirectory and none was given",
+            "set baseOutputDirectory.outputUriPrefix or pass --output-dir",
+            "container",
+        )
     if base.startswith("gs://"):
         # The local backend writes there with this machine's own credentials; nothing here
         # checked the bucket, so say so rather than pass.
-        return CheckResult(NAME, title, Status.UNKNOWN,
-                           f"{base} is on Cloud Storage: the local backend writes there with this "
-                           "machine's credentials, which preflight does not check",
-                           f"verify with: gcloud storage ls {base.rstrip('/')}/")
+        return CheckResult(
+            NAME,
+            title,
+            Status.UNKNOWN,
+            f"{base} is on Cloud Storage: the local backend writes there with this "
+            "machine's credentials, which preflight does not check",
+            f"verify with: gcloud storage ls {base.rstrip('/')}/",
+        )
     probe = Path(base) / f".trainguard-probe-{uuid.uuid4().hex[:8]}"
     try:
         Path(base).mkdir(parents=True, exist_ok=True)
         probe.write_bytes(b"ok")
         probe.unlink()
     except OSError as exc:
-        return CheckResult(NAME, title, Status.FAIL, f"cannot write to {base}: {exc.strerror}",
-                           "choose a writable --output-dir", "permission")
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"cannot write to {base}: {exc.strerror}",
+            "choose a writable --output-dir",
+            "permission",
+        )
     free_gb = shutil.disk_usage(base).free / 1e9
     if free_gb < 1:
-        return CheckResult(NAME, title, Status.WARN, f"{base} has {free_gb:.2f} GB free",
-                           "free disk space: checkpoints may not fit")
+        return CheckResult(
+            NAME,
+            title,
+            Status.WARN,
+            f"{base} has {free_gb:.2f} GB free",
+            "free disk space: checkpoints may not fit",
+        )
     return CheckResult(NAME, title, Status.PASS, f"{base} is writable ({free_gb:.0f} GB free)")
 
 
@@ -125,18 +158,34 @@ def local(ctx: PreflightContext) -> list[CheckResult]:
     accelerated = [p for p in ctx.spec.pools if p.accelerator_type]
     if accelerated and not shutil.which("nvidia-smi"):
         names = ", ".join(sorted({p.accelerator_type or "" for p in accelerated}))
-        results.append(CheckResult(NAME, "accelerators", Status.PASS,
-                                   f"the spec asks for {names}; this machine has no GPU, so the "
-                                   "local run uses the CPU"))
+        results.append(
+            CheckResult(
+                NAME,
+                "accelerators",
+                Status.PASS,
+                f"the spec asks for {names}; this machine has no GPU, so the local run uses the CPU",
+            )
+        )
     replicas = sum(p.replica_count for p in ctx.spec.pools)
     if replicas > MAX_LOCAL_REPLICAS:
-        results.append(CheckResult(NAME, "replicas", Status.FAIL,
-                                   f"{replicas} replicas: the local backend runs at most "
-                                   f"{MAX_LOCAL_REPLICAS}, each a process on this machine",
-                                   "lower replicaCount for local runs (Vertex AI runs the full "
-                                   "count)"))
+        results.append(
+            CheckResult(
+                NAME,
+                "replicas",
+                Status.FAIL,
+                f"{replicas} replicas: the local backend runs at most "
+                f"{MAX_LOCAL_REPLICAS}, each a process on this machine",
+                "lower replicaCount for local runs (Vertex AI runs the full count)",
+            )
+        )
     elif replicas > (os.cpu_count() or 1) * 2:
-        results.append(CheckResult(NAME, "replicas", Status.WARN,
-                                   f"{replicas} replicas on {os.cpu_count()} cores will be slow",
-                                   "lower replicaCount for local runs"))
+        results.append(
+            CheckResult(
+                NAME,
+                "replicas",
+                Status.WARN,
+                f"{replicas} replicas on {os.cpu_count()} cores will be slow",
+                "lower replicaCount for local runs",
+            )
+        )
     return results

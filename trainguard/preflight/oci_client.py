@@ -41,10 +41,14 @@ __all__ = [
     "MANIFEST_TYPES",
 ]
 
-INDEX_TYPES = ("application/vnd.oci.image.index.v1+json",
-               "application/vnd.docker.distribution.manifest.list.v2+json")
-MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json",
-                  "application/vnd.docker.distribution.manifest.v2+json")
+INDEX_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+)
+MANIFEST_TYPES = (
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+)
 DOCKER_HUB = "registry-1.docker.io"
 _DOCKER_HUB_ALIASES = {"docker.io", "index.docker.io", DOCKER_HUB}
 _RETRYABLE = (429, 502, 503)
@@ -101,8 +105,9 @@ class ImageRef:
         """
         uri = uri.strip()
         if not uri or any(c.isspace() for c in uri) or uri.startswith(("http://", "https://")):
-            raise ValueError(f"{uri!r} is not an image reference such as "
-                             "us-central1-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG")
+            raise ValueError(
+                f"{uri!r} is not an image reference such as us-central1-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG"
+            )
         first, _, rest = uri.partition("/")
         if rest and ("." in first or ":" in first or first == "localhost"):
             host, path = first, rest
@@ -172,8 +177,9 @@ def _platform(entry: dict) -> str:
 
 def _is_attestation(entry: dict) -> bool:
     annotations = entry.get("annotations") or {}
-    return (annotations.get("vnd.docker.reference.type") == "attestation-manifest"
-            or _platform(entry).startswith("unknown/unknown"))
+    return annotations.get("vnd.docker.reference.type") == "attestation-manifest" or _platform(
+        entry
+    ).startswith("unknown/unknown")
 
 
 class RegistryClient:
@@ -189,9 +195,15 @@ class RegistryClient:
             deadline capped at twice ``timeout``).
     """
 
-    def __init__(self, host: str, *, insecure: bool = False,
-                 credential: Callable[[], tuple[str, str] | None] | None = None,
-                 timeout: float = 10.0, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        *,
+        insecure: bool = False,
+        credential: Callable[[], tuple[str, str] | None] | None = None,
+        timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
         self.host = host
         self.base = f"{'http' if insecure else 'https'}://{host}"
         self.timeout = timeout
@@ -239,11 +251,15 @@ class RegistryClient:
             raise RegistryUnreachable(f"token service of {self.host}: {exc}") from None
         if response.status_code in (401, 403):
             who = "the given credential" if credential else "anonymous access"
-            raise AccessDenied(f"{self.host} refused a pull token for {query['scope']} to {who}",
-                               response.status_code, _error_code(response))
+            raise AccessDenied(
+                f"{self.host} refused a pull token for {query['scope']} to {who}",
+                response.status_code,
+                _error_code(response),
+            )
         if response.status_code >= 400:
-            raise RegistryError(f"token service of {self.host} answered {response.status_code}",
-                                response.status_code)
+            raise RegistryError(
+                f"token service of {self.host} answered {response.status_code}", response.status_code
+            )
         data = response.json()
         token = data.get("token") or data.get("access_token")
         if not token:
@@ -252,17 +268,24 @@ class RegistryClient:
 
     # -- transport --
 
-    def _send(self, method: str, url: str, *, headers: dict | None = None, params: dict | None = None,
-              auth: tuple[str, str] | None = None) -> requests.Response:
+    def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: dict | None = None,
+        params: dict | None = None,
+        auth: tuple[str, str] | None = None,
+    ) -> requests.Response:
         last: list[requests.Response] = []
 
         def attempt() -> requests.Response:
             try:
-                response = self._session.request(method, url, headers=headers, params=params,
-                                                 auth=auth, timeout=self.timeout)
+                response = self._session.request(
+                    method, url, headers=headers, params=params, auth=auth, timeout=self.timeout
+                )
             except requests.exceptions.Timeout:
-                raise RegistryUnreachable(f"{self.host} did not answer within {self.timeout:g} s")\
-                    from None
+                raise RegistryUnreachable(f"{self.host} did not answer within {self.timeout:g} s") from None
             except requests.exceptions.RequestException as exc:
                 reason = type(exc).__name__
                 raise RegistryUnreachable(f"cannot reach {self.host} ({reason})") from None
@@ -272,8 +295,9 @@ class RegistryClient:
             return response
 
         try:
-            return self.retry.call(attempt, transient=(_Retryable,), what="registry",
-                                   where=self.host, unreachable=())
+            return self.retry.call(
+                attempt, transient=(_Retryable,), what="registry", where=self.host, unreachable=()
+            )
         except TransientError:
             return last[0]  # still 429/5xx at the deadline: the caller reports the status
 
@@ -309,12 +333,12 @@ class RegistryClient:
             ImageNotFound, AccessDenied, RegistryUnreachable, RegistryError.
         """
         scope = f"repository:{repository}:pull"
-        response = self._get(f"/v2/{repository}/manifests/{reference}", scope,
-                             INDEX_TYPES + MANIFEST_TYPES)
+        response = self._get(f"/v2/{repository}/manifests/{reference}", scope, INDEX_TYPES + MANIFEST_TYPES)
         _raise_for(response, self.host, f"{repository}:{reference}")
         body = response.json()
-        media_type = (response.headers.get("Content-Type", "").split(";")[0].strip()
-                      or body.get("mediaType", ""))
+        media_type = response.headers.get("Content-Type", "").split(";")[0].strip() or body.get(
+            "mediaType", ""
+        )
         if media_type in ("application/json", "") and body.get("mediaType"):
             media_type = body["mediaType"]
         digest = response.headers.get("Docker-Content-Digest", "")
@@ -342,15 +366,19 @@ class RegistryClient:
             platforms = [_platform(m) for m in entries]
             chosen = next((m for m in entries if _platform(m).startswith(wanted)), None)
             if chosen is None:
-                raise PlatformMissing(f"{ref} has no {wanted} image; it has "
-                                      f"{', '.join(platforms) or 'no runnable images'}", platforms)
+                raise PlatformMissing(
+                    f"{ref} has no {wanted} image; it has {', '.join(platforms) or 'no runnable images'}",
+                    platforms,
+                )
             manifest_digest = chosen["digest"]
             media_type_inner, body, _ = self.manifest(ref.repository, manifest_digest)
             if media_type_inner in INDEX_TYPES:
                 raise RegistryError(f"{ref}: nested index for {wanted} is not supported")
         elif media_type not in MANIFEST_TYPES and not body.get("config"):
-            raise RegistryError(f"{ref} has an unsupported manifest type {media_type or '(none)'} "
-                                "(schema 1 images cannot run on Vertex AI)")
+            raise RegistryError(
+                f"{ref} has an unsupported manifest type {media_type or '(none)'} "
+                "(schema 1 images cannot run on Vertex AI)"
+            )
         config_digest = (body.get("config") or {}).get("digest")
         if not config_digest:
             raise RegistryError(f"{ref}: the manifest names no config blob")
@@ -360,10 +388,15 @@ class RegistryClient:
             platforms = [found]
         if found != wanted and blob.get("architecture"):
             raise PlatformMissing(f"{ref} is a {found} image, not {wanted}", platforms)
-        return ImageInfo(digest=digest, manifest_digest=manifest_digest,
-                         media_type=media_type, platforms=platforms,
-                         config=blob.get("config") or {}, os=blob.get("os", ""),
-                         architecture=blob.get("architecture", ""))
+        return ImageInfo(
+            digest=digest,
+            manifest_digest=manifest_digest,
+            media_type=media_type,
+            platforms=platforms,
+            config=blob.get("config") or {},
+            os=blob.get("os", ""),
+            architecture=blob.get("architecture", ""),
+        )
 
 
 def _error_code(response: requests.Response) -> str:
@@ -380,13 +413,14 @@ def _raise_for(response: requests.Response, host: str, what: str) -> None:
         return
     code = _error_code(response)
     if status == 404:
-        kind = {"NAME_UNKNOWN": "repository", "MANIFEST_UNKNOWN": "tag or digest",
-                "BLOB_UNKNOWN": "blob"}.get(code, "image")
+        kind = {
+            "NAME_UNKNOWN": "repository",
+            "MANIFEST_UNKNOWN": "tag or digest",
+            "BLOB_UNKNOWN": "blob",
+        }.get(code, "image")
         raise ImageNotFound(f"{kind} not found ({code or 404})", status, code)
     if status in (401, 403):
-        raise AccessDenied(f"{host} denied access to {what} ({status} {code})".rstrip(), status,
-                           code)
+        raise AccessDenied(f"{host} denied access to {what} ({status} {code})".rstrip(), status, code)
     if status in _RETRYABLE:
         raise RegistryError(f"{host} still answered {status} after retries", status, code)
-    raise RegistryError(f"{host} answered {status} {code} for {what}".replace("  ", " "), status,
-                        code)
+    raise RegistryError(f"{host} answered {status} {code} for {what}".replace("  ", " "), status, code)

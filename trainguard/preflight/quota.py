@@ -36,8 +36,17 @@ from trainguard.preflight.results import CheckResult, Status
 if TYPE_CHECKING:
     from trainguard.spec import JobSpec, Pool
 
-__all__ = ["Demand", "Limit", "demands", "pool_units", "limit_in", "latest_usage", "assess",
-           "resolve", "quota"]
+__all__ = [
+    "Demand",
+    "Limit",
+    "demands",
+    "pool_units",
+    "limit_in",
+    "latest_usage",
+    "assess",
+    "resolve",
+    "quota",
+]
 
 NAME = "quota"
 SERVICE = "aiplatform.googleapis.com"
@@ -88,8 +97,10 @@ def pool_units(pool: Pool) -> int:
         return 0
     accel = catalog.ACCELERATORS.get(pool.accelerator_type)
     if accel is not None and accel.kind == "tpu":
-        return catalog.tpu_chips(pool.machine_type, pool.accelerator_count,
-                                 pool.tpu_topology) * pool.replica_count
+        return (
+            catalog.tpu_chips(pool.machine_type, pool.accelerator_count, pool.tpu_topology)
+            * pool.replica_count
+        )
     return pool.accelerator_count * pool.replica_count
 
 
@@ -99,23 +110,36 @@ def _pool_demand(pool: Pool, preemptible: bool) -> Demand | str:
         units = pool_units(pool)
         metric = catalog.quota_metric(pool.accelerator_type, preemptible)
         if metric is not None:
-            return Demand(metric, pool.accelerator_type, units, (pool.index,), unit="chips"
-                          if catalog.ACCELERATORS[pool.accelerator_type].kind == "tpu" else "")
+            return Demand(
+                metric,
+                pool.accelerator_type,
+                units,
+                (pool.index,),
+                unit="chips" if catalog.ACCELERATORS[pool.accelerator_type].kind == "tpu" else "",
+            )
         pattern = catalog.quota_metric_pattern(pool.accelerator_type, preemptible)
         if pattern is None:
             return f"trainguard knows no Vertex AI quota metric for {pool.accelerator_type}"
         accel = catalog.ACCELERATORS[pool.accelerator_type]
         label = pattern.pattern.strip("^$").replace("\\", "")
-        return Demand(label, pool.accelerator_type, units, (pool.index,), pattern=pattern,
-                      cores_per_chip=accel.cores_per_chip, unit="chips")
+        return Demand(
+            label,
+            pool.accelerator_type,
+            units,
+            (pool.index,),
+            pattern=pattern,
+            cores_per_chip=accel.cores_per_chip,
+            unit="chips",
+        )
     metric = catalog.cpu_quota_metric(pool.machine_type, preemptible)
     vcpus = catalog.machine_vcpus(pool.machine_type)
     if metric is None or vcpus is None:
-        return (f"trainguard cannot tell the vCPUs or CPU quota metric of {pool.machine_type} "
-                f"(workerPoolSpecs[{pool.index}])")
+        return (
+            f"trainguard cannot tell the vCPUs or CPU quota metric of {pool.machine_type} "
+            f"(workerPoolSpecs[{pool.index}])"
+        )
     family = pool.machine_type.split("-", 1)[0]
-    return Demand(metric, f"{family} vCPUs", vcpus * pool.replica_count, (pool.index,),
-                  unit="vCPUs")
+    return Demand(metric, f"{family} vCPUs", vcpus * pool.replica_count, (pool.index,), unit="vCPUs")
 
 
 def demands(spec: JobSpec) -> tuple[list[Demand], list[str]]:
@@ -145,9 +169,13 @@ def resolve(demand: Demand, infos: dict) -> Demand | None:
     info = infos[found[0]]
     names = f"{info.metric_display_name} {info.quota_display_name}".lower()
     in_cores = "core" in names and demand.cores_per_chip > 1
-    return replace(demand, metric=found[0], pattern=None,
-                   units=demand.units * (demand.cores_per_chip if in_cores else 1),
-                   unit="cores" if in_cores else demand.unit)
+    return replace(
+        demand,
+        metric=found[0],
+        pattern=None,
+        units=demand.units * (demand.cores_per_chip if in_cores else 1),
+        unit="cores" if in_cores else demand.unit,
+    )
 
 
 def limit_in(info, region: str) -> Limit | None:
@@ -200,8 +228,16 @@ def _alternatives(demand: Demand, region: str, info) -> tuple[list[str], bool]:
     return (fits, True) if fits else (regions, False)
 
 
-def assess(demand: Demand, *, project: str, region: str, limit: Limit | None, usage: int | None,
-           info=None, usage_problem: str = "") -> CheckResult:
+def assess(
+    demand: Demand,
+    *,
+    project: str,
+    region: str,
+    limit: Limit | None,
+    usage: int | None,
+    info=None,
+    usage_problem: str = "",
+) -> CheckResult:
     """PASS / WARN / FAIL for one metric from the limit and usage (pure).
 
     Args:
@@ -211,53 +247,79 @@ def assess(demand: Demand, *, project: str, region: str, limit: Limit | None, us
     pools = ", ".join(f"workerPoolSpecs[{i}]" for i in demand.pools)
     title = f"{demand.short} in {region}"
     url = CONSOLE_URL.format(project=project)
-    details = {"metric": demand.metric, "region": region, "requested": demand.units,
-               "pools": list(demand.pools)}
+    details = {
+        "metric": demand.metric,
+        "region": region,
+        "requested": demand.units,
+        "pools": list(demand.pools),
+    }
     if limit is None:
-        return CheckResult(NAME, title, Status.UNKNOWN,
-                           f"Cloud Quotas has no entry for {demand.metric} in {region}",
-                           f"verify by hand: gcloud quotas info list --service={SERVICE} "
-                           f"--project={project} --filter=metric={demand.metric}", "quota",
-                           details=details)
-    details.update(limit=limit.value, limit_source=limit.source, usage=usage,
-                   quota_id=limit.quota_id)
+        return CheckResult(
+            NAME,
+            title,
+            Status.UNKNOWN,
+            f"Cloud Quotas has no entry for {demand.metric} in {region}",
+            f"verify by hand: gcloud quotas info list --service={SERVICE} "
+            f"--project={project} --filter=metric={demand.metric}",
+            "quota",
+            details=details,
+        )
+    details.update(limit=limit.value, limit_source=limit.source, usage=usage, quota_id=limit.quota_id)
     if limit.value < 0:
-        return CheckResult(NAME, title, Status.PASS,
-                           f"{demand.metric} is unlimited in {region}; {pools} request "
-                           f"{demand.units}", details=details)
+        return CheckResult(
+            NAME,
+            title,
+            Status.PASS,
+            f"{demand.metric} is unlimited in {region}; {pools} request {demand.units}",
+            details=details,
+        )
     in_use = usage or 0
     available = limit.value - in_use
     details["available"] = available
     unit = f" {demand.unit}" if demand.unit else ""
     if available >= demand.units and usage is not None:
-        return CheckResult(NAME, title, Status.PASS,
-                           f"{demand.metric} in {region}: limit {limit.value}, in use {usage}, "
-                           f"requested {demand.units}{unit} ({pools}); {available} available",
-                           details=details)
+        return CheckResult(
+            NAME,
+            title,
+            Status.PASS,
+            f"{demand.metric} in {region}: limit {limit.value}, in use {usage}, "
+            f"requested {demand.units}{unit} ({pools}); {available} available",
+            details=details,
+        )
     if limit.value >= demand.units and usage is None:
-        return CheckResult(NAME, title, Status.WARN,
-                           f"{demand.metric} in {region}: limit {limit.value} covers the "
-                           f"{demand.units} requested ({pools}), but current usage is unknown "
-                           f"({usage_problem}); running jobs may hold some of it",
-                           f"check current usage at {url} (preflight needs "
-                           f"{role_for('monitoring.timeSeries.list')} to read it)", "quota",
-                           details=details)
+        return CheckResult(
+            NAME,
+            title,
+            Status.WARN,
+            f"{demand.metric} in {region}: limit {limit.value} covers the "
+            f"{demand.units} requested ({pools}), but current usage is unknown "
+            f"({usage_problem}); running jobs may hold some of it",
+            f"check current usage at {url} (preflight needs "
+            f"{role_for('monitoring.timeSeries.list')} to read it)",
+            "quota",
+            details=details,
+        )
     needed = in_use + demand.units
     alternatives, fit = _alternatives(demand, region, info)
     used = f"in use {usage}" if usage is not None else f"usage unknown ({usage_problem})"
-    evidence = (f"{demand.metric} in {region}: limit {limit.value}, {used}, requested "
-                f"{demand.units}{unit} ({pools}); the job would stay QUEUED")
+    evidence = (
+        f"{demand.metric} in {region}: limit {limit.value}, {used}, requested "
+        f"{demand.units}{unit} ({pools}); the job would stay QUEUED"
+    )
     if limit.value == 0:
         evidence += f" — {demand.accelerator} has no quota in {region}"
-    remedy = (f"raise the limit to {needed}: gcloud quotas preferences create --service={SERVICE} "
-              f"--project={project} --quota-id={limit.quota_id} --preferred-value={needed} "
-              f"--dimensions=region={region} --email=$(gcloud config get-value account) "
-              f"(or {url})")
+    remedy = (
+        f"raise the limit to {needed}: gcloud quotas preferences create --service={SERVICE} "
+        f"--project={project} --quota-id={limit.quota_id} --preferred-value={needed} "
+        f"--dimensions=region={region} --email=$(gcloud config get-value account) "
+        f"(or {url})"
+    )
     if alternatives and fit:
         remedy += f"; or run in {', '.join(alternatives[:5])}"
     elif alternatives:
-        remedy += (f"; {demand.accelerator} is also offered in {', '.join(alternatives[:6])} "
-                   "(check their quota)")
+        remedy += (
+            f"; {demand.accelerator} is also offered in {', '.join(alternatives[:6])} (check their quota)"
+        )
     details["alternatives"] = alternatives
     return CheckResult(NAME, title, Status.FAIL, evidence, remedy, "quota", details=details)
 
@@ -267,9 +329,11 @@ def _list_infos(ctx: PreflightContext) -> dict[str, object]:
     client = gcp.quotas_client()
     parent = f"projects/{ctx.spec.project}/locations/global/services/{SERVICE}"
     # A large page: fewer round trips over aiplatform's many quotas (the server may cap it).
-    pager = client.list_quota_infos(request={"parent": parent, "page_size": 100},
-                                    timeout=ctx.call_timeout_s,
-                                    retry=api_retry(ctx.call_timeout_s))
+    pager = client.list_quota_infos(
+        request={"parent": parent, "page_size": 100},
+        timeout=ctx.call_timeout_s,
+        retry=api_retry(ctx.call_timeout_s),
+    )
     return {info.metric: info for info in pager}
 
 
@@ -280,10 +344,12 @@ def _usage(ctx: PreflightContext, metric: str) -> int:
     end = datetime.now(UTC)
     stamp = lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
     params = {
-        "filter": (f'metric.type="{USAGE_METRIC}" AND resource.type="consumer_quota" AND '
-                   f'metric.label.quota_metric="{metric}" AND '
-                   f'resource.label.location="{spec.region}" AND '
-                   f'resource.label.service="{SERVICE}"'),
+        "filter": (
+            f'metric.type="{USAGE_METRIC}" AND resource.type="consumer_quota" AND '
+            f'metric.label.quota_metric="{metric}" AND '
+            f'resource.label.location="{spec.region}" AND '
+            f'resource.label.service="{SERVICE}"'
+        ),
         "interval.startTime": stamp(end - USAGE_WINDOW),
         "interval.endTime": stamp(end),
         "aggregation.alignmentPeriod": f"{int(USAGE_WINDOW.total_seconds())}s",
@@ -291,19 +357,23 @@ def _usage(ctx: PreflightContext, metric: str) -> int:
     }
     url = f"{base}/v3/projects/{spec.project}/timeSeries"
     retry = call_policy(ctx.call_timeout_s)
-    payload = gcp.rest_json(session, "GET", url, params=params, timeout=ctx.call_timeout_s,
-                            retry=retry)
+    payload = gcp.rest_json(session, "GET", url, params=params, timeout=ctx.call_timeout_s, retry=retry)
     series = list(payload.get("timeSeries", []))
     while payload.get("nextPageToken"):
-        payload = gcp.rest_json(session, "GET", url, timeout=ctx.call_timeout_s, retry=retry,
-                                params={**params, "pageToken": payload["nextPageToken"]})
+        payload = gcp.rest_json(
+            session,
+            "GET",
+            url,
+            timeout=ctx.call_timeout_s,
+            retry=retry,
+            params={**params, "pageToken": payload["nextPageToken"]},
+        )
         series += payload.get("timeSeries", [])
     return latest_usage({"timeSeries": series})
 
 
 def _verify(project: str, metric: str) -> str:
-    return (f"gcloud quotas info list --service={SERVICE} --project={project} "
-            f"--filter=metric={metric}")
+    return f"gcloud quotas info list --service={SERVICE} --project={project} --filter=metric={metric}"
 
 
 def _one(ctx: PreflightContext, demand: Demand, infos: dict, usage_f) -> CheckResult:
@@ -311,26 +381,43 @@ def _one(ctx: PreflightContext, demand: Demand, infos: dict, usage_f) -> CheckRe
     spec = ctx.spec
     resolved = resolve(demand, infos)
     if resolved is None:
-        return CheckResult(NAME, f"{demand.accelerator} quota in {spec.region}", Status.UNKNOWN,
-                           f"Cloud Quotas lists no metric matching {demand.metric} for this "
-                           f"project; Google documents no quota metric name for "
-                           f"{demand.accelerator}", f"check it by hand: gcloud quotas info list "
-                           f"--service={SERVICE} --project={spec.project} (or "
-                           f"{CONSOLE_URL.format(project=spec.project)})", "quota",
-                           details={"pattern": demand.metric})
+        return CheckResult(
+            NAME,
+            f"{demand.accelerator} quota in {spec.region}",
+            Status.UNKNOWN,
+            f"Cloud Quotas lists no metric matching {demand.metric} for this "
+            f"project; Google documents no quota metric name for "
+            f"{demand.accelerator}",
+            f"check it by hand: gcloud quotas info list "
+            f"--service={SERVICE} --project={spec.project} (or "
+            f"{CONSOLE_URL.format(project=spec.project)})",
+            "quota",
+            details={"pattern": demand.metric},
+        )
     try:
         future = usage_f.get(resolved.metric)
         usage = future.result() if future else _usage(ctx, resolved.metric)
         problem = ""
     except Exception as exc:
         usage = None
-        problem, _ = describe_failure(exc, api="Cloud Monitoring",
-                                      permission="monitoring.timeSeries.list",
-                                      timeout_s=ctx.call_timeout_s, where=endpoint_of("MONITORING"))
+        problem, _ = describe_failure(
+            exc,
+            api="Cloud Monitoring",
+            permission="monitoring.timeSeries.list",
+            timeout_s=ctx.call_timeout_s,
+            where=endpoint_of("MONITORING"),
+        )
     info = infos.get(resolved.metric)
     limit = limit_in(info, spec.region) if info is not None else None
-    return assess(resolved, project=spec.project, region=spec.region, limit=limit, usage=usage,
-                  info=info, usage_problem=problem)
+    return assess(
+        resolved,
+        project=spec.project,
+        region=spec.region,
+        limit=limit,
+        usage=usage,
+        info=info,
+        usage_problem=problem,
+    )
 
 
 @register(NAME)
@@ -338,13 +425,20 @@ def quota(ctx: PreflightContext) -> list[CheckResult]:
     """Accelerator and CPU quota for every worker pool in the job's region."""
     spec = ctx.spec
     wanted, unknown = demands(spec)
-    results = [CheckResult(NAME, "quota metric", Status.UNKNOWN, why,
-                           f"check it by hand at {CONSOLE_URL.format(project=spec.project)}",
-                           "quota") for why in unknown]
+    results = [
+        CheckResult(
+            NAME,
+            "quota metric",
+            Status.UNKNOWN,
+            why,
+            f"check it by hand at {CONSOLE_URL.format(project=spec.project)}",
+            "quota",
+        )
+        for why in unknown
+    ]
     if not wanted:
         return results
-    with cf.ThreadPoolExecutor(max_workers=1 + len(wanted),
-                               thread_name_prefix="preflight-quota") as pool:
+    with cf.ThreadPoolExecutor(max_workers=1 + len(wanted), thread_name_prefix="preflight-quota") as pool:
         infos_f = pool.submit(_list_infos, ctx)
         # Usage of the known metrics is read while the quota list pages in.
         usage_f = {d.metric: pool.submit(_usage, ctx, d.metric) for d in wanted if d.pattern is None}
@@ -354,11 +448,19 @@ def quota(ctx: PreflightContext) -> list[CheckResult]:
             infos, infos_error = {}, exc
         for demand in wanted:
             if infos_error is not None:
-                results.append(unknown_result(
-                    NAME, f"{demand.short} in {spec.region}", infos_error, api="Cloud Quotas",
-                    permission="cloudquotas.quotas.get", verify=_verify(spec.project, demand.metric),
-                    timeout_s=ctx.call_timeout_s, failure_class="quota",
-                    where=endpoint_of("CLOUDQUOTAS")))
+                results.append(
+                    unknown_result(
+                        NAME,
+                        f"{demand.short} in {spec.region}",
+                        infos_error,
+                        api="Cloud Quotas",
+                        permission="cloudquotas.quotas.get",
+                        verify=_verify(spec.project, demand.metric),
+                        timeout_s=ctx.call_timeout_s,
+                        failure_class="quota",
+                        where=endpoint_of("CLOUDQUOTAS"),
+                    )
+                )
                 continue
             results.append(_one(ctx, demand, infos, usage_f))
     return results

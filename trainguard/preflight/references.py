@@ -29,19 +29,36 @@ from trainguard.preflight.results import CheckResult, Status
 if TYPE_CHECKING:
     from trainguard.spec import JobSpec
 
-__all__ = ["NetworkRef", "AttachmentRef", "TensorboardRef", "ReservationRef", "Affinity",
-           "parse_network", "parse_attachment", "parse_tensorboard", "parse_reservation",
-           "affinities", "check_references", "RESERVATION_KEY"]
+__all__ = [
+    "NetworkRef",
+    "AttachmentRef",
+    "TensorboardRef",
+    "ReservationRef",
+    "Affinity",
+    "parse_network",
+    "parse_attachment",
+    "parse_tensorboard",
+    "parse_reservation",
+    "affinities",
+    "check_references",
+    "RESERVATION_KEY",
+]
 
 NAME = "compat"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 _NETWORK = re.compile(r"^projects/(?P<project>[^/]+)/global/networks/(?P<name>[^/]+)$")
-_ATTACHMENT = re.compile(r"^projects/(?P<project>[^/]+)/regions/(?P<region>[^/]+)/"
-                         r"networkAttachments/(?P<name>[^/]+)$")
-_TENSORBOARD = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/"
-                          r"tensorboards/(?P<id>[^/]+)$")
-_RESERVATION = re.compile(r"^projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/reservations/"
-                          r"(?P<name>[^/]+)$")
+_ATTACHMENT = re.compile(
+    r"^projects/(?P<project>[^/]+)/regions/(?P<region>[^/]+)/"
+    r"networkAttachments/(?P<name>[^/]+)$"
+)
+_TENSORBOARD = re.compile(
+    r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/"
+    r"tensorboards/(?P<id>[^/]+)$"
+)
+_RESERVATION = re.compile(
+    r"^projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/reservations/"
+    r"(?P<name>[^/]+)$"
+)
 _SIMPLE_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -124,37 +141,68 @@ def _network(spec: JobSpec) -> list[CheckResult]:
     js, out = spec.job_spec, []
     network = js.network
     if js.reserved_ip_ranges and not network:
-        out.append(CheckResult(NAME, "reservedIpRanges", Status.FAIL,
-                               f"reservedIpRanges {list(js.reserved_ip_ranges)} are set but "
-                               "network is not: the ranges are looked up in the job's VPC",
-                               "set network: projects/PROJECT_NUMBER/global/networks/NETWORK, or "
-                               "remove reservedIpRanges", "container"))
+        out.append(
+            CheckResult(
+                NAME,
+                "reservedIpRanges",
+                Status.FAIL,
+                f"reservedIpRanges {list(js.reserved_ip_ranges)} are set but "
+                "network is not: the ranges are looked up in the job's VPC",
+                "set network: projects/PROJECT_NUMBER/global/networks/NETWORK, or remove reservedIpRanges",
+                "container",
+            )
+        )
     if not network:
         return out
     ref = parse_network(network)
     if ref is None:
-        out.append(CheckResult(NAME, "network", Status.FAIL,
-                               f"network {network!r} is not projects/PROJECT_NUMBER/global/"
-                               "networks/NETWORK", "set network to the full name, e.g. "
-                               "projects/123456789012/global/networks/my-vpc", "container"))
+        out.append(
+            CheckResult(
+                NAME,
+                "network",
+                Status.FAIL,
+                f"network {network!r} is not projects/PROJECT_NUMBER/global/networks/NETWORK",
+                "set network to the full name, e.g. projects/123456789012/global/networks/my-vpc",
+                "container",
+            )
+        )
     elif not ref.project.isdigit():
-        out.append(CheckResult(NAME, "network", Status.FAIL,
-                               f"network names project {ref.project!r}; Vertex AI wants the "
-                               "project *number* there", "set network: projects/$(gcloud projects "
-                               f"describe {ref.project} --format='value(projectNumber)')/global/"
-                               f"networks/{ref.name}", "container"))
-    no_peering = sorted({p.accelerator_type for p in spec.pools if p.accelerator_type
-                         and p.accelerator_type in catalog.ACCELERATORS
-                         and not catalog.ACCELERATORS[p.accelerator_type].vpc_peering})
+        out.append(
+            CheckResult(
+                NAME,
+                "network",
+                Status.FAIL,
+                f"network names project {ref.project!r}; Vertex AI wants the project *number* there",
+                "set network: projects/$(gcloud projects "
+                f"describe {ref.project} --format='value(projectNumber)')/global/"
+                f"networks/{ref.name}",
+                "container",
+            )
+        )
+    no_peering = sorted(
+        {
+            p.accelerator_type
+            for p in spec.pools
+            if p.accelerator_type
+            and p.accelerator_type in catalog.ACCELERATORS
+            and not catalog.ACCELERATORS[p.accelerator_type].vpc_peering
+        }
+    )
     if no_peering:
-        out.append(CheckResult(NAME, "network peering with " + ", ".join(no_peering), Status.FAIL,
-                               f"Vertex AI training does not support VPC peering (network) with "
-                               f"{', '.join(no_peering)}",
-                               "remove network (and reservedIpRanges) and use a Private Service "
-                               "Connect interface: pscInterfaceConfig.networkAttachment "
-                               "(gcloud compute network-attachments create NAME "
-                               f"--region={spec.region} --subnets=SUBNET "
-                               "--connection-preference=ACCEPT_AUTOMATIC)", "container"))
+        out.append(
+            CheckResult(
+                NAME,
+                "network peering with " + ", ".join(no_peering),
+                Status.FAIL,
+                f"Vertex AI training does not support VPC peering (network) with {', '.join(no_peering)}",
+                "remove network (and reservedIpRanges) and use a Private Service "
+                "Connect interface: pscInterfaceConfig.networkAttachment "
+                "(gcloud compute network-attachments create NAME "
+                f"--region={spec.region} --subnets=SUBNET "
+                "--connection-preference=ACCEPT_AUTOMATIC)",
+                "container",
+            )
+        )
     return out
 
 
@@ -165,18 +213,31 @@ def _attachment(spec: JobSpec) -> list[CheckResult]:
     ref = parse_attachment(name, spec.project, spec.region)
     title = "PSC network attachment"
     if ref is None:
-        return [CheckResult(NAME, title, Status.FAIL,
-                            f"pscInterfaceConfig.networkAttachment {name!r} is neither a name nor "
-                            "projects/P/regions/R/networkAttachments/NAME", "fix "
-                            "pscInterfaceConfig.networkAttachment", "container")]
+        return [
+            CheckResult(
+                NAME,
+                title,
+                Status.FAIL,
+                f"pscInterfaceConfig.networkAttachment {name!r} is neither a name nor "
+                "projects/P/regions/R/networkAttachments/NAME",
+                "fix pscInterfaceConfig.networkAttachment",
+                "container",
+            )
+        ]
     if ref.region != spec.region:
-        return [CheckResult(NAME, title, Status.FAIL,
-                            f"network attachment {ref.name} is in {ref.region}, the job runs in "
-                            f"{spec.region}: it must be in the job's region",
-                            f"gcloud compute network-attachments create {ref.name} "
-                            f"--region={spec.region} --subnets=SUBNET "
-                            f"--connection-preference=ACCEPT_AUTOMATIC --project={ref.project}",
-                            "container")]
+        return [
+            CheckResult(
+                NAME,
+                title,
+                Status.FAIL,
+                f"network attachment {ref.name} is in {ref.region}, the job runs in "
+                f"{spec.region}: it must be in the job's region",
+                f"gcloud compute network-attachments create {ref.name} "
+                f"--region={spec.region} --subnets=SUBNET "
+                f"--connection-preference=ACCEPT_AUTOMATIC --project={ref.project}",
+                "container",
+            )
+        ]
     return []
 
 
@@ -187,24 +248,46 @@ def _tensorboard(spec: JobSpec) -> list[CheckResult]:
     out = []
     ref = parse_tensorboard(name)
     if ref is None:
-        out.append(CheckResult(NAME, "tensorboard", Status.FAIL,
-                               f"tensorboard {name!r} is not projects/P/locations/L/tensorboards/"
-                               "ID", "set tensorboard to the instance's full name (gcloud ai "
-                               f"tensorboards list --region={spec.region})", "container"))
+        out.append(
+            CheckResult(
+                NAME,
+                "tensorboard",
+                Status.FAIL,
+                f"tensorboard {name!r} is not projects/P/locations/L/tensorboards/ID",
+                "set tensorboard to the instance's full name (gcloud ai "
+                f"tensorboards list --region={spec.region})",
+                "container",
+            )
+        )
     elif ref.location != spec.region:
-        out.append(CheckResult(NAME, "tensorboard", Status.FAIL,
-                               f"TensorBoard instance {ref.id} is in {ref.location}, the job runs "
-                               f"in {spec.region}: it must be in the job's region",
-                               f"gcloud ai tensorboards create --display-name=NAME "
-                               f"--region={spec.region} --project={ref.project}, and point "
-                               "tensorboard at it", "container"))
+        out.append(
+            CheckResult(
+                NAME,
+                "tensorboard",
+                Status.FAIL,
+                f"TensorBoard instance {ref.id} is in {ref.location}, the job runs "
+                f"in {spec.region}: it must be in the job's region",
+                f"gcloud ai tensorboards create --display-name=NAME "
+                f"--region={spec.region} --project={ref.project}, and point "
+                "tensorboard at it",
+                "container",
+            )
+        )
     if not spec.service_account:
-        out.append(CheckResult(NAME, "tensorboard needs serviceAccount", Status.FAIL,
-                               "the spec sets tensorboard but no serviceAccount: Vertex AI "
-                               "uploads TensorBoard logs only for jobs that run as a service "
-                               "account", "set serviceAccount: NAME@PROJECT.iam.gserviceaccount.com"
-                               " (with roles/aiplatform.user and write access to the output "
-                               "bucket)", "permission"))
+        out.append(
+            CheckResult(
+                NAME,
+                "tensorboard needs serviceAccount",
+                Status.FAIL,
+                "the spec sets tensorboard but no serviceAccount: Vertex AI "
+                "uploads TensorBoard logs only for jobs that run as a service "
+                "account",
+                "set serviceAccount: NAME@PROJECT.iam.gserviceaccount.com"
+                " (with roles/aiplatform.user and write access to the output "
+                "bucket)",
+                "permission",
+            )
+        )
     return out
 
 
@@ -214,27 +297,40 @@ def _affinity(spec: JobSpec, aff: Affinity) -> CheckResult | None:
     if aff.kind != "SPECIFIC_RESERVATION":
         return None
     if aff.key != RESERVATION_KEY or not aff.values:
-        return CheckResult(NAME, title, Status.FAIL,
-                           f"SPECIFIC_RESERVATION needs key {RESERVATION_KEY} and the "
-                           f"reservation's full name in values (got key {aff.key!r}, "
-                           f"values {list(aff.values)})",
-                           f"set {path}.key: {RESERVATION_KEY} and values: [projects/PROJECT/"
-                           f"zones/{spec.region}-a/reservations/NAME]", "capacity")
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"SPECIFIC_RESERVATION needs key {RESERVATION_KEY} and the "
+            f"reservation's full name in values (got key {aff.key!r}, "
+            f"values {list(aff.values)})",
+            f"set {path}.key: {RESERVATION_KEY} and values: [projects/PROJECT/"
+            f"zones/{spec.region}-a/reservations/NAME]",
+            "capacity",
+        )
     for value in aff.values:
         ref = parse_reservation(value)
         if ref is None:
-            return CheckResult(NAME, title, Status.FAIL,
-                               f"{value!r} is not a reservation's full name",
-                               f"set {path}.values to projects/PROJECT/zones/ZONE/reservations/"
-                               f"NAME (gcloud compute reservations list --project={spec.project})",
-                               "capacity")
+            return CheckResult(
+                NAME,
+                title,
+                Status.FAIL,
+                f"{value!r} is not a reservation's full name",
+                f"set {path}.values to projects/PROJECT/zones/ZONE/reservations/"
+                f"NAME (gcloud compute reservations list --project={spec.project})",
+                "capacity",
+            )
         if ref.region != spec.region:
-            return CheckResult(NAME, title, Status.FAIL,
-                               f"reservation {ref.name} is in zone {ref.zone}, outside the job's "
-                               f"region {spec.region}",
-                               f"use a reservation in a zone of {spec.region} (gcloud compute "
-                               f"reservations list --project={ref.project} "
-                               f"--filter=zone~{spec.region})", "capacity")
+            return CheckResult(
+                NAME,
+                title,
+                Status.FAIL,
+                f"reservation {ref.name} is in zone {ref.zone}, outside the job's region {spec.region}",
+                f"use a reservation in a zone of {spec.region} (gcloud compute "
+                f"reservations list --project={ref.project} "
+                f"--filter=zone~{spec.region})",
+                "capacity",
+            )
     return None
 
 

@@ -58,8 +58,7 @@ class CheckResult:
         # Title, evidence and remedy quote the spec and the environment (a machine type, a
         # bucket URI, an endpoint override): whatever a check wrote, it is shown redacted and
         # bounded, here once rather than in every check.
-        for name, limit in (("title", 500), ("evidence", MAX_TEXT_CHARS),
-                            ("remedy", MAX_TEXT_CHARS)):
+        for name, limit in (("title", 500), ("evidence", MAX_TEXT_CHARS), ("remedy", MAX_TEXT_CHARS)):
             text = getattr(self, name)
             if isinstance(text, str) and text:
                 object.__setattr__(self, name, bound(printable(redact(text)), limit))
@@ -94,8 +93,9 @@ class Report:
             ConfigError: ``fail_on`` is not one of ``FailOn``'s values.
         """
         fail_on = parse(FailOn, fail_on, "fail_on")
-        threshold = {FailOn.FAIL: Status.FAIL, FailOn.UNKNOWN: Status.UNKNOWN,
-                     FailOn.WARN: Status.WARN}[fail_on]
+        threshold = {FailOn.FAIL: Status.FAIL, FailOn.UNKNOWN: Status.UNKNOWN, FailOn.WARN: Status.WARN}[
+            fail_on
+        ]
         failing = [r for r in self.results if r.status.rank >= threshold.rank]
         if fail_on is FailOn.UNKNOWN:  # UNKNOWN ranks above WARN; 'unknown' must not fail on WARN
             failing = [r for r in failing if r.status != Status.WARN]
@@ -139,8 +139,7 @@ class Report:
         ]
         for r in sorted(self.results, key=lambda r: -r.status.rank):
             cells = [r.status.value, f"{r.check}: {r.title}", r.evidence, r.remedy or ""]
-            lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ")
-                                            for c in cells) + " |")
+            lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
         return "\n".join(lines) + "\n"
 
     def summary_metrics(self) -> dict[str, float]:

@@ -26,8 +26,7 @@ __all__ = ["run_preflight", "available_checks"]
 def available_checks(backend: str = "vertex") -> list[str]:
     """Names of the check families that apply to ``backend`` (nothing is imported)."""
     names = [f.name for f in FAMILIES.values() if backend in f.backends]
-    return names + [c.name for c in CHECKS.values()
-                    if c.name not in FAMILIES and backend in c.backends]
+    return names + [c.name for c in CHECKS.values() if c.name not in FAMILIES and backend in c.backends]
 
 
 def _describe(exc: BaseException) -> str:
@@ -64,15 +63,21 @@ def run_preflight(
     """
     names = _chosen(backend, only, skip)
     if not (isinstance(timeout_s, int | float) and math.isfinite(timeout_s) and timeout_s > 0):
-        raise ConfigError(f"--timeout must be a finite number of seconds above 0 (default 30), "
-                          f"not {timeout_s!r}")
+        raise ConfigError(
+            f"--timeout must be a finite number of seconds above 0 (default 30), not {timeout_s!r}"
+        )
     checks = {name: load(name) for name in names}  # only the families that run are imported
     if any(c.online for c in checks.values()):
         from trainguard.gcp import check_overrides
 
         check_overrides()  # a malformed endpoint override is bad input, not N times UNKNOWN
-    ctx = PreflightContext(spec=spec, backend=backend, call_timeout_s=call_timeout_s,
-                           local_output_dir=local_output_dir, environ=dict(environ or {}))
+    ctx = PreflightContext(
+        spec=spec,
+        backend=backend,
+        call_timeout_s=call_timeout_s,
+        local_output_dir=local_output_dir,
+        environ=dict(environ or {}),
+    )
     started = time.perf_counter()
     results: list[CheckResult] = []
     # Daemon threads, not a pool: a check stuck in a hung call must neither delay the report
@@ -91,8 +96,7 @@ def run_preflight(
             finished.notify_all()
 
     for name in names:
-        threading.Thread(target=run_one, args=(name,), name=f"preflight-{name}",
-                         daemon=True).start()
+        threading.Thread(target=run_one, args=(name,), name=f"preflight-{name}", daemon=True).start()
     deadline = started + timeout_s
     with finished:
         while len(outcomes) < len(names) and time.perf_counter() < deadline:
@@ -100,25 +104,35 @@ def run_preflight(
         done = dict(outcomes)
     for name in names:
         if name not in done:
-            results.append(CheckResult(
-                name, "did not finish", Status.UNKNOWN,
-                f"still running after the {timeout_s:g} s deadline",
-                "check network access to the API, or raise --timeout", duration_s=timeout_s))
+            results.append(
+                CheckResult(
+                    name,
+                    "did not finish",
+                    Status.UNKNOWN,
+                    f"still running after the {timeout_s:g} s deadline",
+                    "check network access to the API, or raise --timeout",
+                    duration_s=timeout_s,
+                )
+            )
             continue
         found, exc = done[name]
         if exc is not None:
-            results.append(CheckResult(
-                name, "could not run", Status.UNKNOWN, _describe(exc),
-                "see the evidence; rerun with --only " + name,
-                duration_s=time.perf_counter() - started))
+            results.append(
+                CheckResult(
+                    name,
+                    "could not run",
+                    Status.UNKNOWN,
+                    _describe(exc),
+                    "see the evidence; rerun with --only " + name,
+                    duration_s=time.perf_counter() - started,
+                )
+            )
             continue
         results.extend(found or ())
     order = {n: i for i, n in enumerate(names)}
     results.sort(key=lambda r: order.get(r.check, len(order)))
     subject = f"{spec.display_name} in {spec.project}/{spec.region}"
-    return Report(subject=subject, backend=backend, results=results,
-                  wall_s=time.perf_counter() - started)
-
+    return Report(subject=subject, backend=backend, results=results, wall_s=time.perf_counter() - started)
 
 
 def _chosen(backend: str, only: Iterable[str] | None, skip: Iterable[str] | None) -> list[str]:
@@ -134,20 +148,25 @@ def _chosen(backend: str, only: Iterable[str] | None, skip: Iterable[str] | None
     for label, chosen in (("--only", only), ("--skip", skip)):
         unknown = sorted(set(chosen or ()) - known)
         if unknown:
-            raise ConfigError(f"{label}: unknown check {', '.join(unknown)}; "
-                              f"known: {', '.join(sorted(known))}")
+            raise ConfigError(
+                f"{label}: unknown check {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
     if only:
         elsewhere = sorted(set(only) - set(names))
         if elsewhere:
-            raise ConfigError(f"--only: {', '.join(elsewhere)}: not a check of the {backend} "
-                              f"backend, whose checks are {', '.join(names)}")
+            raise ConfigError(
+                f"--only: {', '.join(elsewhere)}: not a check of the {backend} "
+                f"backend, whose checks are {', '.join(names)}"
+            )
         names = [n for n in names if n in set(only)]
     if skip:
         names = [n for n in names if n not in set(skip)]
     if not names:
-        raise ConfigError("no check left to run: --skip removed them all; a preflight that "
-                          "checks nothing cannot pass")
+        raise ConfigError(
+            "no check left to run: --skip removed them all; a preflight that checks nothing cannot pass"
+        )
     return names
+
 
 def _timed(func, ctx: PreflightContext) -> list[CheckResult]:
     started = time.perf_counter()

@@ -28,8 +28,9 @@ __all__ = ["assess_bucket", "check_tensorboard", "storage"]
 NAME = "storage"
 
 
-def assess_bucket(bucket: str, *, region: str, location: str, location_type: str,
-                  data_locations: list[str] | None = None) -> CheckResult:
+def assess_bucket(
+    bucket: str, *, region: str, location: str, location_type: str, data_locations: list[str] | None = None
+) -> CheckResult:
     """PASS when the bucket is regional in ``region``; WARN otherwise (pure).
 
     Args:
@@ -41,26 +42,39 @@ def assess_bucket(bucket: str, *, region: str, location: str, location_type: str
     title = f"output bucket gs://{bucket}"
     loc = (location or "").lower()
     kind = (location_type or "").lower()
-    details = {"bucket": bucket, "location": location, "location_type": location_type,
-               "job_region": region}
-    create = (f"gcloud storage buckets create gs://BUCKET --location={region} "
-              "--uniform-bucket-level-access, then point baseOutputDirectory.outputUriPrefix at it")
+    details = {"bucket": bucket, "location": location, "location_type": location_type, "job_region": region}
+    create = (
+        f"gcloud storage buckets create gs://BUCKET --location={region} "
+        "--uniform-bucket-level-access, then point baseOutputDirectory.outputUriPrefix at it"
+    )
     if kind == "region" and loc == region:
-        return CheckResult(NAME, title, Status.PASS,
-                           f"gs://{bucket} is regional in {loc}, the job's region", details=details)
+        return CheckResult(
+            NAME, title, Status.PASS, f"gs://{bucket} is regional in {loc}, the job's region", details=details
+        )
     if kind == "region":
-        return CheckResult(NAME, title, Status.WARN,
-                           f"gs://{bucket} is in {loc}, the job runs in {region}: every checkpoint "
-                           "and model write crosses regions (slower, billed as egress)",
-                           create, details=details)
+        return CheckResult(
+            NAME,
+            title,
+            Status.WARN,
+            f"gs://{bucket} is in {loc}, the job runs in {region}: every checkpoint "
+            "and model write crosses regions (slower, billed as egress)",
+            create,
+            details=details,
+        )
     placed = [d.lower() for d in data_locations or []]
     where = f"{kind or 'non-regional'} {location}"
     if placed:
         where += f" ({', '.join(placed)})"
     note = " which includes the job's region" if region in placed else ""
-    return CheckResult(NAME, title, Status.WARN,
-                       f"gs://{bucket} is {where}{note}, not regional in {region}: writes replicate "
-                       "across regions and reads may come from afar", create, details=details)
+    return CheckResult(
+        NAME,
+        title,
+        Status.WARN,
+        f"gs://{bucket} is {where}{note}, not regional in {region}: writes replicate "
+        "across regions and reads may come from afar",
+        create,
+        details=details,
+    )
 
 
 def check_tensorboard(ctx: PreflightContext) -> list[CheckResult]:
@@ -75,26 +89,50 @@ def check_tensorboard(ctx: PreflightContext) -> list[CheckResult]:
     title = f"TensorBoard {name}"
     try:
         session, base = gcp.authorized_session("AIPLATFORM", ref.location)
-        found = gcp.rest_json(session, "GET", f"{base}/v1/{name}", timeout=ctx.call_timeout_s,
-                              retry=call_policy(ctx.call_timeout_s))
+        found = gcp.rest_json(
+            session,
+            "GET",
+            f"{base}/v1/{name}",
+            timeout=ctx.call_timeout_s,
+            retry=call_policy(ctx.call_timeout_s),
+        )
     except exceptions.NotFound:
-        return [CheckResult(NAME, title, Status.FAIL,
-                            f"TensorBoard instance {ref.id} does not exist in {ref.location}; the "
-                            "job would fail to upload its logs",
-                            f"gcloud ai tensorboards create --display-name=NAME "
-                            f"--region={ref.location} --project={ref.project}, then point "
-                            "tensorboard at the name it prints", "container")]
+        return [
+            CheckResult(
+                NAME,
+                title,
+                Status.FAIL,
+                f"TensorBoard instance {ref.id} does not exist in {ref.location}; the "
+                "job would fail to upload its logs",
+                f"gcloud ai tensorboards create --display-name=NAME "
+                f"--region={ref.location} --project={ref.project}, then point "
+                "tensorboard at the name it prints",
+                "container",
+            )
+        ]
     except Exception as exc:
-        return [unknown_result(NAME, title, exc, api="Vertex AI TensorBoard",
-                               permission="aiplatform.tensorboards.get",
-                               verify=f"gcloud ai tensorboards describe {ref.id} "
-                                      f"--region={ref.location} --project={ref.project}",
-                               timeout_s=ctx.call_timeout_s,
-                               where=endpoint_of("AIPLATFORM", ref.location))]
+        return [
+            unknown_result(
+                NAME,
+                title,
+                exc,
+                api="Vertex AI TensorBoard",
+                permission="aiplatform.tensorboards.get",
+                verify=f"gcloud ai tensorboards describe {ref.id} "
+                f"--region={ref.location} --project={ref.project}",
+                timeout_s=ctx.call_timeout_s,
+                where=endpoint_of("AIPLATFORM", ref.location),
+            )
+        ]
     shown = found.get("displayName") or ref.id
-    return [CheckResult(NAME, title, Status.PASS,
-                        f"TensorBoard {shown!r} exists in {ref.location} "
-                        f"({found.get('runCount', 0)} runs)")]
+    return [
+        CheckResult(
+            NAME,
+            title,
+            Status.PASS,
+            f"TensorBoard {shown!r} exists in {ref.location} ({found.get('runCount', 0)} runs)",
+        )
+    ]
 
 
 @register(NAME)
@@ -113,29 +151,51 @@ def _bucket(ctx: PreflightContext) -> list[CheckResult]:
     spec = ctx.spec
     bucket = bucket_of(spec.base_output_dir)
     if not spec.base_output_dir:
-        return [CheckResult(NAME, "output bucket", Status.PASS,
-                            "the spec sets no baseOutputDirectory; no bucket to check")]
+        return [
+            CheckResult(
+                NAME, "output bucket", Status.PASS, "the spec sets no baseOutputDirectory; no bucket to check"
+            )
+        ]
     if not bucket:
         return []  # not a gs:// URI: the compat check fails it with the fix
     title = f"output bucket gs://{bucket}"
     verify = f"gcloud storage buckets describe gs://{bucket} --format='value(location,location_type)'"
     try:
         client = gcp.storage_client(spec.project)
-        found = client.get_bucket(bucket, timeout=ctx.call_timeout_s,
-                                  retry=api_retry(ctx.call_timeout_s))
+        found = client.get_bucket(bucket, timeout=ctx.call_timeout_s, retry=api_retry(ctx.call_timeout_s))
     except exceptions.NotFound:
-        return [CheckResult(NAME, title, Status.FAIL,
-                            f"bucket gs://{bucket} of baseOutputDirectory does not exist; Vertex "
-                            "cannot write the model or checkpoints",
-                            f"gcloud storage buckets create gs://{bucket} --project={spec.project} "
-                            f"--location={spec.region} --uniform-bucket-level-access",
-                            "permission", details={"bucket": bucket})]
+        return [
+            CheckResult(
+                NAME,
+                title,
+                Status.FAIL,
+                f"bucket gs://{bucket} of baseOutputDirectory does not exist; Vertex "
+                "cannot write the model or checkpoints",
+                f"gcloud storage buckets create gs://{bucket} --project={spec.project} "
+                f"--location={spec.region} --uniform-bucket-level-access",
+                "permission",
+                details={"bucket": bucket},
+            )
+        ]
     except Exception as exc:
-        return [unknown_result(NAME, title, exc, api="Cloud Storage",
-                               permission="storage.buckets.get", verify=verify,
-                               timeout_s=ctx.call_timeout_s,
-                               where=os.environ.get("STORAGE_EMULATOR_HOST")
-                               or "https://storage.googleapis.com")]
-    return [assess_bucket(bucket, region=spec.region, location=found.location or "",
-                          location_type=found.location_type or "",
-                          data_locations=list(found.data_locations or []))]
+        return [
+            unknown_result(
+                NAME,
+                title,
+                exc,
+                api="Cloud Storage",
+                permission="storage.buckets.get",
+                verify=verify,
+                timeout_s=ctx.call_timeout_s,
+                where=os.environ.get("STORAGE_EMULATOR_HOST") or "https://storage.googleapis.com",
+            )
+        ]
+    return [
+        assess_bucket(
+            bucket,
+            region=spec.region,
+            location=found.location or "",
+            location_type=found.location_type or "",
+            data_locations=list(found.data_locations or []),
+        )
+    ]

@@ -37,9 +37,19 @@ from trainguard.runtime.checkpointer import Checkpointer, Start
 from trainguard.runtime.env import VertexEnv
 from trainguard.runtime.history import HistoryWriter, read_history_records
 
-__all__ = ["Checkpoint", "CheckpointManager", "Checkpointer", "HistoryWriter", "JaxCheckpointer",
-           "RetentionPolicy", "SavePolicy", "Start", "TorchCheckpointer", "VertexEnv",
-           "read_history_records"]
+__all__ = [
+    "Checkpoint",
+    "CheckpointManager",
+    "Checkpointer",
+    "HistoryWriter",
+    "JaxCheckpointer",
+    "RetentionPolicy",
+    "SavePolicy",
+    "Start",
+    "TorchCheckpointer",
+    "VertexEnv",
+    "read_history_records",
+]
 
 
 def __getattr__(name: str):

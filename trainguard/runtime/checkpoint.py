@@ -49,8 +49,19 @@ from typing import Any, BinaryIO
 from trainguard.errors import CheckpointError, UserError
 from trainguard.runtime.storage import FileStore, join, store_for
 
-__all__ = ["Checkpoint", "CheckpointManager", "SavePolicy", "RetentionPolicy", "Stream", "Sharded",
-           "Scan", "COMMIT_MARKER", "FORMAT_FILES", "attempt_name", "safe_relative_name"]
+__all__ = [
+    "Checkpoint",
+    "CheckpointManager",
+    "SavePolicy",
+    "RetentionPolicy",
+    "Stream",
+    "Sharded",
+    "Scan",
+    "COMMIT_MARKER",
+    "FORMAT_FILES",
+    "attempt_name",
+    "safe_relative_name",
+]
 
 COMMIT_MARKER = "COMMIT"
 COMMIT_VERSION = 2
@@ -122,7 +133,7 @@ class RetentionPolicy:
     def to_delete(self, checkpoints: list[Checkpoint]) -> list[Checkpoint]:
         """The complete checkpoints (sorted by step) this policy no longer keeps."""
         ordered = sorted(checkpoints, key=lambda c: c.step)
-        keep = {c.step for c in ordered[-self.keep_last:]} if self.keep_last > 0 else set()
+        keep = {c.step for c in ordered[-self.keep_last :]} if self.keep_last > 0 else set()
         if self.keep_best:
             scored = [c for c in ordered if _finite(c.metrics.get(self.metric))]
             scored.sort(key=lambda c: c.metrics[self.metric], reverse=self.mode == "max")
@@ -165,8 +176,10 @@ class Checkpoint:
     def path(self, name: str) -> str:
         """The URI/path of payload file ``name`` (one that ``COMMIT`` lists)."""
         if name not in self.files:
-            raise CheckpointError(f"{self.uri}: the checkpoint has no file {name!r} "
-                                  f"(it holds {', '.join(self.files[:8]) or 'nothing'})")
+            raise CheckpointError(
+                f"{self.uri}: the checkpoint has no file {name!r} "
+                f"(it holds {', '.join(self.files[:8]) or 'nothing'})"
+            )
         return join(self.root or self.uri, name)
 
     def read(self, name: str, store: FileStore | None = None) -> bytes:
@@ -206,14 +219,23 @@ class CheckpointManager:
         deadline_s: retry deadline of each storage call (``gs://``; default: minutes).
     """
 
-    def __init__(self, directory: str | None = None, *, save: SavePolicy | None = None,
-                 retention: RetentionPolicy | None = None, async_save: bool = True,
-                 is_chief: bool = True, store: FileStore | None = None,
-                 deadline_s: float | None = None) -> None:
+    def __init__(
+        self,
+        directory: str | None = None,
+        *,
+        save: SavePolicy | None = None,
+        retention: RetentionPolicy | None = None,
+        async_save: bool = True,
+        is_chief: bool = True,
+        store: FileStore | None = None,
+        deadline_s: float | None = None,
+    ) -> None:
         directory = directory or os.environ.get("AIP_CHECKPOINT_DIR", "")
         if not directory:
-            raise ValueError("no checkpoint directory: pass directory= or run where "
-                             "AIP_CHECKPOINT_DIR is set (a Vertex job with baseOutputDirectory)")
+            raise ValueError(
+                "no checkpoint directory: pass directory= or run where "
+                "AIP_CHECKPOINT_DIR is set (a Vertex job with baseOutputDirectory)"
+            )
         self.directory = directory.rstrip("/")
         self.save_policy = save or SavePolicy(every_steps=100)
         self.retention = retention or RetentionPolicy()
@@ -236,7 +258,7 @@ class CheckpointManager:
         others: list[str] = []
         prefix = self.directory + "/"
         for uri, size in self.store.list_sizes(self.directory).items():
-            rel = uri[len(prefix):] if uri.startswith(prefix) else uri
+            rel = uri[len(prefix) :] if uri.startswith(prefix) else uri
             head, _, name = rel.partition("/")
             m = _STEP_DIR.match(head)
             if m and name:
@@ -277,17 +299,22 @@ class CheckpointManager:
         for name in meta["files"]:
             rel = f"{root_dir}/{name}" if root_dir else name
             if rel not in names:
-                return (f"{name} is missing or not a regular file (symbolic links are not "
-                        "followed)")
+                return f"{name} is missing or not a regular file (symbolic links are not followed)"
             want = sizes.get(name)
             if isinstance(want, int) and names[rel] != want:
                 return f"{name} is {names[rel]} bytes but {COMMIT_MARKER} says {want} (torn or replaced)"
-        metrics = {k: v for k, v in (meta.get("metrics") or {}).items()
-                   if isinstance(k, str) and _finite(v)}
-        return Checkpoint(step, uri, tuple(meta["files"]), metrics, float(meta.get("created", 0.0)),
-                          str(meta.get("format", FORMAT_FILES)),
-                          join(uri, root_dir) if root_dir else uri,
-                          {k: v for k, v in sizes.items() if isinstance(v, int)}, meta)
+        metrics = {k: v for k, v in (meta.get("metrics") or {}).items() if isinstance(k, str) and _finite(v)}
+        return Checkpoint(
+            step,
+            uri,
+            tuple(meta["files"]),
+            metrics,
+            float(meta.get("created", 0.0)),
+            str(meta.get("format", FORMAT_FILES)),
+            join(uri, root_dir) if root_dir else uri,
+            {k: v for k, v in sizes.items() if isinstance(v, int)},
+            meta,
+        )
 
     def checkpoints(self) -> list[Checkpoint]:
         """Every complete checkpoint, oldest first."""
@@ -309,8 +336,9 @@ class CheckpointManager:
         newer = [s for s in scan.damaged if latest is None or s > latest.step]
         if newer:
             step = max(newer)
-            raise CheckpointError(f"{self._uri(step)} is damaged: {scan.damaged[step]}. "
-                                  + self.fallback_hint(step, scan))
+            raise CheckpointError(
+                f"{self._uri(step)} is damaged: {scan.damaged[step]}. " + self.fallback_hint(step, scan)
+            )
         if latest is not None:
             self._last_step = latest.step
         return latest
@@ -321,10 +349,14 @@ class CheckpointManager:
         older = [c for c in scan.complete if c.step < step]
         where = self._uri(step)
         if older:
-            return (f"To resume from step {older[-1].step}, the newest intact checkpoint before "
-                    f"it, move {where} out of {self.directory} (nothing was deleted)")
-        return (f"No intact checkpoint precedes it: move {where} out of {self.directory} to start "
-                "afresh (nothing was deleted)")
+            return (
+                f"To resume from step {older[-1].step}, the newest intact checkpoint before "
+                f"it, move {where} out of {self.directory} (nothing was deleted)"
+            )
+        return (
+            f"No intact checkpoint precedes it: move {where} out of {self.directory} to start "
+            "afresh (nothing was deleted)"
+        )
 
     # -- writing --
 
@@ -333,11 +365,13 @@ class CheckpointManager:
 
     def should_save(self, step: int) -> bool:
         """True when the save policy (or a pending preemption) asks for a save at ``step``."""
-        return self.preempted or self.save_policy.due(step, time.monotonic(), self._last_step,
-                                                      self._last_time)
+        return self.preempted or self.save_policy.due(
+            step, time.monotonic(), self._last_step, self._last_time
+        )
 
-    def maybe_save(self, step: int, payload: Payload | Callable[[], Payload],
-                   metrics: Mapping[str, float] | None = None) -> bool:
+    def maybe_save(
+        self, step: int, payload: Payload | Callable[[], Payload], metrics: Mapping[str, float] | None = None
+    ) -> bool:
         """Saves when due; ``payload`` may be a callable so no snapshot is taken otherwise (it
         runs after the previous save finished, so it may reuse that save's staging buffers)."""
         if not self.should_save(step):
@@ -346,10 +380,17 @@ class CheckpointManager:
         self.save(step, payload() if callable(payload) else payload, metrics)
         return True
 
-    def save(self, step: int, payload: Payload | Sharded,
-             metrics: Mapping[str, float] | None = None, *, blocking: bool | None = None,
-             format: str = FORMAT_FILES, attempt: str | None = None,
-             meta: Mapping[str, object] | None = None) -> None:
+    def save(
+        self,
+        step: int,
+        payload: Payload | Sharded,
+        metrics: Mapping[str, float] | None = None,
+        *,
+        blocking: bool | None = None,
+        format: str = FORMAT_FILES,
+        attempt: str | None = None,
+        meta: Mapping[str, object] | None = None,
+    ) -> None:
         """Saves ``payload`` as step ``step``.
 
         Args:
@@ -382,8 +423,9 @@ class CheckpointManager:
         if blocking or (blocking is None and not self.async_save) or self.preempted:
             self._write(*job)
             return
-        self._thread = threading.Thread(target=self._background, args=job,
-                                        name="trainguard-checkpoint", daemon=True)
+        self._thread = threading.Thread(
+            target=self._background, args=job, name="trainguard-checkpoint", daemon=True
+        )
         self._thread.start()
 
     def _background(self, *job) -> None:
@@ -392,8 +434,7 @@ class CheckpointManager:
         except BaseException as exc:  # surfaced on the next call
             self._error = exc
 
-    def _write(self, step: int, payload, metrics: dict, fmt: str, attempt: str,
-               meta: dict) -> None:
+    def _write(self, step: int, payload, metrics: dict, fmt: str, attempt: str, meta: dict) -> None:
         step_uri = self._uri(step)
         attempt_uri = join(step_uri, attempt)
         if self.is_chief:
@@ -404,9 +445,11 @@ class CheckpointManager:
                 if not self.is_chief:
                     return
                 prefix = attempt_uri + "/"
-                sizes = {uri[len(prefix):]: size
-                         for uri, size in self.store.list_sizes(attempt_uri).items()
-                         if uri.startswith(prefix)}
+                sizes = {
+                    uri[len(prefix) :]: size
+                    for uri, size in self.store.list_sizes(attempt_uri).items()
+                    if uri.startswith(prefix)
+                }
             else:
                 sizes = {}
                 for name, value in payload.items():
@@ -427,8 +470,9 @@ class CheckpointManager:
             raise
         self._commit(step, attempt, sizes, metrics, fmt, meta)
 
-    def _commit(self, step: int, attempt: str, sizes: dict[str, int], metrics: dict, fmt: str,
-                meta: dict) -> None:
+    def _commit(
+        self, step: int, attempt: str, sizes: dict[str, int], metrics: dict, fmt: str, meta: dict
+    ) -> None:
         clean_metrics = {}
         for key, value in metrics.items():
             try:
@@ -437,9 +481,17 @@ class CheckpointManager:
                 continue
             if math.isfinite(number):
                 clean_metrics[str(key)] = number
-        marker = {**meta, "version": COMMIT_VERSION, "format": fmt, "step": step, "dir": attempt,
-                  "files": sorted(sizes), "sizes": sizes, "metrics": clean_metrics,
-                  "created": time.time()}
+        marker = {
+            **meta,
+            "version": COMMIT_VERSION,
+            "format": fmt,
+            "step": step,
+            "dir": attempt,
+            "files": sorted(sizes),
+            "sizes": sizes,
+            "metrics": clean_metrics,
+            "created": time.time(),
+        }
         step_uri = self._uri(step)
         # The switch: one atomic write. Until it lands, the previous COMMIT of this step (if any)
         # still names its own, complete attempt.
@@ -454,7 +506,7 @@ class CheckpointManager:
         """Removes what an older COMMIT of this step named (a re-save), now that it is replaced."""
         prefix = step_uri + "/"
         for uri in self.store.list(step_uri):
-            rel = uri[len(prefix):] if uri.startswith(prefix) else uri
+            rel = uri[len(prefix) :] if uri.startswith(prefix) else uri
             if rel != COMMIT_MARKER and not rel.startswith(attempt + "/"):
                 self.store.delete(uri)
 
@@ -541,8 +593,10 @@ def _commit_problem(meta: object, step: int) -> str:
         return f"its {COMMIT_MARKER} says step {meta.get('step')!r}, not {step}"
     files = meta.get("files")
     if not isinstance(files, list) or not all(safe_relative_name(f) for f in files):
-        return (f"its {COMMIT_MARKER} lists file names that are not plain relative names "
-                "(absolute, '..', or odd characters): it could point outside the checkpoint")
+        return (
+            f"its {COMMIT_MARKER} lists file names that are not plain relative names "
+            "(absolute, '..', or odd characters): it could point outside the checkpoint"
+        )
     root = meta.get("dir")
     if root not in (None, "") and not (safe_relative_name(root) and "/" not in root):
         return f"its {COMMIT_MARKER} names an attempt directory {str(root)[:80]!r} that is not a plain name"

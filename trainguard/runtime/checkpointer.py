@@ -56,8 +56,7 @@ PREEMPTED_EXIT = 143
 #: Files that betray another framework's checkpoint in a directory without trainguard checkpoints.
 FOREIGN_CHECKPOINTS: tuple[tuple[str, str], ...] = (
     (r"(^|/)\.metadata$", "a torch.distributed.checkpoint (DCP) checkpoint"),
-    (r"(^|/)(_CHECKPOINT_METADATA|_METADATA|_sharding|manifest\.ocdbt)$|^\d+/",
-     "an orbax (JAX) checkpoint"),
+    (r"(^|/)(_CHECKPOINT_METADATA|_METADATA|_sharding|manifest\.ocdbt)$|^\d+/", "an orbax (JAX) checkpoint"),
     (r"\.ckpt$", "a PyTorch Lightning checkpoint"),
     (r"\.keras$|\.h5$", "a Keras checkpoint"),
     (r"(^|/)checkpoint$|\.index$|\.data-\d{5}-of-\d{5}$", "a TensorFlow checkpoint"),
@@ -107,11 +106,21 @@ class Checkpointer:
     format: ClassVar[str] = ""
     reads: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, directory: str | None = None, *, save: SavePolicy | int | None = None,
-                 retention: RetentionPolicy | None = None, async_save: bool = True,
-                 history: str | None = None, log_every: int = 1, rank: int = 0,
-                 world_size: int = 1, exit_on_preemption: bool = True,
-                 handle_sigterm: bool = True, deadline_s: float | None = None) -> None:
+    def __init__(
+        self,
+        directory: str | None = None,
+        *,
+        save: SavePolicy | int | None = None,
+        retention: RetentionPolicy | None = None,
+        async_save: bool = True,
+        history: str | None = None,
+        log_every: int = 1,
+        rank: int = 0,
+        world_size: int = 1,
+        exit_on_preemption: bool = True,
+        handle_sigterm: bool = True,
+        deadline_s: float | None = None,
+    ) -> None:
         if isinstance(save, bool):
             raise ValueError(f"save={save}: save every N >= 1 steps, or pass a SavePolicy")
         if isinstance(save, int):
@@ -121,9 +130,14 @@ class Checkpointer:
         if not 0 <= rank < max(1, world_size):
             raise ValueError(f"rank {rank} is outside world size {world_size}")
         self.rank, self.world_size = rank, max(1, world_size)
-        self.manager = CheckpointManager(directory, save=save, retention=retention,
-                                         async_save=async_save, is_chief=rank == 0,
-                                         deadline_s=deadline_s)
+        self.manager = CheckpointManager(
+            directory,
+            save=save,
+            retention=retention,
+            async_save=async_save,
+            is_chief=rank == 0,
+            deadline_s=deadline_s,
+        )
         self.history_path = history
         self.history: HistoryWriter | None = None
         self.log_every = max(1, int(log_every))
@@ -135,13 +149,18 @@ class Checkpointer:
             self.manager.install_sigterm_handler()
 
     @staticmethod
-    def env_kwargs(environ: Mapping[str, str] | None = None,
-                   default_base: str = "./trainguard-output") -> dict:
+    def env_kwargs(
+        environ: Mapping[str, str] | None = None, default_base: str = "./trainguard-output"
+    ) -> dict:
         """``directory``, ``history``, ``rank`` and ``world_size`` from Vertex's environment
         contract (``AIP_CHECKPOINT_DIR``, ``TRAINGUARD_HISTORY``, ``RANK``, ``WORLD_SIZE``)."""
         env = VertexEnv.from_environ(environ, default_base=default_base)
-        return {"directory": env.checkpoint_dir, "history": env.history_path, "rank": env.rank,
-                "world_size": env.world_size}
+        return {
+            "directory": env.checkpoint_dir,
+            "history": env.history_path,
+            "rank": env.rank,
+            "world_size": env.world_size,
+        }
 
     @property
     def is_chief(self) -> bool:
@@ -187,20 +206,22 @@ class Checkpointer:
         if chosen is None:
             self._refuse_foreign(scan)
             if scan.incomplete and self.is_chief:
-                note(f"ignored {len(scan.incomplete)} incomplete save(s) in {self.directory} "
-                     "(a job stopped while writing; removed by the next save)")
+                note(
+                    f"ignored {len(scan.incomplete)} incomplete save(s) in {self.directory} "
+                    "(a job stopped while writing; removed by the next save)"
+                )
             start = Start()
         else:
             if not self._accepts(chosen):
                 raise CheckpointError(
                     f"{chosen.uri} was saved by another checkpointer (format {chosen.format!r}); "
                     f"{type(self).__name__} reads {', '.join(self.reads)}. Point the checkpoint "
-                    "directory at this framework's run, or at an empty directory to start afresh")
+                    "directory at this framework's run, or at an empty directory to start afresh"
+                )
             try:
                 extra = self._load(chosen, strict)
             except CheckpointError as exc:
-                raise CheckpointError(f"{exc}. {self.manager.fallback_hint(chosen.step, scan)}"
-                                      ) from None
+                raise CheckpointError(f"{exc}. {self.manager.fallback_hint(chosen.step, scan)}") from None
             start = Start(chosen.step, dict(extra), chosen)
             if self.is_chief:
                 note(f"resumed from checkpoint step {chosen.step} ({chosen.uri})")
@@ -215,15 +236,18 @@ class Checkpointer:
             if found is None:
                 have = ", ".join(str(c.step) for c in scan.complete[-10:]) or "none"
                 why = f" ({scan.damaged[step]})" if step in scan.damaged else ""
-                raise CheckpointError(f"no complete checkpoint of step {step} in {self.directory}"
-                                      f"{why}; complete ones: {have}")
+                raise CheckpointError(
+                    f"no complete checkpoint of step {step} in {self.directory}{why}; complete ones: {have}"
+                )
             return found
         latest = scan.complete[-1] if scan.complete else None
         newer = [s for s in scan.damaged if latest is None or s > latest.step]
         if newer:
             worst = max(newer)
-            raise CheckpointError(f"{self.manager._uri(worst)} is damaged: {scan.damaged[worst]}. "
-                                  + self.manager.fallback_hint(worst, scan))
+            raise CheckpointError(
+                f"{self.manager._uri(worst)} is damaged: {scan.damaged[worst]}. "
+                + self.manager.fallback_hint(worst, scan)
+            )
         return latest
 
     def _refuse_foreign(self, scan: Scan) -> None:
@@ -234,19 +258,26 @@ class Checkpointer:
                         f"{self.directory} holds {what} ({name}) but no trainguard checkpoint "
                         "(step-NNNNNNNNN/COMMIT), so this run would start from scratch beside it. "
                         "Point the checkpoint directory (AIP_CHECKPOINT_DIR) at an empty directory, "
-                        "or load that checkpoint into the model yourself before training")
+                        "or load that checkpoint into the model yourself before training"
+                    )
 
     def _open_history(self, resume_step: int | None) -> None:
         if self.history is not None or not self.history_path:
             return
-        self.history = HistoryWriter(self.history_path, resume_step=resume_step,
-                                     enabled=self.is_chief)
+        self.history = HistoryWriter(self.history_path, resume_step=resume_step, enabled=self.is_chief)
 
     # -- the loop --
 
-    def step(self, step: int, loss: float | None = None, *, extra: Mapping | None = None,
-             epoch: int | None = None, val: Mapping[str, float] | None = None,
-             **metrics: float) -> bool:
+    def step(
+        self,
+        step: int,
+        loss: float | None = None,
+        *,
+        extra: Mapping | None = None,
+        epoch: int | None = None,
+        val: Mapping[str, float] | None = None,
+        **metrics: float,
+    ) -> bool:
         """Call once per training step, on every rank, after ``optimizer.step()``.
 
         Logs the history, saves when due (in the background), and handles SIGTERM.
@@ -286,24 +317,30 @@ class Checkpointer:
             raise SystemExit(PREEMPTED_EXIT)
         return False
 
-    def save(self, step: int, *, extra: Mapping | None = None,
-             metrics: Mapping[str, float] | None = None, blocking: bool = False) -> None:
+    def save(
+        self,
+        step: int,
+        *,
+        extra: Mapping | None = None,
+        metrics: Mapping[str, float] | None = None,
+        blocking: bool = False,
+    ) -> None:
         """Saves now (call on every rank), e.g. the final step."""
         self._check_open()
         nonce = secrets.randbits(47) + 1 if self.is_chief else 0
         (nonce,) = self._agree([nonce])
         self._save(step, extra, dict(metrics or {}), blocking=blocking, attempt=attempt_name(nonce))
 
-    def _save(self, step: int, extra: Mapping | None, metrics: dict, *, blocking: bool,
-              attempt: str) -> None:
+    def _save(self, step: int, extra: Mapping | None, metrics: dict, *, blocking: bool, attempt: str) -> None:
         started = time.perf_counter()
         try:
             self._save_now(step, extra, metrics, blocking=blocking, attempt=attempt)
         finally:
             self._held_s += time.perf_counter() - started
 
-    def _save_now(self, step: int, extra: Mapping | None, metrics: dict, *, blocking: bool,
-                  attempt: str) -> None:
+    def _save_now(
+        self, step: int, extra: Mapping | None, metrics: dict, *, blocking: bool, attempt: str
+    ) -> None:
         if self.history is not None:
             self.history.flush()  # the history up to this step is durable with the checkpoint
         self.manager.wait()  # the previous save is written: its staging buffers are free
@@ -311,9 +348,15 @@ class Checkpointer:
             self.manager.save(step, {}, metrics)  # remembers the step; writes nothing
             return
         staged = self._stage(dict(extra or {}), blocking=blocking)
-        self.manager.save(step, self._payload(staged, step), metrics,
-                          blocking=True if blocking else None, format=self.format,
-                          attempt=attempt, meta=self._meta())
+        self.manager.save(
+            step,
+            self._payload(staged, step),
+            metrics,
+            blocking=True if blocking else None,
+            format=self.format,
+            attempt=attempt,
+            meta=self._meta(),
+        )
 
     def wait(self) -> None:
         """Blocks until the save in flight is written; raises its error."""
@@ -370,4 +413,3 @@ class Checkpointer:
     def _meta(self) -> dict:
         """More COMMIT fields."""
         return {"world_size": self.world_size}
-

@@ -43,8 +43,9 @@ class VertexEnv:
         return self.rank == 0
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str] | None = None,
-                     default_base: str = "./trainguard-output") -> VertexEnv:
+    def from_environ(
+        cls, environ: Mapping[str, str] | None = None, default_base: str = "./trainguard-output"
+    ) -> VertexEnv:
         """Reads the contract from ``environ`` (default ``os.environ``)."""
         env = os.environ if environ is None else environ
         base = default_base.rstrip("/")

@@ -33,8 +33,17 @@ from trainguard.runtime.env import VertexEnv
 from trainguard.runtime.history import HistoryWriter
 from trainguard.runtime.storage import join, store_for
 
-__all__ = ["GuardCore", "PREEMPTED_EXIT", "rng_state", "set_rng_state", "split_metric",
-           "load_torch", "note", "save_policy", "safe_file_name"]
+__all__ = [
+    "GuardCore",
+    "PREEMPTED_EXIT",
+    "rng_state",
+    "set_rng_state",
+    "split_metric",
+    "load_torch",
+    "note",
+    "save_policy",
+    "safe_file_name",
+]
 
 #: The exit status after a SIGTERM save (128 + SIGTERM), as a process killed by it would report.
 PREEMPTED_EXIT = 143
@@ -42,10 +51,20 @@ PREEMPTED_EXIT = 143
 # Metric-name prefixes that say which split a logged value belongs to (Lightning's ``val_loss``,
 # ``val/acc``, Hugging Face's ``eval_loss``, Keras' ``val_accuracy``). One table for every guard.
 _SPLIT_PREFIXES: tuple[tuple[str, str], ...] = (
-    ("validation_", "val"), ("validation/", "val"), ("valid_", "val"), ("valid/", "val"),
-    ("val_", "val"), ("val/", "val"), ("eval_", "val"), ("eval/", "val"),
-    ("test_", "test"), ("test/", "test"),
-    ("training_", "train"), ("training/", "train"), ("train_", "train"), ("train/", "train"),
+    ("validation_", "val"),
+    ("validation/", "val"),
+    ("valid_", "val"),
+    ("valid/", "val"),
+    ("val_", "val"),
+    ("val/", "val"),
+    ("eval_", "val"),
+    ("eval/", "val"),
+    ("test_", "test"),
+    ("test/", "test"),
+    ("training_", "train"),
+    ("training/", "train"),
+    ("train_", "train"),
+    ("train/", "train"),
 )
 
 
@@ -63,7 +82,7 @@ def split_metric(name: str) -> tuple[str, str]:
     lower = name.lower()
     for prefix, split in _SPLIT_PREFIXES:
         if lower.startswith(prefix) and len(name) > len(prefix):
-            return split, name[len(prefix):]
+            return split, name[len(prefix) :]
     return "train", name
 
 
@@ -82,8 +101,10 @@ def safe_file_name(name: object) -> bool:
     """True for a plain relative file name (``a/b.bin``): no ``..``, no absolute path, no oddities."""
     if not isinstance(name, str) or not name or len(name) > 500 or name.startswith("/"):
         return False
-    return all(part not in ("", ".", "..") and all(c.isalnum() or c in "._-=+" for c in part)
-               for part in name.split("/"))
+    return all(
+        part not in ("", ".", "..") and all(c.isalnum() or c in "._-=+" for c in part)
+        for part in name.split("/")
+    )
 
 
 # -- RNG states as plain data --
@@ -104,8 +125,7 @@ def rng_state() -> dict:
     np = sys.modules.get("numpy")
     if np is not None:
         kind, keys, pos, has_gauss, cached = np.random.get_state()
-        state["numpy"] = [str(kind), [int(k) for k in keys], int(pos), int(has_gauss),
-                          float(cached)]
+        state["numpy"] = [str(kind), [int(k) for k in keys], int(pos), int(has_gauss), float(cached)]
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "get_rng_state"):
         state["torch"] = _b64(torch.get_rng_state().numpy().tobytes())
@@ -123,8 +143,9 @@ def set_rng_state(state: Mapping) -> None:
     np = sys.modules.get("numpy")
     if np is not None and state.get("numpy") is not None:
         kind, keys, pos, has_gauss, cached = state["numpy"]
-        np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), int(pos), int(has_gauss),
-                             float(cached)))
+        np.random.set_state(
+            (kind, np.asarray(keys, dtype=np.uint32), int(pos), int(has_gauss), float(cached))
+        )
     torch = sys.modules.get("torch")
     if torch is not None and state.get("torch") is not None:
         # RNG states always live on the CPU: set_rng_state takes only a CPU ByteTensor.
@@ -132,9 +153,9 @@ def set_rng_state(state: Mapping) -> None:
         torch.set_rng_state(torch.frombuffer(raw, dtype=torch.uint8).clone())
         cuda = state.get("cuda")
         if cuda and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all([
-                torch.frombuffer(bytearray(base64.b64decode(s)), dtype=torch.uint8).clone()
-                for s in cuda])
+            torch.cuda.set_rng_state_all(
+                [torch.frombuffer(bytearray(base64.b64decode(s)), dtype=torch.uint8).clone() for s in cuda]
+            )
 
 
 # -- loading --
@@ -158,12 +179,14 @@ def load_torch(handle: BinaryIO, name: str) -> Any:
             f"({first}). trainguard loads checkpoints with torch.load(weights_only=True) so that "
             "a checkpoint can never run code; if your own state holds a custom class, allow-list "
             "it with torch.serialization.add_safe_globals([...]), or move this checkpoint out of "
-            "the checkpoint directory") from None
+            "the checkpoint directory"
+        ) from None
     except (RuntimeError, EOFError, ValueError, OSError) as exc:
-        raise CheckpointError(f"{name}: not a readable torch checkpoint "
-                              f"({type(exc).__name__}: {str(exc)[:200]}); it is damaged: move it "
-                              "out of the checkpoint directory to resume from an older one"
-                              ) from None
+        raise CheckpointError(
+            f"{name}: not a readable torch checkpoint "
+            f"({type(exc).__name__}: {str(exc)[:200]}); it is damaged: move it "
+            "out of the checkpoint directory to resume from an older one"
+        ) from None
 
 
 class GuardCore:
@@ -183,19 +206,30 @@ class GuardCore:
         is_chief: only the chief writes checkpoints and the history.
     """
 
-    def __init__(self, framework: str, marker: str, directory: str | None = None, *,
-                 save: SavePolicy | int | None = None, retention: RetentionPolicy | None = None,
-                 async_save: bool = True, history: str | bool | None = None,
-                 is_chief: bool = True) -> None:
+    def __init__(
+        self,
+        framework: str,
+        marker: str,
+        directory: str | None = None,
+        *,
+        save: SavePolicy | int | None = None,
+        retention: RetentionPolicy | None = None,
+        async_save: bool = True,
+        history: str | bool | None = None,
+        is_chief: bool = True,
+    ) -> None:
         env = VertexEnv.from_environ()
         self.framework, self.marker = framework, marker
         self.is_chief = is_chief
-        self.manager = CheckpointManager(directory or env.checkpoint_dir, save=save_policy(save),
-                                         retention=retention or RetentionPolicy(),
-                                         async_save=async_save, is_chief=is_chief)
+        self.manager = CheckpointManager(
+            directory or env.checkpoint_dir,
+            save=save_policy(save),
+            retention=retention or RetentionPolicy(),
+            async_save=async_save,
+            is_chief=is_chief,
+        )
         self.directory = self.manager.directory
-        self.history_path = (env.history_path if history is None or history is True
-                             else (history or ""))
+        self.history_path = env.history_path if history is None or history is True else (history or "")
         self.history: HistoryWriter | None = None
         self._preempted = threading.Event()
         self._previous_handler: Any = None
@@ -224,7 +258,8 @@ class GuardCore:
                 f"{latest.uri} was not written by trainguard's {self.framework} guard (it holds "
                 f"{holds}{f'; format {fmt}' if fmt else ''}; this guard reads {self.marker}). "
                 "Point AIP_CHECKPOINT_DIR at this run's own checkpoint directory, or at an empty "
-                "one to start afresh (nothing was deleted)")
+                "one to start afresh (nothing was deleted)"
+            )
         return latest
 
     @staticmethod
@@ -243,8 +278,10 @@ class GuardCore:
         if path.startswith("gs://"):
             return io.BytesIO(store_for(path).read_bytes(path))
         if os.path.islink(path) or not os.path.isfile(path):
-            raise CheckpointError(f"{path}: not a regular file (symbolic links are not followed); "
-                                  "move the checkpoint out of the checkpoint directory")
+            raise CheckpointError(
+                f"{path}: not a regular file (symbolic links are not followed); "
+                "move the checkpoint out of the checkpoint directory"
+            )
         return open(path, "rb")  # noqa: SIM115 - the caller closes it
 
     def open_history(self, resume_step: int | None) -> None:
@@ -253,8 +290,7 @@ class GuardCore:
             self.history.close()
             self.history = None
         if self.history_path:
-            self.history = HistoryWriter(self.history_path, resume_step=resume_step,
-                                         enabled=self.is_chief)
+            self.history = HistoryWriter(self.history_path, resume_step=resume_step, enabled=self.is_chief)
 
     def log(self, step: int, split: str, epoch: int | None, metrics: Mapping[str, float]) -> None:
         """One history record (nothing when there are no metrics or no history)."""
@@ -267,8 +303,14 @@ class GuardCore:
         """True when the save policy asks for a save at ``step`` (not yet saved)."""
         return self.manager.should_save(step)
 
-    def commit(self, step: int, payload: Mapping, metrics: Mapping[str, float] | None = None,
-               *, blocking: bool = False) -> None:
+    def commit(
+        self,
+        step: int,
+        payload: Mapping,
+        metrics: Mapping[str, float] | None = None,
+        *,
+        blocking: bool = False,
+    ) -> None:
         """Saves ``payload`` as step ``step`` through the manager (history flushed first)."""
         if self.history is not None:
             self.history.flush()  # the history up to this step is durable with the checkpoint
@@ -278,8 +320,11 @@ class GuardCore:
             atexit.register(self._finish)
             self._at_exit = True
         extra = {"format": self.framework} if self._formats else {}
-        clean = {k: float(v) for k, v in (metrics or {}).items()
-                 if isinstance(v, int | float) and not isinstance(v, bool)}
+        clean = {
+            k: float(v)
+            for k, v in (metrics or {}).items()
+            if isinstance(v, int | float) and not isinstance(v, bool)
+        }
         self.manager.save(step, payload, clean, blocking=blocking, **extra)
         self.last_saved = step
 
@@ -337,8 +382,10 @@ class GuardCore:
     def _finish(self) -> None:
         """At the process's exit: the save in flight completes, the history is flushed (what
         fails is reported: the process is exiting anyway)."""
-        for what, step in (("the checkpoint save in flight", self.manager.wait),
-                           ("flushing the history", self._flush_history)):
+        for what, step in (
+            ("the checkpoint save in flight", self.manager.wait),
+            ("flushing the history", self._flush_history),
+        ):
             try:
                 step()
             except Exception as exc:  # noqa: BLE001 - say what was lost, then exit
@@ -347,4 +394,3 @@ class GuardCore:
     def _flush_history(self) -> None:
         if self.history is not None:
             self.history.flush()
-

@@ -101,11 +101,21 @@ class Guard(TrainerCallback):
         exit_on_preemption: after the SIGTERM save, exit with 143 (False: stop training).
     """
 
-    def __init__(self, directory: str | None = None, *, retention: RetentionPolicy | None = None,
-                 async_save: bool = True, history: str | bool | None = None,
-                 exit_on_preemption: bool = True) -> None:
-        self._options: dict[str, Any] = {"directory": directory, "retention": retention,
-                                         "async_save": async_save, "history": history}
+    def __init__(
+        self,
+        directory: str | None = None,
+        *,
+        retention: RetentionPolicy | None = None,
+        async_save: bool = True,
+        history: str | bool | None = None,
+        exit_on_preemption: bool = True,
+    ) -> None:
+        self._options: dict[str, Any] = {
+            "directory": directory,
+            "retention": retention,
+            "async_save": async_save,
+            "history": history,
+        }
         self.exit_on_preemption = exit_on_preemption
         self.core: GuardCore | None = None
         self.resumed_step: int | None = None
@@ -145,16 +155,20 @@ class Guard(TrainerCallback):
         root = GuardCore.root(checkpoint)
         for name in checkpoint.files:
             if not safe_file_name(name):
-                raise CheckpointError(f"{checkpoint.uri}: its COMMIT names {name!r}, not a plain "
-                                      "relative file name; move the checkpoint out of the "
-                                      "checkpoint directory")
+                raise CheckpointError(
+                    f"{checkpoint.uri}: its COMMIT names {name!r}, not a plain "
+                    "relative file name; move the checkpoint out of the "
+                    "checkpoint directory"
+                )
         if not root.startswith("gs://"):
             for name in checkpoint.files:
                 path = join(root, name)
                 if os.path.islink(path) or not os.path.isfile(path):
-                    raise CheckpointError(f"{path}: not a regular file (symbolic links are not "
-                                          "followed); move the checkpoint out of the checkpoint "
-                                          "directory")
+                    raise CheckpointError(
+                        f"{path}: not a regular file (symbolic links are not "
+                        "followed); move the checkpoint out of the checkpoint "
+                        "directory"
+                    )
             return root
         target = Path(tempfile.mkdtemp(prefix="trainguard-resume-")) / f"checkpoint-{checkpoint.step}"
         store = store_for(root)
@@ -185,8 +199,10 @@ class Guard(TrainerCallback):
     def on_init_end(self, args, state, control, **kwargs):
         self._core(is_chief=args.process_index == 0)
         if args.save_strategy == "no" and self.core is not None and self.core.is_chief:
-            note("save_strategy='no': only a SIGTERM saves a checkpoint; set save_strategy "
-                 "and save_steps to save periodically")
+            note(
+                "save_strategy='no': only a SIGTERM saves a checkpoint; set save_strategy "
+                "and save_steps to save periodically"
+            )
 
     def on_train_begin(self, args, state, control, **kwargs):
         core = self._core(is_chief=args.process_index == 0)
@@ -238,9 +254,11 @@ class Guard(TrainerCallback):
         if core.is_chief:
             folder = Path(args.output_dir) / f"checkpoint-{step}"
             if not (folder / STATE_FILE).is_file():
-                raise CheckpointError(f"{folder}: the Trainer's checkpoint of step {step} is not "
-                                      "there; trainguard's guard needs args.output_dir as the "
-                                      "Trainer saved it (no hyper-parameter search)")
+                raise CheckpointError(
+                    f"{folder}: the Trainer's checkpoint of step {step} is not "
+                    "there; trainguard's guard needs args.output_dir as the "
+                    "Trainer saved it (no hyper-parameter search)"
+                )
             core.manager.wait()
             self._clean_staging()
             staged = self._stage(folder, Path(args.output_dir) / _STAGING / f"step-{step}")
@@ -249,9 +267,9 @@ class Guard(TrainerCallback):
                 raise CheckpointError(
                     f"{folder} holds files in subfolders ({nested[0]}), which this version of "
                     "trainguard's checkpoint manager cannot commit; save the model as single "
-                    "files (no sharded FSDP state)")
-            payload = {name: Stream(_copier(str(staged / name)))
-                       for name in sorted(self._names(staged))}
+                    "files (no sharded FSDP state)"
+                )
+            payload = {name: Stream(_copier(str(staged / name))) for name in sorted(self._names(staged))}
             core.commit(step, payload, self._eval, blocking=preempted)
         else:
             core.commit(step, {}, self._eval)  # remembers the step; the chief writes
@@ -273,8 +291,7 @@ class Guard(TrainerCallback):
         """SIGTERM here or on any other process (they must all stop at the same step)."""
         core = self.core
         flag = bool(core is not None and core.preempted)
-        if args.world_size > 1 and torch.distributed.is_available() \
-                and torch.distributed.is_initialized():
+        if args.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
             tensor = torch.tensor([int(flag)], device=args.device)
             torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.MAX)
             flag = bool(tensor.item())

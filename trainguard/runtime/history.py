@@ -92,9 +92,12 @@ class HistoryWriter:
             existing = [r for r in existing if r["step"] <= resume_step]
             if skipped:
                 shown = ", ".join(map(str, skipped[:10])) + (" …" if len(skipped) > 10 else "")
-                print(f"trainguard: history {path}: dropped {len(skipped)} unreadable line(s) "
-                      f"(line {shown}); kept {len(existing)} record(s) up to step {resume_step}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"trainguard: history {path}: dropped {len(skipped)} unreadable line(s) "
+                    f"(line {shown}); kept {len(existing)} record(s) up to step {resume_step}",
+                    file=sys.stderr,
+                    flush=True,
+                )
         self._records = existing
         payload = "".join(self._line(r) for r in existing).encode("utf-8")
         store.write_bytes(path, payload)
@@ -111,8 +114,13 @@ class HistoryWriter:
             return
         # NaN/Inf are kept on purpose: they are what validation looks for.
         clean = {key: float(value) for key, value in metrics.items()}
-        record = {"step": int(step), "epoch": epoch, "split": split, "time": round(time.time(), 3),
-                  "metrics": clean}
+        record = {
+            "step": int(step),
+            "epoch": epoch,
+            "split": split,
+            "time": round(time.time(), 3),
+            "metrics": clean,
+        }
         self._records.append(record)
         if self._handle is not None:
             self._handle.write(self._line(record))
@@ -129,7 +137,8 @@ class HistoryWriter:
             return
         if self._remote:
             store_for(self.path).write_bytes(
-                self.path, "".join(self._line(r) for r in self._records).encode("utf-8"))
+                self.path, "".join(self._line(r) for r in self._records).encode("utf-8")
+            )
         elif self._handle is not None:
             self._handle.flush()
 

@@ -104,7 +104,8 @@ class JaxCheckpointer(Checkpointer):
         elif kwargs.get("world_size", 1) > 1:
             raise CheckpointError(
                 f"WORLD_SIZE={kwargs['world_size']} but jax.distributed is not initialised: call "
-                "jax.distributed.initialize() before creating the JaxCheckpointer")
+                "jax.distributed.initialize() before creating the JaxCheckpointer"
+            )
         super().__init__(directory, **kwargs)
         emulator = os.environ.get("STORAGE_EMULATOR_HOST")
         if emulator and self.directory.startswith("gs://"):
@@ -118,8 +119,9 @@ class JaxCheckpointer(Checkpointer):
         self._inflight: _InFlight | None = None
 
     @classmethod
-    def from_env(cls, *, environ: Mapping[str, str] | None = None,
-                 default_base: str = "./trainguard-output", **kwargs) -> JaxCheckpointer:
+    def from_env(
+        cls, *, environ: Mapping[str, str] | None = None, default_base: str = "./trainguard-output", **kwargs
+    ) -> JaxCheckpointer:
         """A checkpointer configured by Vertex's environment contract (``AIP_CHECKPOINT_DIR``,
         ``TRAINGUARD_HISTORY``, ``RANK``, ``WORLD_SIZE``); ``kwargs`` override."""
         return cls(**{**cls.env_kwargs(environ, default_base), **kwargs})
@@ -153,9 +155,17 @@ class JaxCheckpointer(Checkpointer):
         self._restored = out
         return out
 
-    def step(self, step: int, loss: float | None = None, *, state: Any,
-             extra: Mapping | None = None, epoch: int | None = None,
-             val: Mapping[str, float] | None = None, **metrics: float) -> bool:
+    def step(
+        self,
+        step: int,
+        loss: float | None = None,
+        *,
+        state: Any,
+        extra: Mapping | None = None,
+        epoch: int | None = None,
+        val: Mapping[str, float] | None = None,
+        **metrics: float,
+    ) -> bool:
         """Call once per training step with the state after it (see :meth:`Checkpointer.step`)."""
         self._state = state
         try:
@@ -163,8 +173,15 @@ class JaxCheckpointer(Checkpointer):
         finally:
             self._state = None
 
-    def save(self, step: int, *, state: Any, extra: Mapping | None = None,
-             metrics: Mapping[str, float] | None = None, blocking: bool = False) -> None:
+    def save(
+        self,
+        step: int,
+        *,
+        state: Any,
+        extra: Mapping | None = None,
+        metrics: Mapping[str, float] | None = None,
+        blocking: bool = False,
+    ) -> None:
         """Saves ``state`` now (call on every process), e.g. the final step."""
         self._state = state
         try:
@@ -198,9 +215,13 @@ class JaxCheckpointer(Checkpointer):
         return [max((int(hi) << 31) | int(lo) for hi, lo in every[:, i]) for i in range(len(values))]
 
     def _meta(self) -> dict:
-        return {"world_size": self.world_size, "jax": jax.__version__,
-                "orbax": getattr(ocp, "__version__", ""), "devices": jax.device_count(),
-                "platform": jax.default_backend()}
+        return {
+            "world_size": self.world_size,
+            "jax": jax.__version__,
+            "orbax": getattr(ocp, "__version__", ""),
+            "devices": jax.device_count(),
+            "platform": jax.default_backend(),
+        }
 
     def _stage(self, extra: dict, blocking: bool = False) -> _InFlight:
         # orbax copies the arrays to host memory before its save returns, blocking or not.
@@ -211,19 +232,25 @@ class JaxCheckpointer(Checkpointer):
         uri = join(self.manager._uri(step), attempt)
         # The record first: orbax's save starts with a barrier of every process, so all records
         # exist before any process can finish, and the chief commits only after that.
-        self.manager.store.write_bytes(join(uri, f"trainguard/process-{self.rank:05d}.json"),
-                                       json.dumps(record).encode())
-        manager = ocp.CheckpointManager(uri, options=ocp.CheckpointManagerOptions(
-            create=True, save_root_metadata=False, enable_async_checkpointing=True))
+        self.manager.store.write_bytes(
+            join(uri, f"trainguard/process-{self.rank:05d}.json"), json.dumps(record).encode()
+        )
+        manager = ocp.CheckpointManager(
+            uri,
+            options=ocp.CheckpointManagerOptions(
+                create=True, save_root_metadata=False, enable_async_checkpointing=True
+            ),
+        )
         try:
             # Blocks while the arrays are copied to host memory; writes in the background.
-            manager.save(step, args=ocp.args.Composite(**{STATE_ITEM: ocp.args.PyTreeSave(
-                self._state)}))
+            manager.save(step, args=ocp.args.Composite(**{STATE_ITEM: ocp.args.PyTreeSave(self._state)}))
         except Exception as exc:
             manager.close()
-            raise CheckpointError(f"checkpoint step {step}: orbax cannot save this state: "
-                                  f"{first_line(exc)}; the state must be a pytree of arrays and "
-                                  "numbers") from exc
+            raise CheckpointError(
+                f"checkpoint step {step}: orbax cannot save this state: "
+                f"{first_line(exc)}; the state must be a pytree of arrays and "
+                "numbers"
+            ) from exc
         self._inflight = _InFlight(uri, manager)
         return self._inflight
 
@@ -249,8 +276,10 @@ class JaxCheckpointer(Checkpointer):
         step = checkpoint.step
         for name in (f"{step}/_CHECKPOINT_METADATA", f"{step}/{STATE_ITEM}/_METADATA"):
             if name not in checkpoint.files:
-                raise CheckpointError(f"{checkpoint.root}: no {name}: not an orbax checkpoint "
-                                      "written by JaxCheckpointer (or a torn one)")
+                raise CheckpointError(
+                    f"{checkpoint.root}: no {name}: not an orbax checkpoint "
+                    "written by JaxCheckpointer (or a torn one)"
+                )
         saved_world, records = self._read_records(checkpoint)
         state = self._restore_state(checkpoint, strict)
         extra = self._apply_records(checkpoint, saved_world, records)
@@ -267,8 +296,9 @@ class JaxCheckpointer(Checkpointer):
             layout = ocp.PyTreeCheckpointHandler().metadata(epath.Path(path)).tree
             saved = ocp.tree.to_flat_dict(layout)
         except Exception as exc:  # noqa: BLE001 - orbax raises many types on a damaged file
-            raise CheckpointError(f"{path}: its orbax metadata cannot be read "
-                                  f"({first_line(exc)}): damaged") from None
+            raise CheckpointError(
+                f"{path}: its orbax metadata cannot be read ({first_line(exc)}): damaged"
+            ) from None
         leaves, treedef = jax.tree_util.tree_flatten_with_path(self._target)
         want = {ocp.utils.tuple_path_from_keypath(p): leaf for p, leaf in leaves}
         check_fit(path, saved, want, strict)
@@ -279,63 +309,73 @@ class JaxCheckpointer(Checkpointer):
 
         item = jax.tree_util.tree_map_with_path(pick, layout)
         args = jax.tree.map(_restore_args, item, is_leaf=_is_placeholder)
-        manager = ocp.CheckpointManager(checkpoint.root, options=ocp.CheckpointManagerOptions(
-            create=False, save_root_metadata=False))
+        manager = ocp.CheckpointManager(
+            checkpoint.root, options=ocp.CheckpointManagerOptions(create=False, save_root_metadata=False)
+        )
         try:
-            out = manager.restore(checkpoint.step, args=ocp.args.Composite(**{
-                STATE_ITEM: ocp.args.PyTreeRestore(item=item, restore_args=args)}))[STATE_ITEM]
+            out = manager.restore(
+                checkpoint.step,
+                args=ocp.args.Composite(**{STATE_ITEM: ocp.args.PyTreeRestore(item=item, restore_args=args)}),
+            )[STATE_ITEM]
         except Exception as exc:  # noqa: BLE001 - tensorstore/orbax errors of many types
-            raise CheckpointError(f"{path}: cannot be restored into this state: "
-                                  f"{first_line(exc)}") from None
+            raise CheckpointError(f"{path}: cannot be restored into this state: {first_line(exc)}") from None
         finally:
             manager.close()
         got = ocp.tree.to_flat_dict(out)
-        return treedef.unflatten([
-            leaf if _is_placeholder(got.get(key, ocp.PLACEHOLDER)) else _placed(got[key], leaf)
-            for key, leaf in want.items()])
+        return treedef.unflatten(
+            [
+                leaf if _is_placeholder(got.get(key, ocp.PLACEHOLDER)) else _placed(got[key], leaf)
+                for key, leaf in want.items()
+            ]
+        )
 
     def _read_records(self, checkpoint: Checkpoint) -> tuple[int, dict[int, dict]]:
         names = {int(m.group(1)): n for n in checkpoint.files if (m := _RECORD.match(n))}
         if not names:
-            raise CheckpointError(f"{checkpoint.root}: no trainguard/process-NNNNN.json record: "
-                                  "not written by JaxCheckpointer")
+            raise CheckpointError(
+                f"{checkpoint.root}: no trainguard/process-NNNNN.json record: not written by JaxCheckpointer"
+            )
         saved_world = checkpoint.meta.get("world_size")
         saved_world = saved_world if isinstance(saved_world, int) and saved_world > 0 else len(names)
         same = saved_world == self.world_size and self.rank in names
         records = {}
-        for rank in ([self.rank] if same else sorted(names)):
+        for rank in [self.rank] if same else sorted(names):
             where = checkpoint.path(names[rank])
             if checkpoint.sizes.get(names[rank], 0) > _MAX_RECORD_BYTES:
-                raise CheckpointError(f"{where}: {checkpoint.sizes[names[rank]]} bytes: not a "
-                                      "trainguard record")
+                raise CheckpointError(
+                    f"{where}: {checkpoint.sizes[names[rank]]} bytes: not a trainguard record"
+                )
             try:
                 data = json.loads(checkpoint.read(names[rank], self.manager.store))
             except (ValueError, UnicodeDecodeError):
-                raise CheckpointError(f"{where}: not JSON: not a trainguard record (damaged or "
-                                      "replaced)") from None
+                raise CheckpointError(
+                    f"{where}: not JSON: not a trainguard record (damaged or replaced)"
+                ) from None
             if not isinstance(data, dict) or not isinstance(data.get("extra", {}), dict):
                 raise CheckpointError(f"{where}: not a trainguard record (no 'extra' object)")
             data["rng"] = parse_rng_state(data.get("rng"), where)
             records[rank] = data
         return saved_world, records
 
-    def _apply_records(self, checkpoint: Checkpoint, saved_world: int,
-                       records: dict[int, dict]) -> dict:
+    def _apply_records(self, checkpoint: Checkpoint, saved_world: int, records: dict[int, dict]) -> dict:
         mine = records.get(self.rank) if saved_world == self.world_size else None
         if mine is not None:
             set_host_rng_state(mine["rng"])
             return dict(mine.get("extra") or {})
         if self.is_chief:
-            note(f"{checkpoint.uri} was saved by {saved_world} process(es), this job has "
-                 f"{self.world_size}: arrays are resharded; Python/NumPy RNG states start from this "
-                 "run's seeds (the run goes on, not bit-identical to one without the change)")
+            note(
+                f"{checkpoint.uri} was saved by {saved_world} process(es), this job has "
+                f"{self.world_size}: arrays are resharded; Python/NumPy RNG states start from this "
+                "run's seeds (the run goes on, not bit-identical to one without the change)"
+            )
         extras = [records[r].get("extra") or {} for r in sorted(records)]
         if all(e == extras[0] for e in extras):
             return dict(extras[0])
         raise CheckpointError(
             f"{checkpoint.uri}: each of its {saved_world} processes saved a different data "
             f"position (extra), which cannot be mapped onto {self.world_size}: resume on "
-            f"{saved_world} processes, or save a position that does not depend on the process")
+            f"{saved_world} processes, or save a position that does not depend on the process"
+        )
 
 
 def _is_placeholder(value) -> bool:
@@ -400,7 +440,8 @@ def check_fit(where: str, saved: Mapping[tuple, Any], want: Mapping[tuple, Any],
             f"{where}: holds no {_named(missing)} ({len(missing)} of the {len(want)} arrays of "
             "this training state), e.g. no optimizer state: it was saved from another state. "
             "Resume with the setup that saved it, or restore(target, strict=False) to keep those "
-            "as given")
+            "as given"
+        )
     shapes, dtypes, layouts = [], [], []
     for key, leaf in want.items():
         if key not in saved:
@@ -419,17 +460,22 @@ def check_fit(where: str, saved: Mapping[tuple, Any], want: Mapping[tuple, Any],
             except Exception as exc:  # noqa: BLE001 - jax raises IndivisibleError/ValueError
                 layouts.append(f"{'/'.join(key)} {need}: {first_line(exc)}")
     if shapes:
-        raise CheckpointError(f"{where}: does not fit this state ({len(shapes)} array(s) differ in "
-                              f"shape): {_listed(shapes)}: resume with the model that saved it")
+        raise CheckpointError(
+            f"{where}: does not fit this state ({len(shapes)} array(s) differ in "
+            f"shape): {_listed(shapes)}: resume with the model that saved it"
+        )
     if dtypes:
-        raise CheckpointError(f"{where}: other dtypes ({len(dtypes)} array(s)): {_listed(dtypes)}: "
-                              "resume with the setup that saved it, or restore(target, "
-                              "strict=False) to cast")
+        raise CheckpointError(
+            f"{where}: other dtypes ({len(dtypes)} array(s)): {_listed(dtypes)}: "
+            "resume with the setup that saved it, or restore(target, "
+            "strict=False) to cast"
+        )
     if layouts:
         raise CheckpointError(
             f"{where}: cannot be placed with the target's shardings on this job's "
             f"{jax.device_count()} device(s): {_listed(layouts)}. Give the target "
-            "shardings over a mesh whose axes divide these shapes")
+            "shardings over a mesh whose axes divide these shapes"
+        )
 
 
 def json_plain(obj, where: str = "extra"):
@@ -443,26 +489,30 @@ def json_plain(obj, where: str = "extra"):
     if isinstance(obj, Mapping):
         for key in obj:
             if not isinstance(key, str):
-                raise CheckpointError(f"{where}: key {key!r} is not a string (the data position "
-                                      "is saved as JSON, whose keys are strings)")
+                raise CheckpointError(
+                    f"{where}: key {key!r} is not a string (the data position "
+                    "is saved as JSON, whose keys are strings)"
+                )
         return {k: json_plain(v, f"{where}[{k!r}]") for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [json_plain(v, f"{where}[{i}]") for i, v in enumerate(obj)]
-    if isinstance(obj, np.generic) or (hasattr(obj, "shape") and hasattr(obj, "item")
-                                       and _shape(obj) == ()):
+    if isinstance(obj, np.generic) or (hasattr(obj, "shape") and hasattr(obj, "item") and _shape(obj) == ()):
         return obj.item()
     raise CheckpointError(
         f"{where} holds a {type(obj).__module__}.{type(obj).__qualname__}: the data position "
         "(extra) is saved as JSON: use dict, list, str, int, float, bool and None, and put arrays "
-        "in the state")
+        "in the state"
+    )
 
 
 def host_rng_state() -> dict:
     """Python's and NumPy's global RNG states, as JSON."""
     version, internal, gauss = random.getstate()
     kind, keys, pos, has_gauss, cached = np.random.get_state()
-    return {"python": [version, list(internal), gauss],
-            "numpy": [str(kind), keys.tolist(), int(pos), int(has_gauss), float(cached)]}
+    return {
+        "python": [version, list(internal), gauss],
+        "numpy": [str(kind), keys.tolist(), int(pos), int(has_gauss), float(cached)],
+    }
 
 
 def parse_rng_state(data, where: str) -> dict:
@@ -472,16 +522,15 @@ def parse_rng_state(data, where: str) -> dict:
         return {}
     try:
         version, internal, gauss = data["python"]
-        python = (int(version), tuple(int(v) for v in internal),
-                  None if gauss is None else float(gauss))
+        python = (int(version), tuple(int(v) for v in internal), None if gauss is None else float(gauss))
         random.Random().setstate(python)
         kind, keys, pos, has_gauss, cached = data["numpy"]
-        numpy = (str(kind), np.asarray(keys, dtype=np.uint32), int(pos), int(has_gauss),
-                 float(cached))
+        numpy = (str(kind), np.asarray(keys, dtype=np.uint32), int(pos), int(has_gauss), float(cached))
         np.random.RandomState().set_state(numpy)
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
-        raise CheckpointError(f"{where}: its RNG states are not trainguard's "
-                              f"({type(exc).__name__}: {str(exc)[:120]})") from None
+        raise CheckpointError(
+            f"{where}: its RNG states are not trainguard's ({type(exc).__name__}: {str(exc)[:120]})"
+        ) from None
     return {"python": python, "numpy": numpy}
 
 

@@ -54,14 +54,17 @@ _BACKENDS = ("torch", "jax")
 
 def _variables(model: keras.Model) -> dict[str, list]:
     optimizer = model.optimizer
-    return {"model": list(model.variables),
-            "optimizer": list(optimizer.variables) if optimizer is not None else [],
-            "metrics": list(model.metrics_variables)}
+    return {
+        "model": list(model.variables),
+        "optimizer": list(optimizer.variables) if optimizer is not None else [],
+        "metrics": list(model.metrics_variables),
+    }
 
 
 def _no_train_step(backend: str, steps_per_execution: int):
     """A train function that trains nothing: the batches it is given go by."""
     if backend == "jax":
+
         def skip(state, iterator):  # the JAX train function pulls its own batches
             for _ in range(max(1, steps_per_execution)):
                 next(iterator)
@@ -90,14 +93,27 @@ class Guard(keras.callbacks.Callback):
             not train again.
     """
 
-    def __init__(self, directory: str | None = None, *, save: SavePolicy | int | None = None,
-                 retention: RetentionPolicy | None = None, async_save: bool = True,
-                 history: str | bool | None = None, log_every: int = 10, resume: bool = True,
-                 exit_on_preemption: bool = True, save_on_train_end: bool = True) -> None:
+    def __init__(
+        self,
+        directory: str | None = None,
+        *,
+        save: SavePolicy | int | None = None,
+        retention: RetentionPolicy | None = None,
+        async_save: bool = True,
+        history: str | bool | None = None,
+        log_every: int = 10,
+        resume: bool = True,
+        exit_on_preemption: bool = True,
+        save_on_train_end: bool = True,
+    ) -> None:
         super().__init__()
-        self._options: dict[str, Any] = {"directory": directory, "save": save,
-                                         "retention": retention, "async_save": async_save,
-                                         "history": history}
+        self._options: dict[str, Any] = {
+            "directory": directory,
+            "save": save,
+            "retention": retention,
+            "async_save": async_save,
+            "history": history,
+        }
         self.log_every = max(1, int(log_every))
         self.resume = resume
         self.exit_on_preemption = exit_on_preemption
@@ -123,7 +139,8 @@ class Guard(keras.callbacks.Callback):
             raise CheckpointError(
                 f"trainguard's Keras guard supports the {' and '.join(_BACKENDS)} backends, not "
                 f"{backend} (its train step pulls its own batches); set KERAS_BACKEND, or use "
-                "keras.callbacks.BackupAndRestore(backup_dir=AIP_CHECKPOINT_DIR)")
+                "keras.callbacks.BackupAndRestore(backup_dir=AIP_CHECKPOINT_DIR)"
+            )
         if self.core is not None:
             self.core.close()  # a previous fit that ended with an exception
         env = VertexEnv.from_environ()
@@ -137,8 +154,10 @@ class Guard(keras.callbacks.Callback):
             self._step = latest.step
             self.resumed_step = latest.step
             if core.is_chief:
-                note(f"resumed from checkpoint step {latest.step} ({latest.uri}): epoch "
-                     f"{self._pending['epoch']}, batch {self._pending['batch']}")
+                note(
+                    f"resumed from checkpoint step {latest.step} ({latest.uri}): epoch "
+                    f"{self._pending['epoch']}, batch {self._pending['batch']}"
+                )
         core.open_history(latest.step if latest is not None else None)
         self._logged_step = self._step
         core.install_sigterm_handler()
@@ -151,19 +170,26 @@ class Guard(keras.callbacks.Callback):
             with core.open_file(checkpoint, META_FILE) as handle:
                 meta = json.loads(handle.read())
             # Arrays only: an object array (a pickle) is refused, never unpickled.
-            with core.open_file(checkpoint, STATE_FILE) as handle, \
-                    np.load(handle, allow_pickle=False) as arrays:
+            with (
+                core.open_file(checkpoint, STATE_FILE) as handle,
+                np.load(handle, allow_pickle=False) as arrays,
+            ):
                 values = {name: arrays[name] for name in arrays.files}
             saved_metrics = list(meta.get("paths", {}).get("metrics", []))
-            position = {"epoch": int(meta["epoch"]), "batch": int(meta["batch"]),
-                        "rng": dict(meta["rng"]),
-                        "rng_at_epoch": dict(meta.get("rng_at_epoch") or meta["rng"]),
-                        "metrics": [values[f"metrics.{i}"] for i in range(len(saved_metrics))],
-                        "where": where}
+            position = {
+                "epoch": int(meta["epoch"]),
+                "batch": int(meta["batch"]),
+                "rng": dict(meta["rng"]),
+                "rng_at_epoch": dict(meta.get("rng_at_epoch") or meta["rng"]),
+                "metrics": [values[f"metrics.{i}"] for i in range(len(saved_metrics))],
+                "where": where,
+            }
         except (ValueError, OSError, KeyError, TypeError, AttributeError) as exc:
-            raise CheckpointError(f"{where}: not a readable trainguard Keras checkpoint "
-                                  f"({type(exc).__name__}: {str(exc)[:200]}); move it out of the "
-                                  "checkpoint directory to resume from an older one") from None
+            raise CheckpointError(
+                f"{where}: not a readable trainguard Keras checkpoint "
+                f"({type(exc).__name__}: {str(exc)[:200]}); move it out of the "
+                "checkpoint directory to resume from an older one"
+            ) from None
         variables = _variables(model)
         for group in ("model", "optimizer"):
             self._check(where, group, variables[group], meta, values)
@@ -179,14 +205,16 @@ class Guard(keras.callbacks.Callback):
             raise CheckpointError(
                 f"{where}: it holds {len(paths) if isinstance(paths, list) else 'no'} {group} "
                 f"variables, this model has {len(variables)}: resume with the model (and "
-                "optimizer) that saved it, or start in an empty checkpoint directory")
+                "optimizer) that saved it, or start in an empty checkpoint directory"
+            )
         for i, (path, variable) in enumerate(zip(paths, variables, strict=True)):
             array = values.get(f"{group}.{i}")
             if array is None or tuple(array.shape) != tuple(variable.shape):
                 raise CheckpointError(
                     f"{where}: {group} variable {path!r} has shape "
                     f"{None if array is None else tuple(array.shape)} there but "
-                    f"{tuple(variable.shape)} in this model: resume with the model that saved it")
+                    f"{tuple(variable.shape)} in this model: resume with the model that saved it"
+                )
 
     def on_epoch_begin(self, epoch: int, logs=None) -> None:
         if self.core is None:
@@ -210,8 +238,9 @@ class Guard(keras.callbacks.Callback):
         if self._skip and batch < self._skip and self._train_function is None:
             model = self._model
             self._train_function = model.train_function
-            model.train_function = _no_train_step(keras.backend.backend(),
-                                                  int(getattr(model, "steps_per_execution", 1)))
+            model.train_function = _no_train_step(
+                keras.backend.backend(), int(getattr(model, "steps_per_execution", 1))
+            )
 
     def on_train_batch_end(self, batch: int, logs=None) -> None:
         core = self.core
@@ -247,8 +276,10 @@ class Guard(keras.callbacks.Callback):
             for variable, value in zip(variables, pending["metrics"], strict=True):
                 variable.assign(value)
         elif self.core is not None and self.core.is_chief:
-            note(f"{pending['where']}: the metric accumulators do not match this model's metrics; "
-                 "this epoch's running metrics start afresh")
+            note(
+                f"{pending['where']}: the metric accumulators do not match this model's metrics; "
+                "this epoch's running metrics start afresh"
+            )
         set_rng_state(pending["rng"])
         self._batches = self._skip
         self._skip = 0
@@ -315,16 +346,31 @@ class Guard(keras.callbacks.Callback):
             paths[group] = [v.path for v in variables]
             for i, variable in enumerate(variables):
                 # A copy, taken now: the variables change while the save is written.
-                arrays[f"{group}.{i}"] = np.array(keras.ops.convert_to_numpy(variable.value),
-                                                  copy=True)
-        meta = {"epoch": self._epoch, "batch": self._batches, "step": self._step,
-                "rng": rng_state(), "rng_at_epoch": self._rng_at_epoch or None, "paths": paths,
-                "backend": keras.backend.backend(), "keras": keras.__version__}
-        metrics = {k: float(v) for k, v in self._last_logs.items()
-                   if isinstance(v, int | float) and math.isfinite(float(v))}
-        core.commit(self._step, {STATE_FILE: Stream(lambda handle: np.savez(handle, **arrays)),  # type: ignore[arg-type]
-                                 META_FILE: json.dumps(meta).encode("utf-8")},
-                    metrics, blocking=blocking)
+                arrays[f"{group}.{i}"] = np.array(keras.ops.convert_to_numpy(variable.value), copy=True)
+        meta = {
+            "epoch": self._epoch,
+            "batch": self._batches,
+            "step": self._step,
+            "rng": rng_state(),
+            "rng_at_epoch": self._rng_at_epoch or None,
+            "paths": paths,
+            "backend": keras.backend.backend(),
+            "keras": keras.__version__,
+        }
+        metrics = {
+            k: float(v)
+            for k, v in self._last_logs.items()
+            if isinstance(v, int | float) and math.isfinite(float(v))
+        }
+        core.commit(
+            self._step,
+            {
+                STATE_FILE: Stream(lambda handle: np.savez(handle, **arrays)),  # type: ignore[arg-type]
+                META_FILE: json.dumps(meta).encode("utf-8"),
+            },
+            metrics,
+            blocking=blocking,
+        )
 
     def _stop(self, step: int) -> None:
         assert self.core is not None

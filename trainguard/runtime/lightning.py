@@ -101,7 +101,8 @@ def _plain_copy(obj: Any, where: str, lenient: bool = False) -> Any:
         f"the Lightning checkpoint holds a {type(obj).__module__}.{type(obj).__qualname__} at "
         f"{where}: trainguard's checkpoints hold only tensors and plain Python data, so that "
         "restoring one can never run code. Store plain values there (in on_save_checkpoint), or "
-        "allow-list the class with torch.serialization.add_safe_globals([...])")
+        "allow-list the class with torch.serialization.add_safe_globals([...])"
+    )
 
 
 class GuardCheckpointIO(CheckpointIO):
@@ -125,19 +126,20 @@ class GuardCheckpointIO(CheckpointIO):
             return self.wrapped.save_checkpoint(checkpoint, path, storage_options=storage_options)
         request = storage_options
         # The copy is taken here, on the training thread; torch.save runs on the saver thread.
-        state = {k: _plain_copy(v, k, lenient=k.endswith("hyper_parameters"))
-                 for k, v in checkpoint.items()}
-        self.core.commit(request.step,
-                         {CHECKPOINT_FILE: Stream(lambda handle: torch.save(state, handle))},
-                         request.metrics, blocking=request.blocking)
+        state = {k: _plain_copy(v, k, lenient=k.endswith("hyper_parameters")) for k, v in checkpoint.items()}
+        self.core.commit(
+            request.step,
+            {CHECKPOINT_FILE: Stream(lambda handle: torch.save(state, handle))},
+            request.metrics,
+            blocking=request.blocking,
+        )
         return None
 
     def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict[str, Any]:
         if not self._ours(path):
             if self.wrapped is None:
                 raise RuntimeError(f"no CheckpointIO to load {path}")
-            return self.wrapped.load_checkpoint(path, map_location=map_location,
-                                                weights_only=weights_only)
+            return self.wrapped.load_checkpoint(path, map_location=map_location, weights_only=weights_only)
         step_dir = str(path).rsplit("/", 1)[0]
         found = next((c for c in self.core.manager.checkpoints() if c.uri == step_dir), None)
         if found is None:
@@ -145,9 +147,11 @@ class GuardCheckpointIO(CheckpointIO):
         with self.core.open_file(found, CHECKPOINT_FILE) as handle:
             state = load_torch(handle, join(GuardCore.root(found), CHECKPOINT_FILE))
         if not isinstance(state, dict) or "state_dict" not in state or "loops" not in state:
-            raise CheckpointError(f"{path}: not a Lightning checkpoint written by trainguard's "
-                                  "guard (no state_dict/loops); move it out of the checkpoint "
-                                  "directory")
+            raise CheckpointError(
+                f"{path}: not a Lightning checkpoint written by trainguard's "
+                "guard (no state_dict/loops); move it out of the checkpoint "
+                "directory"
+            )
         if map_location is not None:
             state = _to_device(state, map_location)
         return state
@@ -240,8 +244,11 @@ class ResumableLoader:
 def _wrap_loaders(original, trainer: pl.Trainer, dataloader):
     """``strategy.process_dataloader`` that also makes training loaders resumable."""
     dataloader = original(dataloader)
-    if (trainer.state.stage == "train" and isinstance(dataloader, torch.utils.data.DataLoader)
-            and not isinstance(dataloader, _Stateful)):
+    if (
+        trainer.state.stage == "train"
+        and isinstance(dataloader, torch.utils.data.DataLoader)
+        and not isinstance(dataloader, _Stateful)
+    ):
         return ResumableLoader(dataloader)
     return dataloader
 
@@ -271,13 +278,25 @@ class Guard(pl.Callback):
             not train again.
     """
 
-    def __init__(self, directory: str | None = None, *, save: SavePolicy | int | None = None,
-                 retention: RetentionPolicy | None = None, async_save: bool = True,
-                 history: str | bool | None = None, resume: bool = True,
-                 exit_on_preemption: bool = True, save_on_train_end: bool = True) -> None:
-        self._options: dict[str, Any] = {"directory": directory, "save": save,
-                                         "retention": retention, "async_save": async_save,
-                                         "history": history}
+    def __init__(
+        self,
+        directory: str | None = None,
+        *,
+        save: SavePolicy | int | None = None,
+        retention: RetentionPolicy | None = None,
+        async_save: bool = True,
+        history: str | bool | None = None,
+        resume: bool = True,
+        exit_on_preemption: bool = True,
+        save_on_train_end: bool = True,
+    ) -> None:
+        self._options: dict[str, Any] = {
+            "directory": directory,
+            "save": save,
+            "retention": retention,
+            "async_save": async_save,
+            "history": history,
+        }
         self.resume = resume
         self.exit_on_preemption = exit_on_preemption
         self.save_on_train_end = save_on_train_end
@@ -297,19 +316,22 @@ class Guard(pl.Callback):
             return
         if self.core is not None:
             self.core.close()  # a previous fit that ended with an exception
-        self.core = core = GuardCore("lightning", CHECKPOINT_FILE, is_chief=trainer.is_global_zero,
-                                     **self._options)
+        self.core = core = GuardCore(
+            "lightning", CHECKPOINT_FILE, is_chief=trainer.is_global_zero, **self._options
+        )
         strategy = trainer.strategy
         self._io = GuardCheckpointIO(core, strategy.checkpoint_io)
         strategy.checkpoint_io = self._io
         strategy.process_dataloader = functools.partial(  # type: ignore[method-assign]
-            _wrap_loaders, strategy.process_dataloader, trainer)
+            _wrap_loaders, strategy.process_dataloader, trainer
+        )
         latest = core.latest() if self.resume else None
         if latest is not None:
             # Lightning restores from this right after setup (model, callbacks, loops, optimizers,
             # schedulers); an explicit fit(ckpt_path=...) replaces it.
             trainer._checkpoint_connector._loaded_checkpoint = strategy.load_checkpoint(
-                join(latest.uri, CHECKPOINT_FILE))
+                join(latest.uri, CHECKPOINT_FILE)
+            )
             self.resumed_step = latest.step
             if core.is_chief:
                 note(f"resumed from checkpoint step {latest.step} ({latest.uri})")
@@ -330,8 +352,9 @@ class Guard(pl.Callback):
 
     # -- the loop --
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs,
-                           batch, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch, batch_idx: int
+    ) -> None:
         core = self.core
         if core is None:
             return
@@ -347,8 +370,7 @@ class Guard(pl.Callback):
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.core is None or trainer.sanity_checking or trainer.state.fn != "fit":
             return
-        self.core.log(trainer.global_step, "val", trainer.current_epoch,
-                      self._metrics(trainer, "val"))
+        self.core.log(trainer.global_step, "val", trainer.current_epoch, self._metrics(trainer, "val"))
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         core = self.core
@@ -367,8 +389,9 @@ class Guard(pl.Callback):
             self._save(trainer, blocking=True)
         core.close()
 
-    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
-                     exception: BaseException) -> None:
+    def on_exception(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
+    ) -> None:
         if self.core is not None:
             self.core.close()  # the save in flight is finished, the history flushed
 
@@ -376,8 +399,7 @@ class Guard(pl.Callback):
         if stage != "fit" or self.core is None:
             return
         strategy = trainer.strategy
-        if self._io is not None and self._io.wrapped is not None \
-                and strategy.checkpoint_io is self._io:
+        if self._io is not None and self._io.wrapped is not None and strategy.checkpoint_io is self._io:
             strategy.checkpoint_io = self._io.wrapped
         strategy.__dict__.pop("process_dataloader", None)
         self.core.close()
@@ -417,13 +439,18 @@ class Guard(pl.Callback):
         core = self.core
         assert core is not None
         step = trainer.global_step
-        metrics = {k: n for k, v in trainer.callback_metrics.items()
-                   if (n := _scalar(v)) is not None and math.isfinite(n)}
+        metrics = {
+            k: n
+            for k, v in trainer.callback_metrics.items()
+            if (n := _scalar(v)) is not None and math.isfinite(n)
+        }
         request = _Request(step, metrics, blocking)
         if not trainer.is_global_zero:
             core.commit(step, {}, metrics)  # remembers the step; only rank 0 writes
-        trainer.save_checkpoint(join(core.directory, f"step-{step:09d}", CHECKPOINT_FILE),
-                                weights_only=False, storage_options=request)
+        trainer.save_checkpoint(
+            join(core.directory, f"step-{step:09d}", CHECKPOINT_FILE),
+            weights_only=False,
+            storage_options=request,
+        )
         if blocking:
             core.manager.wait()
-

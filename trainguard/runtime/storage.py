@@ -25,8 +25,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["FileStore", "LocalStore", "GCSStore", "store_for", "join", "STORAGE_DEADLINE_S",
-           "no_space_message"]
+__all__ = [
+    "FileStore",
+    "LocalStore",
+    "GCSStore",
+    "store_for",
+    "join",
+    "STORAGE_DEADLINE_S",
+    "no_space_message",
+]
 
 #: The retry deadline of storage calls inside a training job (seconds): long, since giving up
 #: loses the run; one-shot commands pass their own (~10 s) to ``store_for``.
@@ -44,8 +51,10 @@ def join(base: str, *parts: str) -> str:
 def no_space_message(path: str, written: int | None = None) -> str:
     """What a user reads when a disk fills during a write (one wording for every writer)."""
     so_far = f" after {written / 2**20:.1f} MiB" if written else ""
-    return (f"no space left on {path}{so_far}: free space on that disk or point the checkpoint "
-            "directory (AIP_CHECKPOINT_DIR) at a bigger one; the previous checkpoint is intact")
+    return (
+        f"no space left on {path}{so_far}: free space on that disk or point the checkpoint "
+        "directory (AIP_CHECKPOINT_DIR) at a bigger one; the previous checkpoint is intact"
+    )
 
 
 class FileStore:
@@ -304,13 +313,17 @@ class GCSStore(FileStore):
                 raise EndpointUnreachable(
                     f"Cloud Storage {what} {uri}: no answer from {self.endpoint} within "
                     f"{self.deadline_s:g} s ({describe(cause)}); check STORAGE_EMULATOR_HOST and "
-                    "the network") from None
-            raise TransientError(f"Cloud Storage {what} {uri} kept failing for "
-                                 f"{self.deadline_s:g} s: {describe(cause)}; try again later") from None
+                    "the network"
+                ) from None
+            raise TransientError(
+                f"Cloud Storage {what} {uri} kept failing for "
+                f"{self.deadline_s:g} s: {describe(cause)}; try again later"
+            ) from None
 
     def read_bytes(self, uri: str) -> bytes:
-        return self._call("read", uri, lambda: self._blob(uri).download_as_bytes(
-            retry=self._retry, timeout=self._timeout))
+        return self._call(
+            "read", uri, lambda: self._blob(uri).download_as_bytes(retry=self._retry, timeout=self._timeout)
+        )
 
     @contextlib.contextmanager
     def open_read(self, uri: str) -> Iterator[BinaryIO]:
@@ -336,8 +349,11 @@ class GCSStore(FileStore):
         self._call("write", uri, handle.close)
 
     def write_bytes(self, uri: str, data: bytes) -> None:
-        self._call("write", uri, lambda: self._blob(uri).upload_from_string(
-            data, retry=self._retry, timeout=self._timeout))
+        self._call(
+            "write",
+            uri,
+            lambda: self._blob(uri).upload_from_string(data, retry=self._retry, timeout=self._timeout),
+        )
 
     def write_stream(self, uri: str, writer: Callable[[BinaryIO], object]) -> int:
         # A resumable upload in chunks: the object appears only when the upload completes.
@@ -345,31 +361,42 @@ class GCSStore(FileStore):
         blob.chunk_size = 16 * 1024 * 1024
 
         def upload() -> int:
-            with blob.open("wb", ignore_flush=True, retry=self._retry,
-                           timeout=self._timeout) as handle:
+            with blob.open("wb", ignore_flush=True, retry=self._retry, timeout=self._timeout) as handle:
                 writer(handle)
                 return handle.tell()
 
         return self._call("write", uri, upload)
 
     def upload_file(self, local_path: str, uri: str) -> None:
-        self._call("upload", uri, lambda: self._blob(uri).upload_from_filename(
-            local_path, retry=self._retry, timeout=self._timeout))
+        self._call(
+            "upload",
+            uri,
+            lambda: self._blob(uri).upload_from_filename(
+                local_path, retry=self._retry, timeout=self._timeout
+            ),
+        )
 
     def download_file(self, uri: str, local_path: str) -> None:
-        self._call("download", uri, lambda: self._blob(uri).download_to_filename(
-            local_path, retry=self._retry, timeout=self._timeout))
+        self._call(
+            "download",
+            uri,
+            lambda: self._blob(uri).download_to_filename(
+                local_path, retry=self._retry, timeout=self._timeout
+            ),
+        )
 
     def exists(self, uri: str) -> bool:
-        return self._call("exists", uri, lambda: self._blob(uri).exists(
-            retry=self._retry, timeout=self._timeout))
+        return self._call(
+            "exists", uri, lambda: self._blob(uri).exists(retry=self._retry, timeout=self._timeout)
+        )
 
     def list_sizes(self, prefix: str) -> dict[str, int]:
         bucket, name = self._split(prefix)
 
         def listing() -> dict[str, int]:
-            blobs = self._client.list_blobs(bucket, prefix=name.rstrip("/") + "/",
-                                            retry=self._retry, timeout=self._timeout)
+            blobs = self._client.list_blobs(
+                bucket, prefix=name.rstrip("/") + "/", retry=self._retry, timeout=self._timeout
+            )
             return {f"gs://{bucket}/{blob.name}": int(blob.size or 0) for blob in blobs}
 
         return self._call("list", prefix, listing)
@@ -387,9 +414,13 @@ class GCSStore(FileStore):
         src_bucket, _ = self._split(uri)
         dst_bucket, dst_name = self._split(new_uri)
         blob = self._blob(uri)
-        self._call("copy", uri, lambda: self._client.bucket(src_bucket).copy_blob(
-            blob, self._client.bucket(dst_bucket), dst_name, retry=self._retry,
-            timeout=self._timeout))
+        self._call(
+            "copy",
+            uri,
+            lambda: self._client.bucket(src_bucket).copy_blob(
+                blob, self._client.bucket(dst_bucket), dst_name, retry=self._retry, timeout=self._timeout
+            ),
+        )
         self.delete(uri)
 
 

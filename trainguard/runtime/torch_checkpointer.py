@@ -80,15 +80,24 @@ class TorchCheckpointer(Checkpointer):
 
     reads = (FORMAT_TORCH, FORMAT_DCP)
 
-    def __init__(self, model, optimizer=None, scheduler=None, directory: str | None = None, *,
-                 sharded: bool | None = None, **kwargs) -> None:
+    def __init__(
+        self,
+        model,
+        optimizer=None,
+        scheduler=None,
+        directory: str | None = None,
+        *,
+        sharded: bool | None = None,
+        **kwargs,
+    ) -> None:
         initialised = dist.is_available() and dist.is_initialized()
         if initialised:
             kwargs["rank"], kwargs["world_size"] = dist.get_rank(), dist.get_world_size()
         elif kwargs.get("world_size", 1) > 1:
             raise CheckpointError(
                 f"WORLD_SIZE={kwargs['world_size']} but torch.distributed is not initialised: call "
-                "torch.distributed.init_process_group() before creating the TorchCheckpointer")
+                "torch.distributed.init_process_group() before creating the TorchCheckpointer"
+            )
         super().__init__(directory, **kwargs)
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.sharded = (self.world_size > 1 or _has_dtensor(model)) if sharded is None else sharded
@@ -108,9 +117,16 @@ class TorchCheckpointer(Checkpointer):
                 self._io = dist.new_group(backend="gloo")
 
     @classmethod
-    def from_env(cls, model, optimizer=None, scheduler=None, *,
-                 environ: Mapping[str, str] | None = None,
-                 default_base: str = "./trainguard-output", **kwargs) -> TorchCheckpointer:
+    def from_env(
+        cls,
+        model,
+        optimizer=None,
+        scheduler=None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        default_base: str = "./trainguard-output",
+        **kwargs,
+    ) -> TorchCheckpointer:
         """A checkpointer configured by Vertex's environment contract (``AIP_CHECKPOINT_DIR``,
         ``TRAINGUARD_HISTORY``, ``RANK``, ``WORLD_SIZE``); ``kwargs`` override."""
         return cls(model, optimizer, scheduler, **{**cls.env_kwargs(environ, default_base), **kwargs})
@@ -162,9 +178,15 @@ class TorchCheckpointer(Checkpointer):
             model_sd, optim_sd = get_model_state_dict(self.model), None
         # Small per-rank state (a few KB): RNG, data position, scheduler. In a 1-tuple, DCP keeps
         # it as one item (it flattens dicts) and each rank writes its own.
-        small = ({"rng": rng_state(), "extra": plain(extra),
-                  "scheduler": (plain(self.scheduler.state_dict(), "scheduler")
-                                if self.scheduler is not None else None)},)
+        small = (
+            {
+                "rng": rng_state(),
+                "extra": plain(extra),
+                "scheduler": (
+                    plain(self.scheduler.state_dict(), "scheduler") if self.scheduler is not None else None
+                ),
+            },
+        )
         refs = {"model": model_sd, f"rank{self.rank}": small}
         if optim_sd is not None:
             refs["optim"] = optim_sd
@@ -200,12 +222,12 @@ class TorchCheckpointer(Checkpointer):
             raise CheckpointError(
                 f"{checkpoint.uri} was saved by one process as a single file; this model is "
                 "sharded (FSDP), which cannot load it as is: resume with the unsharded setup that "
-                "saved it (one process), or start this sharded run in an empty directory")
+                "saved it (one process), or start this sharded run in an empty directory"
+            )
         path = checkpoint.path(STATE_FILE)
         with self.manager.store.open_read(path) as handle:
             state = load_state(handle, name=path)
-        return apply_state(state, self.model, self.optimizer, self.scheduler, strict=strict,
-                           name=path)
+        return apply_state(state, self.model, self.optimizer, self.scheduler, strict=strict, name=path)
 
     def _load_dcp(self, checkpoint: Checkpoint, strict: bool) -> dict:
         import torch.distributed.checkpoint as dcp
@@ -226,12 +248,15 @@ class TorchCheckpointer(Checkpointer):
         ranks = sorted(int(m.group(1)) for k in keys if (m := _RANK_KEY.match(k)))
         has_optim = any(k.startswith("optim.") for k in keys)
         if not any(k.startswith("model.") for k in keys) or not ranks:
-            raise CheckpointError(f"{where}: a torch.distributed.checkpoint without trainguard's "
-                                  "model and per-rank state: not written by TorchCheckpointer")
+            raise CheckpointError(
+                f"{where}: a torch.distributed.checkpoint without trainguard's "
+                "model and per-rank state: not written by TorchCheckpointer"
+            )
         if self.optimizer is not None and not has_optim and strict:
             raise CheckpointError(
                 f"{where}: holds no optimizer state, but an optimizer was given: resume with the "
-                "setup that saved it, or restore(strict=False) to start the optimizer afresh")
+                "setup that saved it, or restore(strict=False) to start the optimizer afresh"
+            )
         load_optim = self.optimizer is not None and has_optim
         if load_optim:
             model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
@@ -243,21 +268,25 @@ class TorchCheckpointer(Checkpointer):
         reader = reader_for(where, store, checkpoint.files)
         try:
             if self._io is not None:
-                dcp.load(target, storage_reader=reader, planner=SafeLoadPlanner(),
-                         process_group=self._io)
+                dcp.load(target, storage_reader=reader, planner=SafeLoadPlanner(), process_group=self._io)
             else:
                 dcp.load(target, storage_reader=reader, planner=SafeLoadPlanner(), no_dist=True)
             if load_optim:
-                set_state_dict(self.model, self.optimizer, model_state_dict=target["model"],
-                               optim_state_dict=target["optim"])
+                set_state_dict(
+                    self.model,
+                    self.optimizer,
+                    model_state_dict=target["model"],
+                    optim_state_dict=target["optim"],
+                )
             else:
                 set_model_state_dict(self.model, target["model"])
         except CheckpointError:
             raise
         except Exception as exc:  # noqa: BLE001 - DCP wraps per-rank failures in many types
-            raise CheckpointError(f"{where}: does not fit this model/optimizer: "
-                                  f"{_first_line(exc)}; resume with the model that saved it"
-                                  ) from None
+            raise CheckpointError(
+                f"{where}: does not fit this model/optimizer: "
+                f"{_first_line(exc)}; resume with the model that saved it"
+            ) from None
         blobs = {}
         for r in ranks:
             item = target[f"rank{r}"]
@@ -273,8 +302,10 @@ class TorchCheckpointer(Checkpointer):
         first = blobs[min(blobs)]
         if self.scheduler is not None:
             if first.get("scheduler") is None and strict:
-                raise CheckpointError(f"{checkpoint.root}: holds no scheduler state, but a "
-                                      "scheduler was given: restore(strict=False) starts it afresh")
+                raise CheckpointError(
+                    f"{checkpoint.root}: holds no scheduler state, but a "
+                    "scheduler was given: restore(strict=False) starts it afresh"
+                )
             if first.get("scheduler") is not None:
                 self.scheduler.load_state_dict(first["scheduler"])
         extras = [blobs[r].get("extra") or {} for r in sorted(blobs)]
@@ -282,16 +313,19 @@ class TorchCheckpointer(Checkpointer):
             set_rng_state(mine.get("rng") or {})
             return dict(mine.get("extra") or {})
         if self.is_chief:
-            note(f"{checkpoint.uri} was saved on {saved_world} rank(s), this job has "
-                 f"{self.world_size}: weights and optimizer state are resharded; RNG states start "
-                 "from this run's seeds (the run goes on, not bit-identical to one without the "
-                 "change)")
+            note(
+                f"{checkpoint.uri} was saved on {saved_world} rank(s), this job has "
+                f"{self.world_size}: weights and optimizer state are resharded; RNG states start "
+                "from this run's seeds (the run goes on, not bit-identical to one without the "
+                "change)"
+            )
         if all(e == extras[0] for e in extras):
             return dict(extras[0])
         raise CheckpointError(
             f"{checkpoint.uri}: each of its {saved_world} ranks saved a different data position "
             f"(extra), which cannot be mapped onto {self.world_size} ranks: resume on "
-            f"{saved_world} ranks, or save a position that does not depend on the rank")
+            f"{saved_world} ranks, or save a position that does not depend on the rank"
+        )
 
 
 class _Ready:

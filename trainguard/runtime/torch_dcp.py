@@ -37,8 +37,15 @@ METADATA_FILE = ".metadata"
 # What DCP's .metadata pickle may name: its own dataclasses, torch's sizes/dtypes/layouts, paths.
 _ALLOWED = {
     "torch.distributed.checkpoint.metadata": {
-        "Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
-        "TensorProperties", "MetadataIndex", "StorageMeta", "_MEM_FORMAT_ENCODING"},
+        "Metadata",
+        "TensorStorageMetadata",
+        "BytesStorageMetadata",
+        "ChunkStorageMetadata",
+        "TensorProperties",
+        "MetadataIndex",
+        "StorageMeta",
+        "_MEM_FORMAT_ENCODING",
+    },
     "torch.distributed.checkpoint.filesystem": {"_StorageInfo"},
     "torch.serialization": {"_get_layout"},
     "torch": {"Size"},
@@ -69,24 +76,29 @@ def safe_metadata(data: bytes, where: str, files: Collection[str] | None = None)
     try:
         metadata = _MetadataUnpickler(io.BytesIO(data)).load()
     except Exception as exc:  # noqa: BLE001 - any unpickling failure means the same to a user
-        raise CheckpointError(f"{where}: not torch.distributed.checkpoint metadata that loads "
-                              f"safely ({str(exc)[:200] or type(exc).__name__}); it was refused "
-                              "without running anything from it") from None
+        raise CheckpointError(
+            f"{where}: not torch.distributed.checkpoint metadata that loads "
+            f"safely ({str(exc)[:200] or type(exc).__name__}); it was refused "
+            "without running anything from it"
+        ) from None
     if not isinstance(metadata, Metadata):
         raise CheckpointError(f"{where}: holds a {type(metadata).__name__}, not DCP metadata")
     for info in (metadata.storage_data or {}).values():
         rel = getattr(info, "relative_path", None)
         if not safe_relative_name(rel) or (files is not None and rel not in files):
-            raise CheckpointError(f"{where}: names a shard file {str(rel)[:100]!r} that the "
-                                  "checkpoint's COMMIT does not list: refused")
+            raise CheckpointError(
+                f"{where}: names a shard file {str(rel)[:100]!r} that the "
+                "checkpoint's COMMIT does not list: refused"
+            )
     return metadata
 
 
 class SafeReader(FileSystemReader):
     """DCP's file-system reader with a safe ``.metadata`` and shard files limited to ``files``."""
 
-    def __init__(self, path: str, files: Collection[str] | None = None,
-                 store: FileStore | None = None) -> None:
+    def __init__(
+        self, path: str, files: Collection[str] | None = None, store: FileStore | None = None
+    ) -> None:
         super().__init__(path)
         self._files = set(files) if files is not None else None
         if store is not None:
@@ -113,8 +125,10 @@ class SafeLoadPlanner(DefaultLoadPlanner):
         try:
             obj = torch.load(value, weights_only=True)
         except Exception as exc:  # noqa: BLE001
-            raise CheckpointError(f"item {read_item.dest_index.fqn!r}: refused by the safe "
-                                  f"loader ({str(exc).splitlines()[0][:200]})") from None
+            raise CheckpointError(
+                f"item {read_item.dest_index.fqn!r}: refused by the safe "
+                f"loader ({str(exc).splitlines()[0][:200]})"
+            ) from None
         if self.flatten_state_dict:
             from torch.distributed.checkpoint._traverse import set_element
 

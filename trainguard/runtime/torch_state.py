@@ -32,9 +32,22 @@ import torch
 from trainguard.errors import CheckpointError
 from trainguard.runtime.checkpoint import Stream
 
-__all__ = ["snapshot", "begin_snapshot", "begin_state", "PendingSnapshot", "Stager", "serialize",
-           "stream", "restore", "load_state", "apply_state", "rng_state", "set_rng_state",
-           "plain", "STATE_FILE"]
+__all__ = [
+    "snapshot",
+    "begin_snapshot",
+    "begin_state",
+    "PendingSnapshot",
+    "Stager",
+    "serialize",
+    "stream",
+    "restore",
+    "load_state",
+    "apply_state",
+    "rng_state",
+    "set_rng_state",
+    "plain",
+    "STATE_FILE",
+]
 
 STATE_FILE = "state.pt"
 _PLAIN_LEAVES = (type(None), bool, int, float, str, bytes, torch.dtype, torch.device, torch.Size)
@@ -56,8 +69,7 @@ def _stage(tensor: torch.Tensor, buffers: dict | None, path: tuple) -> torch.Ten
     return buf
 
 
-def _copy_tensor(tensor: torch.Tensor, buffers: dict | None = None, path: tuple = ()
-                 ) -> torch.Tensor:
+def _copy_tensor(tensor: torch.Tensor, buffers: dict | None = None, path: tuple = ()) -> torch.Tensor:
     if _is_dtensor(tensor):
         # A shard of a sharded tensor (FSDP2): stage the local shard, keep the sharding spec, so
         # torch.distributed.checkpoint writes this rank's part with its global offsets.
@@ -108,7 +120,8 @@ def plain(obj, where: str = "extra"):
     raise CheckpointError(
         f"{where} holds a {module}.{type(obj).__qualname__}: a checkpoint holds only tensors and "
         "plain Python types (dict, list, tuple, str, int, float, bool, None), so that restoring "
-        "it can never run code; store a plain value instead")
+        "it can never run code; store a plain value instead"
+    )
 
 
 def rng_state() -> dict:
@@ -118,8 +131,13 @@ def rng_state() -> dict:
         import numpy as np
 
         kind, keys, pos, has_gauss, cached = np.random.get_state()
-        np_state = {"kind": str(kind), "keys": torch.from_numpy(keys.astype("int64")),
-                    "pos": int(pos), "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
+        np_state = {
+            "kind": str(kind),
+            "keys": torch.from_numpy(keys.astype("int64")),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        }
     except ImportError:  # numpy is optional inside user images
         np_state = None
     return {
@@ -140,9 +158,15 @@ def set_rng_state(rng: dict) -> None:
     if numpy_state is not None:
         import numpy as np
 
-        np.random.set_state((numpy_state["kind"], numpy_state["keys"].cpu().numpy().astype("uint32"),
-                             numpy_state["pos"], numpy_state["has_gauss"],
-                             numpy_state["cached_gaussian"]))
+        np.random.set_state(
+            (
+                numpy_state["kind"],
+                numpy_state["keys"].cpu().numpy().astype("uint32"),
+                numpy_state["pos"],
+                numpy_state["has_gauss"],
+                numpy_state["cached_gaussian"],
+            )
+        )
     if rng.get("torch") is not None:
         torch.set_rng_state(rng["torch"].cpu())
     if rng.get("cuda") is not None and torch.cuda.is_available():
@@ -204,8 +228,9 @@ class PendingSnapshot:
     model, manual clamping) must call ``wait()`` first.
     """
 
-    def __init__(self, model, optimizer=None, scheduler=None, extra: dict | None = None,
-                 buffers: dict | None = None) -> None:
+    def __init__(
+        self, model, optimizer=None, scheduler=None, extra: dict | None = None, buffers: dict | None = None
+    ) -> None:
         module = _unwrap(model)
         refs = {
             "model": module.state_dict(),  # references, taken on the training thread
@@ -218,8 +243,9 @@ class PendingSnapshot:
         self._start(refs, early, [optimizer] if optimizer is not None else [], buffers)
 
     @classmethod
-    def of(cls, refs: dict, early: set[tuple], optimizers: Iterable, buffers: dict | None = None
-           ) -> PendingSnapshot:
+    def of(
+        cls, refs: dict, early: set[tuple], optimizers: Iterable, buffers: dict | None = None
+    ) -> PendingSnapshot:
         """A snapshot of a prepared nested dict of tensor references; the tensors at the paths in
         ``early`` are copied at once (they change during forward: BatchNorm statistics)."""
         self = cls.__new__(cls)
@@ -235,8 +261,7 @@ class PendingSnapshot:
         self._error: BaseException | None = None
         for optimizer in optimizers:
             _track(optimizer, self)
-        self._thread = threading.Thread(target=self._copy, name="trainguard-snapshot",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._copy, name="trainguard-snapshot", daemon=True)
         self._thread.start()
 
     def _copy(self) -> None:
@@ -275,8 +300,10 @@ def _copy_paths(refs: dict, early: set[tuple]) -> dict:
     for section in {p[0] for p in early}:
         part = refs.get(section)
         if isinstance(part, dict):
-            out[section] = {k: _copy_tensor(v) if (section, k) in early and
-                            isinstance(v, torch.Tensor) else v for k, v in part.items()}
+            out[section] = {
+                k: _copy_tensor(v) if (section, k) in early and isinstance(v, torch.Tensor) else v
+                for k, v in part.items()
+            }
     return out
 
 
@@ -284,21 +311,22 @@ def _detach_except(state: dict, early: set[tuple], buffers: dict | None) -> dict
     out = {}
     for section, part in state.items():
         if isinstance(part, dict) and any(p[0] == section for p in early):
-            out[section] = {k: v if (section, k) in early else _detach(v, buffers, (section, k))
-                            for k, v in part.items()}
+            out[section] = {
+                k: v if (section, k) in early else _detach(v, buffers, (section, k)) for k, v in part.items()
+            }
         else:
             out[section] = _detach(part, buffers, (section,))
     return out
 
 
-def begin_snapshot(model, optimizer=None, scheduler=None, extra: dict | None = None
-                   ) -> PendingSnapshot:
+def begin_snapshot(model, optimizer=None, scheduler=None, extra: dict | None = None) -> PendingSnapshot:
     """Starts a snapshot that overlaps the next forward/backward pass; see ``PendingSnapshot``."""
     return PendingSnapshot(model, optimizer, scheduler, extra)
 
 
-def begin_state(refs: dict, early: set[tuple], optimizers: Iterable, buffers: dict | None = None
-                ) -> PendingSnapshot:
+def begin_state(
+    refs: dict, early: set[tuple], optimizers: Iterable, buffers: dict | None = None
+) -> PendingSnapshot:
     """Like ``begin_snapshot`` for a prepared state dict (``get_state_dict`` for DCP)."""
     return PendingSnapshot.of(refs, early, optimizers, buffers)
 
@@ -315,8 +343,7 @@ class Stager:
     def __init__(self) -> None:
         self._buffers: dict[tuple, torch.Tensor] = {}
 
-    def begin(self, model, optimizer=None, scheduler=None, extra: dict | None = None
-              ) -> PendingSnapshot:
+    def begin(self, model, optimizer=None, scheduler=None, extra: dict | None = None) -> PendingSnapshot:
         """Like ``begin_snapshot``, into the kept buffers."""
         return PendingSnapshot(model, optimizer, scheduler, extra, buffers=self._buffers)
 
@@ -362,14 +389,17 @@ def load_state(source, name: str = STATE_FILE, map_location=None) -> dict:
     except Exception as exc:  # noqa: BLE001 - unpickling raises many types; all mean the same
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if "weights_only" in str(exc) or "Unsupported global" in str(exc):
-            reason = ("it holds objects other than tensors and plain types, which could run code "
-                      "when loaded, so it was refused")
-        raise CheckpointError(f"{name}: not a checkpoint this runtime loads safely: {reason[:300]}"
-                              ) from None
+            reason = (
+                "it holds objects other than tensors and plain types, which could run code "
+                "when loaded, so it was refused"
+            )
+        raise CheckpointError(f"{name}: not a checkpoint this runtime loads safely: {reason[:300]}") from None
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         kind = type(state).__name__
-        raise CheckpointError(f"{name}: holds a {kind} without a 'model' state, not a trainguard "
-                              "PyTorch checkpoint (another framework's file?)")
+        raise CheckpointError(
+            f"{name}: holds a {kind} without a 'model' state, not a trainguard "
+            "PyTorch checkpoint (another framework's file?)"
+        )
     if map_location is not None and str(map_location) != "cpu":
         for section in ("model", "optimizer"):
             if state.get(section) is not None:
@@ -388,8 +418,9 @@ def _move(obj, device: torch.device):
     return obj
 
 
-def apply_state(state: dict, model, optimizer=None, scheduler=None, *, strict: bool = True,
-                name: str = STATE_FILE) -> dict:
+def apply_state(
+    state: dict, model, optimizer=None, scheduler=None, *, strict: bool = True, name: str = STATE_FILE
+) -> dict:
     """Loads a snapshot into the objects and restores the RNG states; returns ``extra``.
 
     Args:
@@ -404,7 +435,8 @@ def apply_state(state: dict, model, optimizer=None, scheduler=None, *, strict: b
             raise CheckpointError(
                 f"{name}: holds no {section} state, but a {section} was given: resume with the "
                 f"same setup that saved it, or restore(strict=False) to start the {section} afresh "
-                "from these weights")
+                "from these weights"
+            )
     try:
         _unwrap(model).load_state_dict(state["model"])
         if optimizer is not None and state.get("optimizer") is not None:
@@ -413,18 +445,17 @@ def apply_state(state: dict, model, optimizer=None, scheduler=None, *, strict: b
             scheduler.load_state_dict(state["scheduler"])
     except (RuntimeError, KeyError, ValueError, TypeError) as exc:
         first = str(exc).strip().splitlines()
-        raise CheckpointError(f"{name}: does not fit this model/optimizer: "
-                              f"{' '.join(first[:3])[:400]}; resume with the model that saved it"
-                              ) from None
+        raise CheckpointError(
+            f"{name}: does not fit this model/optimizer: "
+            f"{' '.join(first[:3])[:400]}; resume with the model that saved it"
+        ) from None
     set_rng_state(state.get("rng") or {})
     return dict(state.get("extra") or {})
 
 
-def restore(data, model, optimizer=None, scheduler=None, map_location=None, *,
-            strict: bool = False) -> dict:
+def restore(data, model, optimizer=None, scheduler=None, map_location=None, *, strict: bool = False) -> dict:
     """Loads a serialised snapshot (bytes, path or file) into the objects, restores RNG states;
     returns ``extra``. Safe: see ``load_state``."""
     name = os.fspath(data) if isinstance(data, str | os.PathLike) else STATE_FILE
     state = load_state(data, name, map_location)
     return apply_state(state, model, optimizer, scheduler, strict=strict, name=name)
-

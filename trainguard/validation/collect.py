@@ -19,8 +19,19 @@ from trainguard.errors import HistoryError
 from trainguard.redaction import bound, redact
 from trainguard.validation.history import History, SeriesParts
 
-__all__ = ["CHUNK_BYTES", "READ_BYTES", "MAX_LINE_BYTES", "MAX_SERIES", "MAX_NAME_CHARS", "Tail",
-           "file_blocks", "bytes_blocks", "whole_lines", "Collector", "echo"]
+__all__ = [
+    "CHUNK_BYTES",
+    "READ_BYTES",
+    "MAX_LINE_BYTES",
+    "MAX_SERIES",
+    "MAX_NAME_CHARS",
+    "Tail",
+    "file_blocks",
+    "bytes_blocks",
+    "whole_lines",
+    "Collector",
+    "echo",
+]
 
 # One parse call's worth. pyarrow's JSON parse holds ~5x its input while it runs: 2 MiB chunks,
 # a few in flight, keep a read's overhead under ~100 MiB whatever the file's size, at the CPU
@@ -52,7 +63,7 @@ def bytes_blocks(data: bytes, size: int | None = None) -> Iterator[bytes]:
     size = size or READ_BYTES
     view = memoryview(data)
     for start in range(0, len(data), size):
-        yield bytes(view[start:start + size])
+        yield bytes(view[start : start + size])
 
 
 @dataclass
@@ -64,8 +75,9 @@ class Tail:
     saw_text: bool = False
 
 
-def whole_lines(blocks: Iterator[bytes], source: str, tail: Tail,
-                max_line: int = MAX_LINE_BYTES) -> Iterator[bytes]:
+def whole_lines(
+    blocks: Iterator[bytes], source: str, tail: Tail, max_line: int = MAX_LINE_BYTES
+) -> Iterator[bytes]:
     """Chunks of whole lines, each ending with a newline and about :data:`CHUNK_BYTES` long
     (longer only to finish a line); the unfinished rest goes to ``tail``.
 
@@ -85,8 +97,10 @@ def whole_lines(blocks: Iterator[bytes], source: str, tail: Tail,
         data = rest + block if rest else block
         end = data.rfind(b"\n") + 1
         if len(data) - end > max_line:
-            raise HistoryError(f"{source}: more than {max_line >> 20} MiB without a line end: "
-                               f"not a history written line by line (JSONL or CSV)")
+            raise HistoryError(
+                f"{source}: more than {max_line >> 20} MiB without a line end: "
+                f"not a history written line by line (JSONL or CSV)"
+            )
         yield from _pieces(data, end, CHUNK_BYTES)
         rest = data[end:]
     tail.data = rest
@@ -119,8 +133,16 @@ class Collector:
     read_bytes: int = 0
     long_names: set[str] = field(default_factory=set)
 
-    def add(self, name: str, tag: str, split: str, context: str, steps: np.ndarray,
-            values: np.ndarray, batch_bytes: int = 0) -> None:
+    def add(
+        self,
+        name: str,
+        tag: str,
+        split: str,
+        context: str,
+        steps: np.ndarray,
+        values: np.ndarray,
+        batch_bytes: int = 0,
+    ) -> None:
         """Appends points to the series ``name`` (created on first sight).
 
         Raises:
@@ -133,9 +155,11 @@ class Collector:
                     self.long_names.add(name)
                 return
             if len(self.parts) >= MAX_SERIES:
-                raise HistoryError(f"{self.source}: more than {MAX_SERIES} distinct series: not a "
-                                   f"training history (name the metrics you log, not per-item "
-                                   f"values)")
+                raise HistoryError(
+                    f"{self.source}: more than {MAX_SERIES} distinct series: not a "
+                    f"training history (name the metrics you log, not per-item "
+                    f"values)"
+                )
             part = self.parts[name] = SeriesParts(tag, split, context)
             if batch_bytes and self.total_bytes > self.read_bytes + batch_bytes:
                 density = steps.size / batch_bytes
@@ -146,6 +170,7 @@ class Collector:
         """The history read (see :meth:`History.build`)."""
         notes = list(notes)
         if self.long_names:
-            notes.append(f"ignored {len(self.long_names)} series with names longer than "
-                         f"{MAX_NAME_CHARS} characters")
+            notes.append(
+                f"ignored {len(self.long_names)} series with names longer than {MAX_NAME_CHARS} characters"
+            )
         return History.build(self.parts, fmt, self.source, x_label, records, notes)

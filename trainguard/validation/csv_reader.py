@@ -75,22 +75,26 @@ def header_columns(header: list[str], source: str, fmt: str) -> Columns:
     x_name = "epoch" if fmt == "keras_csv" else "step"
     lowered = [c.lower() for c in header]
     if x_name not in lowered:
-        raise HistoryError(f"{source}: no '{x_name}' column (columns: {_column_list(header)}); "
-                           f"{_WRITER[fmt]} writes one")
+        raise HistoryError(
+            f"{source}: no '{x_name}' column (columns: {_column_list(header)}); {_WRITER[fmt]} writes one"
+        )
     x = lowered.index(x_name)
     skip = {x} | {i for i, c in enumerate(lowered) if c in ("epoch", "step")}
     metrics = [i for i in range(len(header)) if i not in skip and header[i]]
     if not metrics:
         raise HistoryError(f"{source}: only the {x_name} column, no metrics")
     if len(metrics) > MAX_SERIES:  # refused from the header, before a row is parsed
-        raise HistoryError(f"{source}: {len(metrics)} metric columns, more than {MAX_SERIES} "
-                           f"distinct series: not a training history (name the metrics you log, "
-                           f"not per-item values)")
+        raise HistoryError(
+            f"{source}: {len(metrics)} metric columns, more than {MAX_SERIES} "
+            f"distinct series: not a training history (name the metrics you log, "
+            f"not per-item values)"
+        )
     return Columns(header, x, metrics, x_name)
 
 
-def read_csv(open_blocks: Callable[[], Iterator[bytes]], source: str, fmt: str,
-             total_bytes: int = 0) -> History:
+def read_csv(
+    open_blocks: Callable[[], Iterator[bytes]], source: str, fmt: str, total_bytes: int = 0
+) -> History:
     """Reads a Keras or Lightning CSV log.
 
     Args:
@@ -171,12 +175,19 @@ def _arrow_rows(body: bytes, columns: Columns, collector: Collector) -> int:
     names = [f"c{i}" for i in range(len(columns.header))]
     keep = [columns.x, *columns.metrics]
     convert = pa_csv.ConvertOptions(
-        column_types={names[i]: pa.float64() for i in keep}, include_columns=[names[i] for i in keep],
-        null_values=[""], strings_can_be_null=False, quoted_strings_can_be_null=False)
+        column_types={names[i]: pa.float64() for i in keep},
+        include_columns=[names[i] for i in keep],
+        null_values=[""],
+        strings_can_be_null=False,
+        quoted_strings_can_be_null=False,
+    )
     try:
-        table = pa_csv.read_csv(pa.BufferReader(body),
-                                read_options=pa_csv.ReadOptions(column_names=names),
-                                convert_options=convert, memory_pool=pa.system_memory_pool())
+        table = pa_csv.read_csv(
+            pa.BufferReader(body),
+            read_options=pa_csv.ReadOptions(column_names=names),
+            convert_options=convert,
+            memory_pool=pa.system_memory_pool(),
+        )
     except (pa.ArrowException, ValueError):  # a short row, a cell that is not a number, ...
         raise _Irregular from None
     x_column = table.column(names[columns.x])
@@ -201,15 +212,15 @@ def _add(collector: Collector, name: str, x: np.ndarray, y: np.ndarray, size: in
         collector.add(name, name, "", "", x, y, size)
 
 
-def _arrow_tail(data: bytes, columns: Columns, collector: Collector, line: int,
-                notes: list[str]) -> int:
+def _arrow_tail(data: bytes, columns: Columns, collector: Collector, line: int, notes: list[str]) -> int:
     """The last line, without a line end: a whole row, or a torn one to skip."""
     if not _plain(data + b"\n"):
         raise _Irregular
     cells = data.decode("utf-8", "replace").split(",")
     if len(cells) != len(columns.header):
-        notes.append(f"skipped the truncated last line (line {line}: {len(cells)} of "
-                     f"{len(columns.header)} cells)")
+        notes.append(
+            f"skipped the truncated last line (line {line}: {len(cells)} of {len(columns.header)} cells)"
+        )
         return 0
     if not cells[columns.x].strip() or [c.strip() for c in cells] == columns.header:
         raise _Irregular
@@ -283,16 +294,20 @@ class _RowState:
         if [c.strip() for c in row] == header:
             return  # a header repeated by a logger that re-opened the file
         if self.pending_short is not None:
-            raise HistoryError(f"{self.source}: line {self.pending_short[0]}: "
-                               f"{self.pending_short[1]} cells where the header has {len(header)}")
+            raise HistoryError(
+                f"{self.source}: line {self.pending_short[0]}: "
+                f"{self.pending_short[1]} cells where the header has {len(header)}"
+            )
         if len(row) != len(header):
             self.pending_short = (line, len(row))  # fine only if it is the torn last line
             return
         x_cell = row[self.columns.x]
         x = _cell_number(x_cell)
         if x is None or math.isnan(x):
-            raise HistoryError(f"{self.source}: line {line}: the {self.columns.x_name} cell "
-                               f"{echo(x_cell, 60)} is not a number")
+            raise HistoryError(
+                f"{self.source}: line {line}: the {self.columns.x_name} cell "
+                f"{echo(x_cell, 60)} is not a number"
+            )
         self.records += 1
         for i in self.columns.metrics:
             cell = row[i].strip()
@@ -309,16 +324,21 @@ class _RowState:
         header = self.columns.header
         notes: list[str] = []
         if self.pending_short is not None:
-            notes.append(f"skipped the truncated last line (line {self.pending_short[0]}: "
-                         f"{self.pending_short[1]} of {len(header)} cells)")
+            notes.append(
+                f"skipped the truncated last line (line {self.pending_short[0]}: "
+                f"{self.pending_short[1]} of {len(header)} cells)"
+            )
         for i, (line, cell) in self.bad.items():
             if self.ys[i]:
-                raise HistoryError(f"{self.source}: line {line}, column {echo(header[i], 60)}: "
-                                   f"{echo(cell, 60)} is not a number")
+                raise HistoryError(
+                    f"{self.source}: line {line}, column {echo(header[i], 60)}: "
+                    f"{echo(cell, 60)} is not a number"
+                )
             notes.append(f"ignored column {echo(header[i], 60)}: it holds no numbers")
         if self.records == 0:
-            raise HistoryError(f"{self.source}: a header but no rows; the training logged no "
-                               f"{self.columns.x_name}")
+            raise HistoryError(
+                f"{self.source}: a header but no rows; the training logged no {self.columns.x_name}"
+            )
         collector = Collector(self.source)
         # Of two columns with one name, the later one is the series (as a dict would have it).
         chosen = {header[i]: i for i in self.columns.metrics if self.ys[i]}

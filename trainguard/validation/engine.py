@@ -40,8 +40,9 @@ from trainguard.validation.verdict import Finding, Verdict
 __all__ = ["validate", "resolve_severities"]
 
 
-def resolve_severities(fail_on: Iterable[str] | None = None,
-                       warn_on: Iterable[str] | None = None) -> dict[str, Severity]:
+def resolve_severities(
+    fail_on: Iterable[str] | None = None, warn_on: Iterable[str] | None = None
+) -> dict[str, Severity]:
     """The severity of each class: the defaults, with the listed classes moved.
 
     ``fail_on`` and ``warn_on`` override per class; classes not listed keep their default (so
@@ -69,8 +70,9 @@ def _classes(names: Iterable[str] | None, option: str) -> set[str]:
     chosen = {n.strip() for n in names if n.strip()}
     unknown = sorted(chosen - set(DEFAULT_SEVERITY))
     if unknown:
-        raise ConfigError(f"{option}: unknown class(es) {', '.join(unknown)}; validation judges "
-                          f"{', '.join(RULE_ORDER)}")
+        raise ConfigError(
+            f"{option}: unknown class(es) {', '.join(unknown)}; validation judges {', '.join(RULE_ORDER)}"
+        )
     return chosen
 
 
@@ -116,8 +118,7 @@ def _judge_pair(pair: Pair, cfg: RuleConfig) -> _Judgement:
     out = _Judgement(pair)
     train, val, mode = pair.train, pair.val, pair.mode
     for series in (s for s in (train, val) if s is not None):
-        out.record("non_finite", rules.non_finite(series.steps, series.values, series.name),
-                   series)
+        out.record("non_finite", rules.non_finite(series.steps, series.values, series.name), series)
     tx, ty = _finite(train, cfg.warmup_steps)
     vx, vy = _finite(val, cfg.warmup_steps)
     # Judge the training curve when there is one; a validation-only pair is judged on it.
@@ -129,8 +130,11 @@ def _judge_pair(pair: Pair, cfg: RuleConfig) -> _Judgement:
     # validation, on training averaged over a twentieth of the run.
     if val is not None:
         confirm = (tx, ty) if train is not None else None
-        out.record("instability", rules.instability(
-            vx, vy, cfg, val.name, mode, start=_start(train, val), confirm=confirm), val)
+        out.record(
+            "instability",
+            rules.instability(vx, vy, cfg, val.name, mode, start=_start(train, val), confirm=confirm),
+            val,
+        )
     else:
         window = max(5, tx.size // 20)
         out.record("instability", rules.instability(tx, ty, cfg, main.name, mode, window), main)
@@ -142,8 +146,9 @@ def _judge_pair(pair: Pair, cfg: RuleConfig) -> _Judgement:
     if train is not None and val is not None:
         out.record("overfit", rules.overfit(tx, ty, vx, vy, cfg, val.name, mode), val)
     else:
-        out.not_judged["overfit"] = ("no validation series" if val is None
-                                     else "no training series to compare with")
+        out.not_judged["overfit"] = (
+            "no validation series" if val is None else "no training series to compare with"
+        )
     return out
 
 
@@ -157,14 +162,20 @@ def _primary_mode(mode: str | None, train_metric: str | None, val_metric: str | 
     return Mode.MIN
 
 
-def validate(source: str | os.PathLike | History, format: str | None = None,  # noqa: A002
-             train_metric: str | None = None, val_metric: str | None = None,
-             mode: str | None = None, fail_on: Iterable[str] | None = None,
-             warn_on: Iterable[str] | None = None,
-             thresholds: Mapping[str, float | str | None] | None = None,
-             gates: str | Iterable[str] | None = None, gate_at: str = GateAt.BEST,
-             directions: str | Iterable[str] | Mapping[str, str] | None = None,
-             shipped_step: float | None = None) -> Verdict:
+def validate(
+    source: str | os.PathLike | History,
+    format: str | None = None,  # noqa: A002
+    train_metric: str | None = None,
+    val_metric: str | None = None,
+    mode: str | None = None,
+    fail_on: Iterable[str] | None = None,
+    warn_on: Iterable[str] | None = None,
+    thresholds: Mapping[str, float | str | None] | None = None,
+    gates: str | Iterable[str] | None = None,
+    gate_at: str = GateAt.BEST,
+    directions: str | Iterable[str] | Mapping[str, str] | None = None,
+    shipped_step: float | None = None,
+) -> Verdict:
     """Judges a training run from its history.
 
     Args:
@@ -214,13 +225,11 @@ def validate(source: str | os.PathLike | History, format: str | None = None,  # 
         tx, ty = _finite(train)
         vx, vy = _finite(val)
         summary = _summary(train, val, tx, ty, vx, vy, primary_mode)
-        gate_results = [judge_gate(gate, series, summary.get("best_step"))
-                        for gate, series in gated]
+        gate_results = [judge_gate(gate, series, summary.get("best_step")) for gate, series in gated]
     findings, not_judged = _findings(judgements, gate_results, severities)
     failing = [f for f in findings if f.severity == Severity.FAIL]
     undecided = None
-    if not findings and not gate_results and not any(
-            set(CURVE_RULES) & j.judged for j in judgements):
+    if not findings and not gate_results and not any(set(CURVE_RULES) & j.judged for j in judgements):
         undecided = _undecided(train, val, cfg)
     series = _series_summary(history, train, val, primary_mode)
     series["pairs"] = [dict(j.pair.describe(), not_judged=j.not_judged) for j in judgements]
@@ -242,8 +251,9 @@ def validate(source: str | os.PathLike | History, format: str | None = None,  # 
     return account_for_shipped_model(verdict, shipped_step, cfg.overfit_min_rise)
 
 
-def _findings(judgements: list[_Judgement], gate_results: list[GateResult],
-              severities: dict[str, Severity]) -> tuple[list[Finding], dict[str, str]]:
+def _findings(
+    judgements: list[_Judgement], gate_results: list[GateResult], severities: dict[str, Severity]
+) -> tuple[list[Finding], dict[str, str]]:
     """Findings in order (fails first, rule order, primary pair first), and the primary pair's
     not-judged reasons. A finding's class makes the classes it suppresses redundant anywhere."""
     found = [(name, d, s, j.pair.primary) for j in judgements for name, d, s in j.found]
@@ -251,13 +261,17 @@ def _findings(judgements: list[_Judgement], gate_results: list[GateResult],
     dropped = {victim for name in present for victim in SUPPRESSES.get(name, ())}
     order = {name: i for i, name in enumerate(RULE_ORDER)}
     findings = [
-        (Finding(name, severities[name], d.step_range, d.evidence, d.message,
-                 _remedy(name, d, s), s.name), primary)
-        for name, d, s, primary in found if name not in dropped]
-    findings += [(_gate_finding(r, severities["gate"]), True) for r in gate_results
-                 if not r.passed]
-    findings.sort(key=lambda item: (item[0].severity != Severity.FAIL,
-                                    order[item[0].failure_class], not item[1]))
+        (
+            Finding(name, severities[name], d.step_range, d.evidence, d.message, _remedy(name, d, s), s.name),
+            primary,
+        )
+        for name, d, s, primary in found
+        if name not in dropped
+    ]
+    findings += [(_gate_finding(r, severities["gate"]), True) for r in gate_results if not r.passed]
+    findings.sort(
+        key=lambda item: (item[0].severity != Severity.FAIL, order[item[0].failure_class], not item[1])
+    )
     primary = judgements[0]
     not_judged = {k: v for k, v in primary.not_judged.items() if k not in dropped}
     return [f for f, _ in findings], {k: not_judged[k] for k in RULE_ORDER if k in not_judged}
@@ -265,12 +279,21 @@ def _findings(judgements: list[_Judgement], gate_results: list[GateResult],
 
 def _gate_finding(result: GateResult, severity: Severity) -> Finding:
     gate = result.gate
-    where = ("the best validation step" if gate.at == GateAt.BEST else "the last value")
-    message = (f"gate {gate.metric} {gate.op} {gate.bound:g} missed: {result.series} was "
-               f"{result.value:.4g} at step {_step_text(result.step)} ({where})")
+    where = "the best validation step" if gate.at == GateAt.BEST else "the last value"
+    message = (
+        f"gate {gate.metric} {gate.op} {gate.bound:g} missed: {result.series} was "
+        f"{result.value:.4g} at step {_step_text(result.step)} ({where})"
+    )
     evidence = {"value": result.value, "bound": gate.bound, "step": result.step}
-    return Finding("gate", severity, (result.step, result.step), evidence, message,
-                   failure_class("gate").remedy, result.series)
+    return Finding(
+        "gate",
+        severity,
+        (result.step, result.step),
+        evidence,
+        message,
+        failure_class("gate").remedy,
+        result.series,
+    )
 
 
 def _step_text(step: float) -> str:
@@ -279,14 +302,19 @@ def _step_text(step: float) -> str:
 
 def _undecided(train: Series | None, val: Series | None, cfg: RuleConfig) -> str:
     """What was found and what to log, when no rule could judge anything."""
-    parts = [f"{len(s)} point{'s' if len(s) != 1 else ''} of {s.name}"
-             for s in (train, val) if s is not None]
-    needs = {"divergence": cfg.divergence_min_points + 1, "stalled": cfg.stalled_min_repeats,
-             "instability": cfg.instability_min_points, "plateau": cfg.plateau_min_points}
+    parts = [f"{len(s)} point{'s' if len(s) != 1 else ''} of {s.name}" for s in (train, val) if s is not None]
+    needs = {
+        "divergence": cfg.divergence_min_points + 1,
+        "stalled": cfg.stalled_min_repeats,
+        "instability": cfg.instability_min_points,
+        "plateau": cfg.plateau_min_points,
+    }
     warm = f" from step {cfg.warmup_steps:g} on (warmup_steps)" if cfg.warmup_steps else ""
-    return (f"{' and '.join(parts)}: nothing can be judged; log at least "
-            f"{min(needs.values())} finite points{warm} ({max(needs.values())} for every rule, "
-            f"and {cfg.overfit_patience + 2} validation evaluations for overfit)")
+    return (
+        f"{' and '.join(parts)}: nothing can be judged; log at least "
+        f"{min(needs.values())} finite points{warm} ({max(needs.values())} for every rule, "
+        f"and {cfg.overfit_patience + 2} validation evaluations for overfit)"
+    )
 
 
 def _remedy(name: str, detection: Detection, series: Series) -> str:
@@ -296,16 +324,20 @@ def _remedy(name: str, detection: Detection, series: Series) -> str:
         return remedy
     step_text = _step_text(float(detection.evidence["best_step"]))
     rest = remedy.split(";", 1)[1].strip() if ";" in remedy else remedy
-    return (f"early stopping at the best validation step, {step_text} ({series.name} "
-            f"{detection.evidence['best_value']:.4g}): restore the checkpoint nearest it; then "
-            f"{rest}")
+    return (
+        f"early stopping at the best validation step, {step_text} ({series.name} "
+        f"{detection.evidence['best_value']:.4g}): restore the checkpoint nearest it; then "
+        f"{rest}"
+    )
 
 
-def _series_summary(history: History, train: Series | None, val: Series | None,
-                    mode: str) -> dict:
+def _series_summary(history: History, train: Series | None, val: Series | None, mode: str) -> dict:
     granular = [s.granularity for s in (train, val) if s is not None]
-    x = "epoch" if history.x_label == "epoch" or (granular and all(
-        g == "epoch" for g in granular)) else "step"
+    x = (
+        "epoch"
+        if history.x_label == "epoch" or (granular and all(g == "epoch" for g in granular))
+        else "step"
+    )
     return {
         "train": train.describe() if train is not None else None,
         "val": val.describe() if val is not None else None,
@@ -318,8 +350,15 @@ def _series_summary(history: History, train: Series | None, val: Series | None,
     }
 
 
-def _summary(train: Series | None, val: Series | None, tx: np.ndarray, ty: np.ndarray,
-             vx: np.ndarray, vy: np.ndarray, mode: str) -> dict[str, float]:
+def _summary(
+    train: Series | None,
+    val: Series | None,
+    tx: np.ndarray,
+    ty: np.ndarray,
+    vx: np.ndarray,
+    vy: np.ndarray,
+    mode: str,
+) -> dict[str, float]:
     chosen = val if val is not None else train
     metric = (chosen.metric if chosen is not None else "") or "value"
     out: dict[str, float] = {}

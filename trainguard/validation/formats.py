@@ -42,10 +42,12 @@ def detect_format(name: str, head: bytes) -> str:
         more = f", … ({len(columns)} columns)" if len(columns) > _SHOWN_COLUMNS else ""
         raise HistoryError(
             f"{name}: a CSV without an 'epoch' or a 'step' column (columns: {shown}{more}); "
-            f"Keras' CSVLogger writes 'epoch', Lightning's 'step'")
+            f"Keras' CSVLogger writes 'epoch', Lightning's 'step'"
+        )
     raise HistoryError(
         f"{name}: not a history in a known format (JSONL records, a Keras or Lightning CSV, or "
-        f"TensorBoard event files); force one with --format")
+        f"TensorBoard event files); force one with --format"
+    )
 
 
 def _first_row(text: bytes) -> list[str]:

@@ -26,13 +26,20 @@ from trainguard.validation.history import History, Series, describe_name
 __all__ = ["Gate", "GateResult", "OPERATORS", "parse_gates", "find_metric", "judge_gate"]
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
-    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
+    ">=": operator.ge,
+    "<=": operator.le,
+    ">": operator.gt,
+    "<": operator.lt,
+}
 
-_GATE = re.compile(r"^\s*(?P<metric>[^<>=@]+?)\s*(?P<op>>=|<=|>|<)\s*(?P<bound>[^@]+?)\s*"
-                   r"(?:@\s*(?P<at>\S+))?\s*$")
+_GATE = re.compile(
+    r"^\s*(?P<metric>[^<>=@]+?)\s*(?P<op>>=|<=|>|<)\s*(?P<bound>[^@]+?)\s*"
+    r"(?:@\s*(?P<at>\S+))?\s*$"
+)
 _FORM = "METRIC>=VALUE, METRIC<=VALUE, METRIC>VALUE or METRIC<VALUE, optionally @best or @last"
-_SPLIT_WORDS = frozenset(("train", "training", "val", "valid", "validation", "eval",
-                          "evaluation", "dev", "test", "testing"))
+_SPLIT_WORDS = frozenset(
+    ("train", "training", "val", "valid", "validation", "eval", "evaluation", "dev", "test", "testing")
+)
 
 
 @dataclass(frozen=True)
@@ -65,9 +72,17 @@ class GateResult:
 
     def to_dict(self) -> dict:
         """JSON-ready (NaN stays a float here; the verdict makes it None)."""
-        return {"gate": str(self.gate), "metric": self.gate.metric, "op": self.gate.op,
-                "bound": self.gate.bound, "at": str(self.gate.at), "series": self.series,
-                "value": self.value, "step": self.step, "passed": self.passed}
+        return {
+            "gate": str(self.gate),
+            "metric": self.gate.metric,
+            "op": self.gate.op,
+            "bound": self.gate.bound,
+            "at": str(self.gate.at),
+            "series": self.series,
+            "value": self.value,
+            "step": self.step,
+            "passed": self.passed,
+        }
 
 
 def _one(text: str, default_at: GateAt) -> Gate:
@@ -79,8 +94,9 @@ def _one(text: str, default_at: GateAt) -> Gate:
     except ValueError:
         bound = math.nan
     if not math.isfinite(bound):
-        raise ConfigError(f"--gate {text[:80]!r}: {match['bound'][:40]!r} is not a finite number; "
-                          f"use {_FORM}")
+        raise ConfigError(
+            f"--gate {text[:80]!r}: {match['bound'][:40]!r} is not a finite number; use {_FORM}"
+        )
     at = parse(GateAt, match["at"], f"--gate {text[:80]!r}: @") if match["at"] else default_at
     return Gate(match["metric"].strip(), match["op"], bound, at, text.strip())
 
@@ -123,12 +139,12 @@ def find_metric(history: History, metric: str) -> Series:
         found = [s for s in every if s.name.lower().rsplit("/", 1)[-1] == key]
     if not found:
         split, base, _ = describe_name(metric)
-        found = [s for s in every if s.metric == base and base
-                 and (s.split == split or not _split_named(metric))]
+        found = [
+            s for s in every if s.metric == base and base and (s.split == split or not _split_named(metric))
+        ]
     if not found:
         names = ", ".join(sorted(history.series)) or "(none)"
-        raise ConfigError(f"gate metric {metric[:60]!r} is not in {history.source}; the history "
-                          f"has: {names}")
+        raise ConfigError(f"gate metric {metric[:60]!r} is not in {history.source}; the history has: {names}")
     return max(found, key=lambda s: (s.split == "val", s.finite_count, len(s)))
 
 
@@ -148,4 +164,3 @@ def judge_gate(gate: Gate, series: Series, best_step: float | None) -> GateResul
         index = steps.size - 1
     value, step = float(vals[index]), float(steps[index])
     return GateResult(gate, series.name, value, step, gate.holds(value))
-

@@ -35,20 +35,30 @@ MODES = ("min", "max")
 # Which base metric is "the loss" when the user names none, in order of preference.
 DEFAULT_METRICS: dict[str, tuple[str, ...]] = {
     "min": ("loss", "total_loss", "nll", "nll_loss", "cross_entropy", "ce_loss", "mse", "mae"),
-    "max": ("accuracy", "acc", "categorical_accuracy", "sparse_categorical_accuracy", "top1",
-            "f1", "auc"),
+    "max": ("accuracy", "acc", "categorical_accuracy", "sparse_categorical_accuracy", "top1", "f1", "auc"),
 }
 
 _SPLIT_TOKENS = {
-    "train": "train", "training": "train",
-    "val": "val", "valid": "val", "validation": "val", "eval": "val", "evaluation": "val",
+    "train": "train",
+    "training": "train",
+    "val": "val",
+    "valid": "val",
+    "validation": "val",
+    "eval": "val",
+    "evaluation": "val",
     "dev": "val",
-    "test": "test", "testing": "test",
+    "test": "test",
+    "testing": "test",
 }
 _GRANULARITY_TOKENS = {
-    "step": "step", "steps": "step", "batch": "step", "iter": "step", "iteration": "step",
+    "step": "step",
+    "steps": "step",
+    "batch": "step",
+    "iter": "step",
+    "iteration": "step",
     "iterations": "step",
-    "epoch": "epoch", "epochs": "epoch",
+    "epoch": "epoch",
+    "epochs": "epoch",
 }
 _TOKEN_SPLIT = re.compile(r"[/_\-.\s:]+")
 MAX_SERIES_NOTES = 10  # a note per repaired series, then one line for the rest
@@ -119,8 +129,13 @@ class Series:
 
     def describe(self) -> dict:
         """A JSON-safe summary: name, split, metric, points, first and last step."""
-        out = {"name": self.name, "split": self.split, "metric": self.metric,
-               "points": len(self), "finite_points": self.finite_count}
+        out = {
+            "name": self.name,
+            "split": self.split,
+            "metric": self.metric,
+            "points": len(self),
+            "finite_points": self.finite_count,
+        }
         if len(self):
             out["first_step"] = _plain(self.steps[0])
             out["last_step"] = _plain(self.steps[-1])
@@ -160,8 +175,8 @@ class SeriesParts:
 
     def _grow(self, capacity: int) -> None:
         steps, values = np.empty(capacity), np.empty(capacity)
-        steps[:self.size] = self._steps[:self.size]
-        values[:self.size] = self._values[:self.size]
+        steps[: self.size] = self._steps[: self.size]
+        values[: self.size] = self._values[: self.size]
         self._steps, self._values = steps, values
 
     def add(self, steps: np.ndarray | list[float], values: np.ndarray | list[float]) -> None:
@@ -170,13 +185,13 @@ class SeriesParts:
         n = steps.size
         if self.size + n > self._steps.size:
             self._grow(max(2 * self._steps.size, self.size + n))
-        self._steps[self.size:self.size + n] = steps
-        self._values[self.size:self.size + n] = values
+        self._steps[self.size : self.size + n] = steps
+        self._values[self.size : self.size + n] = values
         self.size += n
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """The points so far (views, no copy)."""
-        return self._steps[:self.size], self._values[:self.size]
+        return self._steps[: self.size], self._values[: self.size]
 
 
 @dataclass
@@ -200,8 +215,15 @@ class History:
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def build(cls, parts: dict[str, SeriesParts], fmt: str, source: str, x_label: str = "step",
-              records: int = 0, notes: list[str] | None = None) -> History:
+    def build(
+        cls,
+        parts: dict[str, SeriesParts],
+        fmt: str,
+        source: str,
+        x_label: str = "step",
+        records: int = 0,
+        notes: list[str] | None = None,
+    ) -> History:
         """Assembles a history from the series a reader collected, sorting and de-duplicating steps.
 
         Args:
@@ -230,12 +252,13 @@ class History:
                 if repaired <= MAX_SERIES_NOTES:
                     notes.append(note)
             split, metric, granularity = describe_name(
-                shown_name(part.tag or raw), shown_name(part.split) or None,
-                shown_name(part.context))
+                shown_name(part.tag or raw), shown_name(part.split) or None, shown_name(part.context)
+            )
             series[name] = Series(name, split, metric, granularity, steps, values)
         if repaired > MAX_SERIES_NOTES:
-            notes.append(f"… and {repaired - MAX_SERIES_NOTES} more series re-ordered or "
-                         f"de-duplicated the same way")
+            notes.append(
+                f"… and {repaired - MAX_SERIES_NOTES} more series re-ordered or de-duplicated the same way"
+            )
         if not series:
             raise HistoryError(f"{source}: no metric values found ({records} records read)")
         return cls(series, fmt, source, x_label, records, notes)
@@ -270,8 +293,7 @@ def _unique(shown: str, raw: str, taken: Mapping[str, object]) -> str:
     return f"{shown} #{n}"
 
 
-def _ordered(steps: np.ndarray, values: np.ndarray,
-             name: str) -> tuple[np.ndarray, np.ndarray, str]:
+def _ordered(steps: np.ndarray, values: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, str]:
     """Sorts by step; a step logged twice keeps its last value (a restarted run re-logged it)."""
     # A bool per point, not a float difference: the common case (in order) stays cheap.
     if steps.size < 2 or bool(np.all(steps[1:] > steps[:-1])):
@@ -283,8 +305,10 @@ def _ordered(steps: np.ndarray, values: np.ndarray,
     dropped = int(steps.size - np.count_nonzero(last))
     note = ""
     if dropped:
-        note = (f"{name}: {dropped} point(s) at a step logged again were replaced by the later "
-                f"value (a restarted run re-logging steps)")
+        note = (
+            f"{name}: {dropped} point(s) at a step logged again were replaced by the later "
+            f"value (a restarted run re-logging steps)"
+        )
     else:  # no step twice, yet not increasing: some went back
         note = f"{name}: points were out of step order and have been sorted"
     return steps[last], values[last], note
@@ -321,8 +345,9 @@ def _best(candidates: list[Series], prefer_granularity: str = "") -> Series | No
     return max(candidates, key=lambda s: (s.finite_count, len(s), -len(s.name)))
 
 
-def _by_default_names(history: History, split: str, names: tuple[str, ...],
-                      prefer_granularity: str = "") -> Series | None:
+def _by_default_names(
+    history: History, split: str, names: tuple[str, ...], prefer_granularity: str = ""
+) -> Series | None:
     for metric in names:
         found = [s for s in history.series.values() if s.split == split and s.metric == metric]
         if found:
@@ -330,9 +355,9 @@ def _by_default_names(history: History, split: str, names: tuple[str, ...],
     return None
 
 
-def select_series(history: History, train_metric: str | None = None,
-                  val_metric: str | None = None,
-                  mode: str = "min") -> tuple[Series | None, Series | None]:
+def select_series(
+    history: History, train_metric: str | None = None, val_metric: str | None = None, mode: str = "min"
+) -> tuple[Series | None, Series | None]:
     """Finds the training and validation series to judge.
 
     Without names, the training series is the train-split series whose base metric comes first
@@ -361,15 +386,19 @@ def select_series(history: History, train_metric: str | None = None,
     if val_metric:
         val = _best(_match(history, val_metric, "val"))
         if val is None:
-            raise ConfigError(f"validation metric {val_metric!r} is not in {history.source}; "
-                              f"the history has: {available}")
+            raise ConfigError(
+                f"validation metric {val_metric!r} is not in {history.source}; the history has: {available}"
+            )
     train = None
     if train_metric:
-        train = _best(_match(history, train_metric, "train"),
-                      val.granularity if val is not None and val.granularity == "epoch" else "")
+        train = _best(
+            _match(history, train_metric, "train"),
+            val.granularity if val is not None and val.granularity == "epoch" else "",
+        )
         if train is None:
-            raise ConfigError(f"training metric {train_metric!r} is not in {history.source}; "
-                              f"the history has: {available}")
+            raise ConfigError(
+                f"training metric {train_metric!r} is not in {history.source}; the history has: {available}"
+            )
     names = DEFAULT_METRICS[mode]
     if val is None and not val_metric:
         metric_names = (train.metric,) if train is not None else names
@@ -385,5 +414,6 @@ def select_series(history: History, train_metric: str | None = None,
         raise HistoryError(
             f"{history.source}: no training or validation series named like "
             f"{' / '.join(names[:3])} found{hint}; name them with --train-metric / "
-            f"--val-metric. The history has: {available}")
+            f"--val-metric. The history has: {available}"
+        )
     return train, val

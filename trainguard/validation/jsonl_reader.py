@@ -37,8 +37,7 @@ from trainguard.errors import HistoryError
 from trainguard.validation.collect import MAX_LINE_BYTES, Collector, Tail, whole_lines
 from trainguard.validation.history import History
 
-__all__ = ["read_jsonl", "parse_lines", "parse_lines_arrow", "parse_lines_json", "Batch",
-           "LineError"]
+__all__ = ["read_jsonl", "parse_lines", "parse_lines_arrow", "parse_lines_json", "Batch", "LineError"]
 
 # pyarrow's JSON parser recurses per nesting level and overflows a thread's stack (near 15,000
 # levels with 8 MiB stacks, fewer with smaller ones): a line longer than SHORT_LINE_BYTES goes to
@@ -88,15 +87,16 @@ def read_jsonl(blocks: Iterator[bytes], source: str, total_bytes: int = 0) -> Hi
             records += _collect(collector, batch, len(chunk))
             line += batch.lines
     except LineError as exc:
-        raise HistoryError(f"{source}: line {line + exc.line - 1}: {exc.reason}; every line must "
-                           f"be a history record such as {EXAMPLE}") from None
+        raise HistoryError(
+            f"{source}: line {line + exc.line - 1}: {exc.reason}; every line must "
+            f"be a history record such as {EXAMPLE}"
+        ) from None
     notes: list[str] = []
     if tail.data.strip():
         try:
             records += _collect(collector, parse_lines_json(tail.data), 0)
         except LineError:
-            notes.append(f"skipped the truncated last line (line {line}): the writer stopped "
-                         f"mid-record")
+            notes.append(f"skipped the truncated last line (line {line}): the writer stopped mid-record")
     if not tail.saw_text:
         raise HistoryError(f"{source}: the file is empty; the training wrote no history")
     if not collector.parts:
@@ -163,8 +163,9 @@ def parse_lines_arrow(data: bytes) -> Batch | None:
         # The system allocator hands a parse's scratch back at once; pyarrow's default pool
         # keeps it, which adds tens of MiB to a read that should cost only its points.
         options = pa_json.ReadOptions(use_threads=False, block_size=max(1 << 20, len(data)))
-        table = pa_json.read_json(pa.BufferReader(data), read_options=options,
-                                  memory_pool=pa.system_memory_pool())
+        table = pa_json.read_json(
+            pa.BufferReader(data), read_options=options, memory_pool=pa.system_memory_pool()
+        )
     except (pa.ArrowException, ValueError):  # not JSON, a type change in a column, ...
         return None
     lines, records = layout
@@ -290,8 +291,12 @@ def _metric_columns(table) -> list[tuple[str, np.ndarray, np.ndarray | None]] | 
     return out
 
 
-def _groups(steps: np.ndarray, labels: list[str], codes: np.ndarray | None,
-            metrics: list[tuple[str, np.ndarray, np.ndarray | None]]) -> list:
+def _groups(
+    steps: np.ndarray,
+    labels: list[str],
+    codes: np.ndarray | None,
+    metrics: list[tuple[str, np.ndarray, np.ndarray | None]],
+) -> list:
     by_label = [None] * len(labels) if codes is None else [codes == k for k in range(len(labels))]
     found = []
     for order, (name, values, valid) in enumerate(metrics):
@@ -332,8 +337,7 @@ def parse_lines_json(data: bytes) -> Batch:
             ys.append(number)
     batch = Batch(records, data.count(b"\n"))
     for (split, name), (xs, ys) in points.items():
-        batch.groups.append((split, name, np.asarray(xs, dtype=np.float64),
-                             np.asarray(ys, dtype=np.float64)))
+        batch.groups.append((split, name, np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64)))
     return batch
 
 

@@ -19,24 +19,85 @@ from trainguard.choices import Mode, parse
 from trainguard.validation.history import History, Series
 from trainguard.validation.thresholds import parse_assignments
 
-__all__ = ["Pair", "DIRECTION_WORDS", "NOT_METRICS", "infer_mode", "find_pairs",
-           "parse_directions"]
+__all__ = ["Pair", "DIRECTION_WORDS", "NOT_METRICS", "infer_mode", "find_pairs", "parse_directions"]
 
 # A word in a metric's name -> which way it improves. The first word found decides.
 DIRECTION_WORDS: dict[str, Mode] = {
-    **dict.fromkeys(("loss", "error", "err", "perplexity", "ppl", "nll", "mse", "mae", "rmse",
-                     "mape", "entropy", "ce", "wer", "cer", "distance", "regret", "kl"),
-                    Mode.MIN),
-    **dict.fromkeys(("accuracy", "acc", "auc", "auroc", "auprc", "f1", "fbeta", "precision",
-                     "recall", "iou", "miou", "map", "ap", "dice", "bleu", "rouge", "top1",
-                     "top5", "r2", "mcc", "sensitivity", "specificity", "psnr", "ssim"),
-                    Mode.MAX),
+    **dict.fromkeys(
+        (
+            "loss",
+            "error",
+            "err",
+            "perplexity",
+            "ppl",
+            "nll",
+            "mse",
+            "mae",
+            "rmse",
+            "mape",
+            "entropy",
+            "ce",
+            "wer",
+            "cer",
+            "distance",
+            "regret",
+            "kl",
+        ),
+        Mode.MIN,
+    ),
+    **dict.fromkeys(
+        (
+            "accuracy",
+            "acc",
+            "auc",
+            "auroc",
+            "auprc",
+            "f1",
+            "fbeta",
+            "precision",
+            "recall",
+            "iou",
+            "miou",
+            "map",
+            "ap",
+            "dice",
+            "bleu",
+            "rouge",
+            "top1",
+            "top5",
+            "r2",
+            "mcc",
+            "sensitivity",
+            "specificity",
+            "psnr",
+            "ssim",
+        ),
+        Mode.MAX,
+    ),
 }
 
 # Logged beside the metrics but not judged: settings and counters, not quality.
-NOT_METRICS = frozenset(("lr", "learning_rate", "epoch", "step", "steps", "time", "walltime",
-                         "momentum", "weight_decay", "batch_size", "global_step", "lr_pg0",
-                         "lr_adam", "lr_sgd", "epoch_learning_rate", "throughput", "samples"))
+NOT_METRICS = frozenset(
+    (
+        "lr",
+        "learning_rate",
+        "epoch",
+        "step",
+        "steps",
+        "time",
+        "walltime",
+        "momentum",
+        "weight_decay",
+        "batch_size",
+        "global_step",
+        "lr_pg0",
+        "lr_adam",
+        "lr_sgd",
+        "epoch_learning_rate",
+        "throughput",
+        "samples",
+    )
+)
 
 _JUDGED_SPLITS = ("train", "val")
 
@@ -62,10 +123,13 @@ class Pair:
 
     def describe(self) -> dict:
         """A JSON-safe summary."""
-        return {"metric": self.metric, "mode": str(self.mode),
-                "train": self.train.name if self.train is not None else None,
-                "val": self.val.name if self.val is not None else None,
-                "primary": self.primary}
+        return {
+            "metric": self.metric,
+            "mode": str(self.mode),
+            "train": self.train.name if self.train is not None else None,
+            "val": self.val.name if self.val is not None else None,
+            "primary": self.primary,
+        }
 
 
 def infer_mode(metric: str) -> Mode | None:
@@ -83,12 +147,10 @@ def parse_directions(items: str | Iterable[str] | Mapping[str, str] | None) -> d
         ConfigError: a malformed item or a direction other than min / max.
     """
     raw = parse_assignments(items, "--direction", ("METRIC=min", "METRIC=max"))
-    return {name.lower(): parse(Mode, value, f"--direction {name}=") for name, value in
-            raw.items()}
+    return {name.lower(): parse(Mode, value, f"--direction {name}=") for name, value in raw.items()}
 
 
-def _override(series: Iterable[Series | None], metric: str,
-              directions: Mapping[str, Mode]) -> Mode | None:
+def _override(series: Iterable[Series | None], metric: str, directions: Mapping[str, Mode]) -> Mode | None:
     for key in (metric, *(s.name.lower() for s in series if s is not None)):
         if key in directions:
             return directions[key]
@@ -104,13 +166,19 @@ def _pick(candidates: list[Series], prefer: str = "") -> Series | None:
 
 def _duplicate(series: Series, judged: list[Series]) -> bool:
     """The same values logged again under another name (Keras' evaluation_loss_vs_iterations)."""
-    return any(len(other) == len(series) and np.array_equal(other.values, series.values,
-                                                            equal_nan=True)
-               for other in judged)
+    return any(
+        len(other) == len(series) and np.array_equal(other.values, series.values, equal_nan=True)
+        for other in judged
+    )
 
 
-def find_pairs(history: History, train: Series | None, val: Series | None, mode: str,
-               directions: Mapping[str, Mode] | None = None) -> tuple[list[Pair], dict[str, str]]:
+def find_pairs(
+    history: History,
+    train: Series | None,
+    val: Series | None,
+    mode: str,
+    directions: Mapping[str, Mode] | None = None,
+) -> tuple[list[Pair], dict[str, str]]:
     """The pairs to judge: the primary one first, then one per other metric.
 
     Args:
@@ -149,10 +217,11 @@ def find_pairs(history: History, train: Series | None, val: Series | None, mode:
         if metric_mode is None:
             for s in (train_s, val_s):
                 if s is not None:
-                    skipped[s.name] = (f"which way {metric!r} improves is unknown; pass "
-                                       f"--direction {metric}=min or =max to judge it")
+                    skipped[s.name] = (
+                        f"which way {metric!r} improves is unknown; pass "
+                        f"--direction {metric}=min or =max to judge it"
+                    )
             continue
         pairs.append(Pair(metric, metric_mode, train_s, val_s))
         judged += [s for s in (train_s, val_s) if s is not None]
     return pairs, skipped
-

@@ -48,8 +48,7 @@ def load_history(path_or_uri: str | os.PathLike, format: str | None = None) -> H
         EndpointUnreachable: Cloud Storage did not answer within the retry deadline.
     """
     if not isinstance(path_or_uri, str | bytes | os.PathLike):
-        raise ConfigError(f"the history must be a path or a gs:// URI, not "
-                          f"{type(path_or_uri).__name__}")
+        raise ConfigError(f"the history must be a path or a gs:// URI, not {type(path_or_uri).__name__}")
     source = os.fsdecode(path_or_uri)
     if not source.strip():  # Path("") is the current directory: say what is missing instead
         raise ConfigError("no history given: pass the history file, its directory or a gs:// URI")
@@ -64,8 +63,9 @@ def load_history(path_or_uri: str | os.PathLike, format: str | None = None) -> H
     except OSError as exc:  # a permission, a file vanishing, a disk error
         raise HistoryError(f"{source}: cannot read ({exc.strerror or describe(exc)})") from None
     except Exception as exc:  # a reader's bug must still not reach the user as a traceback
-        raise HistoryError(f"{source}: unexpected error reading this history ({describe(exc)}); "
-                           f"please report it") from exc
+        raise HistoryError(
+            f"{source}: unexpected error reading this history ({describe(exc)}); please report it"
+        ) from exc
 
 
 def read_jsonl_bytes(data: bytes, source: str = "<bytes>") -> History:
@@ -83,10 +83,19 @@ def _kind(path: Path, source: str) -> int:
     except FileNotFoundError:
         raise HistoryError(f"{source}: no such file or directory") from None
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        what = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
-                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
-        raise HistoryError(f"{source}: {what}, not a regular file; give the history file itself "
-                           f"(copy a stream to a file first)")
+        what = (
+            "a FIFO (named pipe)"
+            if stat.S_ISFIFO(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "not a file"
+        )
+        raise HistoryError(
+            f"{source}: {what}, not a regular file; give the history file itself "
+            f"(copy a stream to a file first)"
+        )
     return mode
 
 
@@ -112,5 +121,4 @@ def _load_directory(path: Path, source: str, fmt: str | None) -> History:
         candidates = sorted(path.rglob(name))
         if candidates and fmt in (None, kind):
             return load_history(candidates[-1], kind)
-    raise HistoryError(f"{source}: a directory without TensorBoard event files, metrics.csv or "
-                       f"history.jsonl")
+    raise HistoryError(f"{source}: a directory without TensorBoard event files, metrics.csv or history.jsonl")

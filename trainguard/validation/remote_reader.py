@@ -67,19 +67,21 @@ class BoundedStore:
     def _call(self, fn: Callable[[], _T], what: str, uri: str) -> _T:
         if not self._gcs:
             return fn()
-        return self._policy.call(fn, transient=transient_types(), what=f"Cloud Storage {what} "
-                                 f"of {uri}", where=endpoint())
+        return self._policy.call(
+            fn, transient=transient_types(), what=f"Cloud Storage {what} of {uri}", where=endpoint()
+        )
 
     def list(self, prefix: str) -> list[str]:
         """Object URIs under ``prefix`` (a folder)."""
         if not self._gcs:
             return self._store.list(prefix)
-        bucket, _, name = prefix[len("gs://"):].partition("/")
+        bucket, _, name = prefix[len("gs://") :].partition("/")
         client = self._store._client  # GCSStore's client; see the class note
 
         def names() -> list[str]:
-            blobs = client.list_blobs(bucket, prefix=name.rstrip("/") + "/", retry=None,
-                                      timeout=self._timeout)
+            blobs = client.list_blobs(
+                bucket, prefix=name.rstrip("/") + "/", retry=None, timeout=self._timeout
+            )
             return sorted(f"gs://{bucket}/{blob.name}" for blob in blobs)
 
         return self._call(names, "list", prefix)
@@ -89,8 +91,7 @@ class BoundedStore:
         if not self._gcs:
             return self._store.read_bytes(uri)
         blob = self._store._blob(uri)
-        return self._call(lambda: blob.download_as_bytes(retry=None, timeout=self._timeout),
-                          "read", uri)
+        return self._call(lambda: blob.download_as_bytes(retry=None, timeout=self._timeout), "read", uri)
 
     def stream(self, uri: str, size: int | None = None) -> tuple[int, Iterator[bytes]]:
         """The object's size, and its bytes in ranges of ``size`` (default
@@ -106,11 +107,11 @@ class BoundedStore:
 
         def part(start: int) -> bytes:
             end = min(start + size, total) - 1
-            return blob.download_as_bytes(start=start, end=end, if_generation_match=generation,
-                                          retry=None, timeout=self._timeout)
+            return blob.download_as_bytes(
+                start=start, end=end, if_generation_match=generation, retry=None, timeout=self._timeout
+            )
 
-        ranges = (self._call(functools.partial(part, start), "read", uri)
-                  for start in range(0, total, size))
+        ranges = (self._call(functools.partial(part, start), "read", uri) for start in range(0, total, size))
         return total, ranges
 
     def download_file(self, uri: str, local_path: str) -> None:
@@ -119,8 +120,9 @@ class BoundedStore:
             self._store.download_file(uri, local_path)
             return
         blob = self._store._blob(uri)
-        self._call(lambda: blob.download_to_filename(local_path, retry=None,
-                                                     timeout=self._timeout), "download", uri)
+        self._call(
+            lambda: blob.download_to_filename(local_path, retry=None, timeout=self._timeout), "download", uri
+        )
 
 
 def open_store(uri: str) -> BoundedStore:
@@ -136,9 +138,11 @@ def open_store(uri: str) -> BoundedStore:
     except TrainguardError:
         raise
     except Exception as exc:  # google.auth's DefaultCredentialsError, a missing package
-        raise HistoryError(f"{uri}: cannot reach Cloud Storage ({describe(exc)}); run "
-                           f"'gcloud auth application-default login' or set "
-                           f"STORAGE_EMULATOR_HOST") from exc
+        raise HistoryError(
+            f"{uri}: cannot reach Cloud Storage ({describe(exc)}); run "
+            f"'gcloud auth application-default login' or set "
+            f"STORAGE_EMULATOR_HOST"
+        ) from exc
     return BoundedStore(store, RetryPolicy.from_env())
 
 
@@ -170,7 +174,7 @@ def download_tensorboard(store: BoundedStore, uri: str, events: list[str]) -> Hi
         root = Path(tmp).resolve()
         local_files = []
         for obj in events:
-            relative = local_name(obj[len(prefix):]) if obj.startswith(prefix) else None
+            relative = local_name(obj[len(prefix) :]) if obj.startswith(prefix) else None
             local = (root / relative) if relative is not None else None
             if local is None or not local.resolve().is_relative_to(root):
                 refused.append(obj)
@@ -182,11 +186,12 @@ def download_tensorboard(store: BoundedStore, uri: str, events: list[str]) -> Hi
         if refused:
             shown = ", ".join(repr(bound(redact(o), 200)) for o in refused[:_SHOWN_NAMES])
             more = f" and {len(refused) - _SHOWN_NAMES} more" if len(refused) > _SHOWN_NAMES else ""
-            notes.append(f"skipped {len(refused)} object(s) whose names would leave the download "
-                         f"directory or collide with another ({shown}{more})")
+            notes.append(
+                f"skipped {len(refused)} object(s) whose names would leave the download "
+                f"directory or collide with another ({shown}{more})"
+            )
         if not local_files:
-            raise HistoryError(f"{uri}: no event file with a usable name under this prefix; "
-                               f"{notes[0]}")
+            raise HistoryError(f"{uri}: no event file with a usable name under this prefix; {notes[0]}")
         return read_tensorboard(sorted(local_files), root, uri, notes)
 
 
@@ -247,6 +252,7 @@ def _load_prefix(store: BoundedStore, uri: str, objects: list[str], fmt: str | N
             found = [o for o in objects if o.endswith("/" + name)]
             if found and fmt in (None, kind):
                 return _load_object(store, found[-1], kind)
-        raise HistoryError(f"{uri}: no TensorBoard event files, metrics.csv or history.jsonl "
-                           f"under this prefix")
+        raise HistoryError(
+            f"{uri}: no TensorBoard event files, metrics.csv or history.jsonl under this prefix"
+        )
     return download_tensorboard(store, uri, events)

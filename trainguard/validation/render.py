@@ -77,8 +77,7 @@ def _state(verdict: Verdict) -> str:
 
 def _gate_line(gate: dict) -> str:
     state = "met" if gate["passed"] else "MISSED"
-    return (f"{gate['gate']}: {state}, {gate['series']} = {_num(gate['value'])} at step "
-            f"{_num(gate['step'])}")
+    return f"{gate['gate']}: {state}, {gate['series']} = {_num(gate['value'])} at step {_num(gate['step'])}"
 
 
 def _pair_line(pair: dict) -> str:
@@ -97,27 +96,38 @@ def render_markdown(verdict: Verdict) -> str:
         lines.append("")
         for f in verdict.findings:
             fc = failure_class(f.failure_class)
-            lines += [f"## `{f.failure_class}` ({f.severity}) in `{f.series}`", "",
-                      f.message, "", f"- **First remedy:** {f.remedy}"]
+            lines += [
+                f"## `{f.failure_class}` ({f.severity}) in `{f.series}`",
+                "",
+                f.message,
+                "",
+                f"- **First remedy:** {f.remedy}",
+            ]
             if fc.trap:
                 lines.append(f"- **Trap:** {fc.trap}")
             lines.append(f"- **Check first:** {fc.checks}")
             evidence = ", ".join(f"{k} = {_num(v)}" for k, v in f.evidence.items())
             lines += [f"- **Evidence:** {evidence}", ""]
     series = verdict.series
-    lines += ["## What was read", "",
-              f"- Source: `{series.get('source', '')}` ({series.get('format', '')}, "
-              f"{series.get('records', 0)} records)",
-              f"- Training: {_series_line(series.get('train'))}",
-              f"- Validation: {_series_line(series.get('val'))}",
-              f"- Mode: {series.get('mode', 'min')} (lower is better)"
-              if series.get("mode", "min") == Mode.MIN else "- Mode: max (higher is better)"]
+    lines += [
+        "## What was read",
+        "",
+        f"- Source: `{series.get('source', '')}` ({series.get('format', '')}, "
+        f"{series.get('records', 0)} records)",
+        f"- Training: {_series_line(series.get('train'))}",
+        f"- Validation: {_series_line(series.get('val'))}",
+        f"- Mode: {series.get('mode', 'min')} (lower is better)"
+        if series.get("mode", "min") == Mode.MIN
+        else "- Mode: max (higher is better)",
+    ]
     others_judged = [p for p in series.get("pairs", []) if not p.get("primary")]
     if others_judged:
         lines.append(f"- Also judged: {'; '.join(_pair_line(p) for p in others_judged)}")
-    others = [s["name"] for s in series.get("available", [])
-              if s["name"] not in {(series.get("train") or {}).get("name"),
-                                   (series.get("val") or {}).get("name")}]
+    others = [
+        s["name"]
+        for s in series.get("available", [])
+        if s["name"] not in {(series.get("train") or {}).get("name"), (series.get("val") or {}).get("name")}
+    ]
     if others:
         shown = ", ".join(f"`{n}`" for n in others[:_MAX_LISTED])
         more = f" and {len(others) - _MAX_LISTED} more" if len(others) > _MAX_LISTED else ""
@@ -160,36 +170,46 @@ def render_html(verdict: Verdict, plot: bytes | None = None) -> str:
     """A self-contained HTML page; ``plot`` (PNG bytes) is embedded as a data URI."""
     e = html.escape
     state = "pass" if verdict.passed else "fail"
-    out = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
-           "<title>Training validation</title>", f"<style>{_CSS}</style></head><body>",
-           f"<h1 class='{state}'>Training validation: {_state(verdict)}</h1>",
-           f"<p><strong>{e(verdict.headline)}</strong></p>"]
+    out = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        "<title>Training validation</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1 class='{state}'>Training validation: {_state(verdict)}</h1>",
+        f"<p><strong>{e(verdict.headline)}</strong></p>",
+    ]
     if plot:
         data = base64.b64encode(plot).decode("ascii")
         out.append(f"<img alt='training curves' src='data:image/png;base64,{data}'>")
     if verdict.findings:
-        out.append("<table><tr><th>severity</th><th>class</th><th>steps</th>"
-                   "<th>what happened</th></tr>")
+        out.append("<table><tr><th>severity</th><th>class</th><th>steps</th><th>what happened</th></tr>")
         for f in verdict.findings:
-            out.append(f"<tr><td class='{e(f.severity)}'>{e(f.severity)}</td>"
-                       f"<td><code>{e(f.failure_class)}</code></td><td>{e(_steps(f))}</td>"
-                       f"<td>{e(f.message)}</td></tr>")
+            out.append(
+                f"<tr><td class='{e(f.severity)}'>{e(f.severity)}</td>"
+                f"<td><code>{e(f.failure_class)}</code></td><td>{e(_steps(f))}</td>"
+                f"<td>{e(f.message)}</td></tr>"
+            )
         out.append("</table>")
         for f in verdict.findings:
             fc = failure_class(f.failure_class)
             evidence = ", ".join(f"{k} = {_num(v)}" for k, v in f.evidence.items())
-            out.append(f"<div class='finding {e(f.severity)}'><h3><code>{e(f.failure_class)}"
-                       f"</code> ({e(f.severity)}) in <code>{e(f.series)}</code></h3>"
-                       f"<p>{e(f.message)}</p><ul><li><strong>First remedy:</strong> "
-                       f"{e(f.remedy)}</li>")
+            out.append(
+                f"<div class='finding {e(f.severity)}'><h3><code>{e(f.failure_class)}"
+                f"</code> ({e(f.severity)}) in <code>{e(f.series)}</code></h3>"
+                f"<p>{e(f.message)}</p><ul><li><strong>First remedy:</strong> "
+                f"{e(f.remedy)}</li>"
+            )
             if fc.trap:
                 out.append(f"<li><strong>Trap:</strong> {e(fc.trap)}</li>")
-            out.append(f"<li><strong>Check first:</strong> {e(fc.checks)}</li>"
-                       f"<li><strong>Evidence:</strong> {e(evidence)}</li></ul></div>")
+            out.append(
+                f"<li><strong>Check first:</strong> {e(fc.checks)}</li>"
+                f"<li><strong>Evidence:</strong> {e(evidence)}</li></ul></div>"
+            )
     series = verdict.series
     out.append("<h2>What was read</h2><ul>")
-    out.append(f"<li>Source: <code>{e(str(series.get('source', '')))}</code> "
-               f"({e(str(series.get('format', '')))}, {series.get('records', 0)} records)</li>")
+    out.append(
+        f"<li>Source: <code>{e(str(series.get('source', '')))}</code> "
+        f"({e(str(series.get('format', '')))}, {series.get('records', 0)} records)</li>"
+    )
     for label, key in (("Training", "train"), ("Validation", "val")):
         text = _series_line(series.get(key)).replace("`", "")
         out.append(f"<li>{label}: {e(text)}</li>")
@@ -276,16 +296,27 @@ def plot_png(history_or_verdict: History | Verdict) -> bytes:
             continue
         xs, ys = _thin(series.steps, series.values)
         marker = "o" if style == "-o" and xs.size <= 60 else None
-        ax.plot(xs, ys, color=color, marker=marker, markersize=3, linewidth=1.2,
-                label=f"{series.split}: {series.name}")
+        ax.plot(
+            xs,
+            ys,
+            color=color,
+            marker=marker,
+            markersize=3,
+            linewidth=1.2,
+            label=f"{series.split}: {series.name}",
+        )
         plotted.append(series)
         bad = ~np.isfinite(series.values)
         if bad.any():
             first = float(series.steps[np.argmax(bad)])
-            ax.axvline(first, color="#d62728", linestyle=":", linewidth=1.2,
-                       label=f"first non-finite ({series.name}, step {_num(first)})")
-    values = np.concatenate([s.values[np.isfinite(s.values)] for s in plotted]) if plotted \
-        else np.zeros(0)
+            ax.axvline(
+                first,
+                color="#d62728",
+                linestyle=":",
+                linewidth=1.2,
+                label=f"first non-finite ({series.name}, step {_num(first)})",
+            )
+    values = np.concatenate([s.values[np.isfinite(s.values)] for s in plotted]) if plotted else np.zeros(0)
     if values.size and values.min() > 0 and values.max() / values.min() > 100:
         ax.set_yscale("log")
     if verdict is not None:
@@ -300,10 +331,10 @@ def plot_png(history_or_verdict: History | Verdict) -> bytes:
                 ax.axvspan(a, b, color=_COLORS[f.severity], alpha=0.15, label=label)
         best = verdict.summary.get("best_step")
         if best is not None:
-            which = "validation" if val is not None and np.isfinite(val.values).any() \
-                else "training"
-            ax.axvline(best, color="#555", linestyle="--", linewidth=1,
-                       label=f"best {which} step {_num(best)}")
+            which = "validation" if val is not None and np.isfinite(val.values).any() else "training"
+            ax.axvline(
+                best, color="#555", linestyle="--", linewidth=1, label=f"best {which} step {_num(best)}"
+            )
         title = verdict.headline
     else:
         title = f"{history.source}"

@@ -57,7 +57,14 @@ DEFAULT_SEVERITY: dict[str, Severity] = {
 # The order in which classes are named: the first failing one is the verdict's failure class
 # (a run that overfit and so missed its gate is named for the overfit).
 RULE_ORDER: tuple[str, ...] = (
-    "non_finite", "divergence", "instability", "overfit", "gate", "stalled", "plateau")
+    "non_finite",
+    "divergence",
+    "instability",
+    "overfit",
+    "gate",
+    "stalled",
+    "plateau",
+)
 
 # A finding of the key class makes those of the listed classes redundant (dropped): a loss that
 # turned NaN or exploded is neither "flat" nor merely "oscillating", and a stalled pipeline
@@ -140,21 +147,27 @@ def non_finite(steps: np.ndarray, values: np.ndarray, label: str = "loss") -> Ou
     count = int(np.count_nonzero(bad))
     kind = "NaN" if np.isnan(values[first]) else ("+Inf" if values[first] > 0 else "-Inf")
     evidence: dict[str, float] = {
-        "first_non_finite_step": float(steps[first]), "non_finite_points": count,
-        "nan_points": nan, "inf_points": count - nan, "points": int(values.size)}
+        "first_non_finite_step": float(steps[first]),
+        "non_finite_points": count,
+        "nan_points": nan,
+        "inf_points": count - nan,
+        "points": int(values.size),
+    }
     before = values[:first]
     if before.size:
         evidence["last_finite_value"] = float(before[-1])
         evidence["largest_finite_value_before"] = float(np.max(np.abs(before)))
-    message = (f"{label} became {kind} at step {_step(steps[first])} ({count} of {values.size} "
-               f"points non-finite)")
+    message = (
+        f"{label} became {kind} at step {_step(steps[first])} ({count} of {values.size} points non-finite)"
+    )
     if before.size:
         message += f"; the last finite value was {_fmt(before[-1])}"
     return Detection((float(steps[first]), float(steps[last])), evidence, message)
 
 
-def divergence(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str = "loss",
-               mode: str = "min") -> Outcome:
+def divergence(
+    steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str = "loss", mode: str = "min"
+) -> Outcome:
     """The metric got far worse than its best and stayed there to the end of the run.
 
     In loss terms (lower is better) the line is ``best + divergence_factor * max(first - best,
@@ -185,14 +198,18 @@ def divergence(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: st
     # Share of points beyond the line from each index to the end, counted from the back.
     above_from = np.cumsum(above[::-1])[::-1]
     length = n - np.arange(n)
-    ok = above & (above_from >= cfg.divergence_min_fraction * length) & (
-        length >= cfg.divergence_min_points) & (np.arange(n) > best_index)
+    ok = (
+        above
+        & (above_from >= cfg.divergence_min_fraction * length)
+        & (length >= cfg.divergence_min_points)
+        & (np.arange(n) > best_index)
+    )
     if not ok.any():
         return None
     start = int(np.argmax(ok))
     # An oscillation also ends in a high phase; divergence is an excursion longer than any before
     # it (twice the longest earlier run beyond the line, which came back).
-    earlier = above[best_index + 1:start]
+    earlier = above[best_index + 1 : start]
     if earlier.any():
         edges = np.flatnonzero(np.diff(np.concatenate(([0], earlier.view(np.int8), [0]))))
         if 2 * int((edges[1::2] - edges[::2]).max()) > n - start:
@@ -201,21 +218,37 @@ def divergence(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: st
     level = sign * float(np.median(tail))
     worst = sign * float(np.max(tail))
     best_value = sign * best
-    evidence = {"best": best_value, "best_step": float(steps[best_index]),
-                "line": sign * line, "tail_median": level, "worst": worst,
-                "points_beyond": int(above[start:].sum()), "points": int(tail.size)}
+    evidence = {
+        "best": best_value,
+        "best_step": float(steps[best_index]),
+        "line": sign * line,
+        "tail_median": level,
+        "worst": worst,
+        "points_beyond": int(above[start:].sum()),
+        "points": int(tail.size),
+    }
     if best_value > 0 and level > 0:
         evidence["ratio_to_best"] = level / best_value
     worse, _ = _words(mode)
-    message = (f"{label} {worse} from its best {_fmt(best_value)} (step "
-               f"{_step(steps[best_index])}) to {_fmt(level)} (median) from step "
-               f"{_step(steps[start])} on and stayed there (worst {_fmt(worst)})")
+    message = (
+        f"{label} {worse} from its best {_fmt(best_value)} (step "
+        f"{_step(steps[best_index])}) to {_fmt(level)} (median) from step "
+        f"{_step(steps[start])} on and stayed there (worst {_fmt(worst)})"
+    )
     return Detection((float(steps[start]), float(steps[-1])), evidence, message)
 
 
-def instability(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str = "loss",
-                mode: str = "min", smoothing: int = 1, *, start: float | None = None,
-                confirm: tuple[np.ndarray, np.ndarray] | None = None) -> Outcome:
+def instability(
+    steps: np.ndarray,
+    values: np.ndarray,
+    cfg: RuleConfig,
+    label: str = "loss",
+    mode: str = "min",
+    smoothing: int = 1,
+    *,
+    start: float | None = None,
+    confirm: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Outcome:
     """Large oscillation that goes on: repeated big swings, and no downward trend, late in the run.
 
     A swing is a worsening between consecutive (smoothed) points of at least
@@ -262,15 +295,19 @@ def instability(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: s
     rises = np.diff(tail)
     swings = rises >= cfg.instability_swing * reference
     count = int(np.count_nonzero(swings))
-    needed = max(cfg.instability_min_swings,
-                 math.ceil(cfg.instability_swing_fraction * rises.size))
+    needed = max(cfg.instability_min_swings, math.ceil(cfg.instability_swing_fraction * rises.size))
     if count < needed:
         return None
     trend = trend_z(tail)
     if trend <= -cfg.instability_trend_z:
         return None  # noise around a falling trend
-    evidence = {"swings": count, "steps_judged": int(rises.size), "median_level": sign * level,
-                "largest_swing_ratio": float(rises.max()) / reference, "trend_z": trend}
+    evidence = {
+        "swings": count,
+        "steps_judged": int(rises.size),
+        "median_level": sign * level,
+        "largest_swing_ratio": float(rises.max()) / reference,
+        "trend_z": trend,
+    }
     if confirm is not None and smoothing == 1:
         calm, confirm_trend = _settling(confirm, steps, half, mode, cfg, reference, needed)
         if calm and confirm_trend <= -cfg.instability_trend_z:
@@ -279,14 +316,23 @@ def instability(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: s
     first_swing = int(np.argmax(swings))
     low, high = sorted((sign * float(tail.min()), sign * float(tail.max())))
     evidence.update(low=low, high=high)
-    message = (f"{label} oscillates: {count} swings of {cfg.instability_swing:.0%} or more of its "
-               f"level ({_fmt(sign * level)}) in the second half of the run, between "
-               f"{_fmt(low)} and {_fmt(high)}, with no downward trend")
+    message = (
+        f"{label} oscillates: {count} swings of {cfg.instability_swing:.0%} or more of its "
+        f"level ({_fmt(sign * level)}) in the second half of the run, between "
+        f"{_fmt(low)} and {_fmt(high)}, with no downward trend"
+    )
     return Detection((float(tail_steps[first_swing]), float(tail_steps[-1])), evidence, message)
 
 
-def _settling(confirm: tuple[np.ndarray, np.ndarray], steps: np.ndarray, half: int, mode: str,
-              cfg: RuleConfig, reference: float, needed: int) -> tuple[bool, float]:
+def _settling(
+    confirm: tuple[np.ndarray, np.ndarray],
+    steps: np.ndarray,
+    half: int,
+    mode: str,
+    cfg: RuleConfig,
+    reference: float,
+    needed: int,
+) -> tuple[bool, float]:
     """Whether the training curve is calm over the judged half (its means per validation
     interval swing fewer than ``needed`` times), and its trend z there (negative: falling)."""
     c_steps, c_values = confirm
@@ -298,8 +344,9 @@ def _settling(confirm: tuple[np.ndarray, np.ndarray], steps: np.ndarray, half: i
     return swings < needed, trend_z(c_y[c_steps >= steps[half]])
 
 
-def plateau(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str = "loss",
-            mode: str = "min") -> Outcome:
+def plateau(
+    steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str = "loss", mode: str = "min"
+) -> Outcome:
     """The training metric never improved: its best smoothed level is barely better than its start.
 
     Args:
@@ -320,15 +367,21 @@ def plateau(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str =
     improvement = (head - best) / scale
     if improvement >= cfg.plateau_min_improvement:
         return None
-    evidence = {"start": sign * head, "best_smoothed": sign * best, "final": float(values[-1]),
-                "improvement": improvement, "points": int(n)}
-    message = (f"{label} stayed flat: from {_fmt(sign * head)} at the start its best (smoothed) "
-               f"level is {_fmt(sign * best)}, {max(improvement, 0):.1%} better, over {n} points")
+    evidence = {
+        "start": sign * head,
+        "best_smoothed": sign * best,
+        "final": float(values[-1]),
+        "improvement": improvement,
+        "points": int(n),
+    }
+    message = (
+        f"{label} stayed flat: from {_fmt(sign * head)} at the start its best (smoothed) "
+        f"level is {_fmt(sign * best)}, {max(improvement, 0):.1%} better, over {n} points"
+    )
     return Detection((float(steps[0]), float(steps[-1])), evidence, message)
 
 
-def stalled(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig,
-            label: str = "loss") -> Outcome:
+def stalled(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str = "loss") -> Outcome:
     """The same training loss, to the last digit, at ``stalled_min_repeats`` consecutive points.
 
     Shuffled mini-batches never give identical losses twice in a row; a pipeline that feeds one
@@ -357,19 +410,31 @@ def stalled(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig,
         return None
     stuck = lengths >= cfg.stalled_min_repeats
     a, b = int(starts[longest]), int(ends[longest])
-    evidence = {"value": float(values[a]), "repeats": int(lengths[longest]),
-                "stalled_points": int(lengths[stuck].sum()), "stalls": int(stuck.sum()),
-                "points": int(n)}
-    message = (f"{label} was {_fmt(values[a])} to the last digit at {lengths[longest]} "
-               f"consecutive points (steps {_step(steps[a])}-{_step(steps[b])})")
+    evidence = {
+        "value": float(values[a]),
+        "repeats": int(lengths[longest]),
+        "stalled_points": int(lengths[stuck].sum()),
+        "stalls": int(stuck.sum()),
+        "points": int(n),
+    }
+    message = (
+        f"{label} was {_fmt(values[a])} to the last digit at {lengths[longest]} "
+        f"consecutive points (steps {_step(steps[a])}-{_step(steps[b])})"
+    )
     if stuck.sum() > 1:
         message += f"; {int(stuck.sum())} such runs"
     return Detection((float(steps[a]), float(steps[b])), evidence, message)
 
 
-def overfit(train_steps: np.ndarray, train_values: np.ndarray, val_steps: np.ndarray,
-            val_values: np.ndarray, cfg: RuleConfig, label: str = "validation loss",
-            mode: str = "min") -> Outcome:
+def overfit(
+    train_steps: np.ndarray,
+    train_values: np.ndarray,
+    val_steps: np.ndarray,
+    val_values: np.ndarray,
+    cfg: RuleConfig,
+    label: str = "validation loss",
+    mode: str = "min",
+) -> Outcome:
     """Validation got worse after its best, and is not coming back, while training improved.
 
     Validation (smoothed over ``overfit_smoothing`` evaluations) must end ``overfit_min_rise``
@@ -409,48 +474,63 @@ def overfit(train_steps: np.ndarray, train_values: np.ndarray, val_steps: np.nda
     best_index = int(np.argmax(vy <= float(vy.min()) + cfg.overfit_min_delta))
     best_smooth = float(smooth.min())
     patience = cfg.overfit_patience
-    end_level = float(np.median(vy[-max(patience, window):]))
+    end_level = float(np.median(vy[-max(patience, window) :]))
     rise_abs = end_level - best_smooth
     rise = rise_abs / max(abs(best_smooth), 1e-12)
-    noise = noise_sigma(vy[min(best_index, nv // 2):])
+    noise = noise_sigma(vy[min(best_index, nv // 2) :])
     worst = best_index + int(np.argmax(vy[best_index:]))
-    recovery = trend_z(vy[worst + 1:])  # negative: coming back down
+    recovery = trend_z(vy[worst + 1 :])  # negative: coming back down
     after = nv - 1 - best_index
     train_at = interval_means(train_steps, ty, val_steps)
     train_at_best = float(train_at[best_index])
-    train_end = float(np.median(train_at[-max(patience, window):]))
+    train_end = float(np.median(train_at[-max(patience, window) :]))
     train_gain = (train_at_best - train_end) / max(abs(train_at_best), 1e-12)
     gap = end_level - train_end  # worse-than-training, in loss terms
     gap_ratio = gap / max(abs(train_end), 1e-12)
     best_step = float(val_steps[best_index])
-    evidence = {"best_step": best_step, "best_value": sign * float(vy[best_index]),
-                "final_value": float(val_values[-1]), "worsening": rise,
-                "evaluations_since_best": after, "noise": noise,
-                "rise_in_noise": rise_abs / noise if noise > 0 else math.inf,
-                "trend_after_worst_z": recovery, "train_at_best": sign * train_at_best,
-                "train_improvement": train_gain,
-                "train_final": sign * train_end, "gap": gap, "gap_ratio": gap_ratio}
-    rising = (after >= patience and rise >= cfg.overfit_min_rise
-              and rise_abs > cfg.overfit_min_delta and rise_abs >= cfg.overfit_noise_k * noise
-              and recovery > -cfg.overfit_trend_z
-              and train_gain >= cfg.overfit_train_improvement)
+    evidence = {
+        "best_step": best_step,
+        "best_value": sign * float(vy[best_index]),
+        "final_value": float(val_values[-1]),
+        "worsening": rise,
+        "evaluations_since_best": after,
+        "noise": noise,
+        "rise_in_noise": rise_abs / noise if noise > 0 else math.inf,
+        "trend_after_worst_z": recovery,
+        "train_at_best": sign * train_at_best,
+        "train_improvement": train_gain,
+        "train_final": sign * train_end,
+        "gap": gap,
+        "gap_ratio": gap_ratio,
+    }
+    rising = (
+        after >= patience
+        and rise >= cfg.overfit_min_rise
+        and rise_abs > cfg.overfit_min_delta
+        and rise_abs >= cfg.overfit_noise_k * noise
+        and recovery > -cfg.overfit_trend_z
+        and train_gain >= cfg.overfit_train_improvement
+    )
     gapped = False
     if cfg.overfit_gap_ratio is not None:
-        recent = (vy[-patience:] - train_at[-patience:]) / np.maximum(
-            np.abs(train_at[-patience:]), 1e-12)
+        recent = (vy[-patience:] - train_at[-patience:]) / np.maximum(np.abs(train_at[-patience:]), 1e-12)
         gapped = bool(np.all(recent > cfg.overfit_gap_ratio))
     if not (rising or gapped):
         return None
     worse, beyond = _words(mode)
     if rising:
-        message = (f"{label} {worse} {rise:.0%} {beyond} its best ({_fmt(sign * vy[best_index])} "
-                   f"at step {_step(best_step)}) over the {after} evaluations since, while "
-                   f"training kept improving ({_fmt(sign * train_at_best)} -> "
-                   f"{_fmt(sign * train_end)})")
+        message = (
+            f"{label} {worse} {rise:.0%} {beyond} its best ({_fmt(sign * vy[best_index])} "
+            f"at step {_step(best_step)}) over the {after} evaluations since, while "
+            f"training kept improving ({_fmt(sign * train_at_best)} -> "
+            f"{_fmt(sign * train_end)})"
+        )
         start = best_step
     else:
-        message = (f"the gap between {label} and training ({_fmt(abs(gap))}, ratio "
-                   f"{gap_ratio:.2f}) stayed above {cfg.overfit_gap_ratio} over the last "
-                   f"{patience} evaluations")
+        message = (
+            f"the gap between {label} and training ({_fmt(abs(gap))}, ratio "
+            f"{gap_ratio:.2f}) stayed above {cfg.overfit_gap_ratio} over the last "
+            f"{patience} evaluations"
+        )
         start = float(val_steps[-patience])
     return Detection((start, float(val_steps[-1])), evidence, message)

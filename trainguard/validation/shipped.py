@@ -20,8 +20,7 @@ from trainguard.validation.verdict import Finding, Verdict
 __all__ = ["account_for_shipped_model"]
 
 
-def account_for_shipped_model(verdict: Verdict, shipped_step: float | None,
-                              min_rise: float) -> Verdict:
+def account_for_shipped_model(verdict: Verdict, shipped_step: float | None, min_rise: float) -> Verdict:
     """``verdict`` with each failing overfit the shipped checkpoint escaped made a warning.
 
     Args:
@@ -38,12 +37,15 @@ def account_for_shipped_model(verdict: Verdict, shipped_step: float | None,
         return verdict
     findings = sorted(changed, key=lambda f: f.severity != Severity.FAIL)
     failing = [f for f in findings if f.severity == Severity.FAIL]
-    return dataclasses.replace(verdict, findings=findings, passed=not failing,
-                               failure_class=failing[0].failure_class if failing else None)
+    return dataclasses.replace(
+        verdict,
+        findings=findings,
+        passed=not failing,
+        failure_class=failing[0].failure_class if failing else None,
+    )
 
 
-def _mitigated(finding: Finding, shipped_step: float, min_rise: float,
-               verdict: Verdict) -> Finding:
+def _mitigated(finding: Finding, shipped_step: float, min_rise: float, verdict: Verdict) -> Finding:
     if finding.failure_class != "overfit" or finding.severity != Severity.FAIL:
         return finding
     series = verdict.history.series.get(finding.series) if verdict.history else None
@@ -58,9 +60,11 @@ def _mitigated(finding: Finding, shipped_step: float, min_rise: float,
     if off > min_rise:
         return finding
     step = int(shipped_step) if float(shipped_step).is_integer() else shipped_step
-    note = (f" — mitigated: the model shipped is the checkpoint at step {step} ({finding.series} "
-            f"{value:.4g}, {off:.0%} off its best), so early stopping already applies")
-    evidence = {**finding.evidence, "shipped_step": float(shipped_step),
-                "shipped_value": value}
-    return dataclasses.replace(finding, severity=Severity.WARN, message=finding.message + note,
-                               evidence=evidence)
+    note = (
+        f" — mitigated: the model shipped is the checkpoint at step {step} ({finding.series} "
+        f"{value:.4g}, {off:.0%} off its best), so early stopping already applies"
+    )
+    evidence = {**finding.evidence, "shipped_step": float(shipped_step), "shipped_value": value}
+    return dataclasses.replace(
+        finding, severity=Severity.WARN, message=finding.message + note, evidence=evidence
+    )

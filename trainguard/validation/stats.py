@@ -34,15 +34,15 @@ def rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
     out = np.empty(n)
     # Interior: index i averages values[i - half : i - half + window].
     lo, hi = half, n - window + half  # i in [lo, hi]
-    np.subtract(csum[window:], csum[:n + 1 - window], out=out[lo:hi + 1])
-    out[lo:hi + 1] /= window
+    np.subtract(csum[window:], csum[: n + 1 - window], out=out[lo : hi + 1])
+    out[lo : hi + 1] /= window
     # The edges average fewer than ``window`` points: [0, i - half + window) on the left,
     # [i - half, n) on the right.
     left = np.arange(lo)
     ends = np.minimum(left - half + window, n)
     out[:lo] = csum[ends] / ends
     starts = np.arange(hi + 1, n) - half
-    out[hi + 1:] = (csum[n] - csum[starts]) / (n - starts)
+    out[hi + 1 :] = (csum[n] - csum[starts]) / (n - starts)
     return out
 
 

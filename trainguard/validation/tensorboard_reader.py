@@ -23,8 +23,7 @@ __all__ = ["read_tensorboard", "EVENTS_MARK"]
 EVENTS_MARK = "tfevents"
 
 
-def read_tensorboard(files: list[Path], root: Path, source: str,
-                     notes: list[str] | None = None) -> History:
+def read_tensorboard(files: list[Path], root: Path, source: str, notes: list[str] | None = None) -> History:
     """Reads event files; ``root`` is the log directory their runs are named from.
 
     Raises:
@@ -34,8 +33,10 @@ def read_tensorboard(files: list[Path], root: Path, source: str,
         from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
         from tensorboard.util import tensor_util
     except ImportError as exc:  # tensorboard comes with [pipelines]; this says what to install
-        raise HistoryError(f"{source}: reading TensorBoard logs needs the 'tensorboard' "
-                           f"package (pip install 'trainguard[pipelines]')") from exc
+        raise HistoryError(
+            f"{source}: reading TensorBoard logs needs the 'tensorboard' "
+            f"package (pip install 'trainguard[pipelines]')"
+        ) from exc
     collector = Collector(source)
     events = 0
     for path in files:
@@ -49,11 +50,11 @@ def read_tensorboard(files: list[Path], root: Path, source: str,
                     _scalars(event, points, tensor_util)
         except Exception as exc:  # a corrupt record: the proto library's own error types
             detail = bound(redact(f"{type(exc).__name__}: {exc}"), 300)
-            raise HistoryError(f"{source}: {path.name}: not a readable TensorBoard event file "
-                               f"({detail})") from None
+            raise HistoryError(
+                f"{source}: {path.name}: not a readable TensorBoard event file ({detail})"
+            ) from None
         for tag, (steps, values) in points.items():
-            collector.add(f"{run}/{tag}" if run else tag, tag, "", run, np.asarray(steps),
-                          np.asarray(values))
+            collector.add(f"{run}/{tag}" if run else tag, tag, "", run, np.asarray(steps), np.asarray(values))
     if not collector.parts:
         raise HistoryError(f"{source}: {events} TensorBoard event(s) but no scalar summaries")
     tags = [p.tag.lower() for p in collector.parts.values()]

@@ -65,11 +65,17 @@ class Finding:
 
     def to_dict(self) -> dict:
         """JSON-safe form."""
-        return json_safe({
-            "failure_class": self.failure_class, "severity": str(self.severity),
-            "step_range": list(self.step_range), "evidence": self.evidence,
-            "message": self.message, "remedy": self.remedy, "series": self.series,
-        })
+        return json_safe(
+            {
+                "failure_class": self.failure_class,
+                "severity": str(self.severity),
+                "step_range": list(self.step_range),
+                "evidence": self.evidence,
+                "message": self.message,
+                "remedy": self.remedy,
+                "series": self.series,
+            }
+        )
 
 
 @dataclass
@@ -142,20 +148,22 @@ class Verdict:
 
     def to_dict(self) -> dict:
         """The machine-readable verdict (what ``--json`` writes), JSON-safe."""
-        return json_safe({
-            "passed": self.passed,
-            "failure_class": self.failure_class,
-            "headline": self.headline,
-            "findings": [f.to_dict() for f in self.findings],
-            "series": self.series,
-            "not_judged": self.not_judged,
-            "notes": self.notes,
-            "thresholds": self.thresholds,
-            "severities": {k: str(v) for k, v in self.severities.items()},
-            "gates": self.gates,
-            "undecided": self.undecided,
-            "summary_metrics": self.summary_metrics(),
-        })
+        return json_safe(
+            {
+                "passed": self.passed,
+                "failure_class": self.failure_class,
+                "headline": self.headline,
+                "findings": [f.to_dict() for f in self.findings],
+                "series": self.series,
+                "not_judged": self.not_judged,
+                "notes": self.notes,
+                "thresholds": self.thresholds,
+                "severities": {k: str(v) for k, v in self.severities.items()},
+                "gates": self.gates,
+                "undecided": self.undecided,
+                "summary_metrics": self.summary_metrics(),
+            }
+        )
 
     def summary_metrics(self) -> dict[str, float]:
         """Numbers for KFP Metrics, finite only.
@@ -167,8 +175,11 @@ class Verdict:
         ``train_points``, ``val_points``, ``failed_findings``, ``warned_findings``, and with gates
         ``gates_missed``.
         """
-        out = {k: float(v) for k, v in self.summary.items()
-               if isinstance(v, int | float | np.generic) and math.isfinite(float(v))}
+        out = {
+            k: float(v)
+            for k, v in self.summary.items()
+            if isinstance(v, int | float | np.generic) and math.isfinite(float(v))
+        }
         out["failed_findings"] = float(len(self.failures))
         out["warned_findings"] = float(len(self.warnings))
         if self.gates:

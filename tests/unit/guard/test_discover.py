@@ -12,8 +12,9 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "histories"
 
 
 def find(base: Path):
-    return find_history(history_path=f"{base}/history.jsonl", tensorboard_dir=f"{base}/logs/",
-                        base_output_dir=str(base))
+    return find_history(
+        history_path=f"{base}/history.jsonl", tensorboard_dir=f"{base}/logs/", base_output_dir=str(base)
+    )
 
 
 def test_our_jsonl_comes_first(tmp_path):
@@ -56,16 +57,16 @@ def test_keras_and_lightning_csv_logs_are_found(tmp_path):
     lightning = tmp_path / "lightning"
     for version in ("version_0", "version_1"):
         (lightning / "lightning_logs" / version).mkdir(parents=True)
-        shutil.copy(FIXTURES / "overfit" / "metrics.csv",
-                    lightning / "lightning_logs" / version / "metrics.csv")
+        shutil.copy(
+            FIXTURES / "overfit" / "metrics.csv", lightning / "lightning_logs" / version / "metrics.csv"
+        )
     found = find(lightning)
     assert found.format == "lightning_csv" and "version_1" in found.uri
 
 
 def test_checkpoints_are_not_searched_and_nothing_found_publishes_an_empty_file(tmp_path):
     (tmp_path / "checkpoints" / "step-000000010").mkdir(parents=True)
-    shutil.copy(FIXTURES / "nan" / "keras_log.csv",
-                tmp_path / "checkpoints" / "step-000000010" / "log.csv")
+    shutil.copy(FIXTURES / "nan" / "keras_log.csv", tmp_path / "checkpoints" / "step-000000010" / "log.csv")
     assert find(tmp_path) is None
     meta = publish_history(None, str(tmp_path / "out"))
     assert (tmp_path / "out").read_bytes() == b"" and meta["note"] == "the job wrote no history"

@@ -24,7 +24,7 @@ def grow(src_files: list[Path], src_root: Path, dst_root: Path, piece: int):
             target = dst_root / f.relative_to(src_root)
             target.parent.mkdir(parents=True, exist_ok=True)
             with open(target, "ab") as handle:
-                handle.write(data[f][offsets[f]:offsets[f] + piece])
+                handle.write(data[f][offsets[f] : offsets[f] + piece])
             offsets[f] += piece
         yield
 
@@ -83,9 +83,17 @@ def test_a_tag_named_like_a_credential_is_followed_redacted(tmp_path):
 
     writer = EventFileWriter(str(tmp_path / "logs" / "train"))
     for step in range(1, 6):
-        writer.add_event(event_pb2.Event(step=step, summary=summary_pb2.Summary(value=[
-            summary_pb2.Summary.Value(tag="loss", simple_value=1 / step),
-            summary_pb2.Summary.Value(tag="ghp_" + "s" * 36, simple_value=1.0)])))
+        writer.add_event(
+            event_pb2.Event(
+                step=step,
+                summary=summary_pb2.Summary(
+                    value=[
+                        summary_pb2.Summary.Value(tag="loss", simple_value=1 / step),
+                        summary_pb2.Summary.Value(tag="ghp_" + "s" * 36, simple_value=1.0),
+                    ]
+                ),
+            )
+        )
     writer.close()
     tail = EventDirTail(str(tmp_path / "logs"))
     tail.read()

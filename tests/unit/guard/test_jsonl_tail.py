@@ -17,8 +17,10 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "histories"
 
 
 def line(step, split="train", **metrics) -> bytes:
-    return (json.dumps({"step": step, "split": split, "metrics": metrics}, allow_nan=True,
-                       separators=(",", ":")) + "\n").encode()
+    return (
+        json.dumps({"step": step, "split": split, "metrics": metrics}, allow_nan=True, separators=(",", ":"))
+        + "\n"
+    ).encode()
 
 
 @pytest.mark.parametrize("cut", [1, 7, 64, 333, 4096])
@@ -26,7 +28,7 @@ def test_fed_in_arbitrary_pieces_it_reads_what_the_reader_reads_whole(cut):
     data = (FIXTURES / "overfit" / "history.jsonl").read_bytes()
     tail = JsonlTail("h")
     for i in range(0, len(data), cut):
-        tail.feed(data[i:i + cut])
+        tail.feed(data[i : i + cut])
     followed = tail.book.history("jsonl", "h")
     whole = load_history(FIXTURES / "overfit" / "history.jsonl")
     assert set(followed.series) == set(whole.series)
@@ -62,11 +64,12 @@ def test_a_line_that_never_ends_is_garbage():
 
 def test_records_without_metrics_and_the_plan_record_are_not_garbage():
     tail = JsonlTail("h")
-    added = tail.feed(json.dumps({"step": 0, "split": "plan", "planned_steps": 30000}).encode()
-                      + b"\n")
+    added = tail.feed(json.dumps({"step": 0, "split": "plan", "planned_steps": 30000}).encode() + b"\n")
     assert added.points == 0 and tail.planned_steps == 30000
-    tail.feed(line(1, loss=2.0) + b'{"step": 2, "split": "train", "planned_steps": 40000, '
-              b'"metrics": {"loss": 1.5}}\n')
+    tail.feed(
+        line(1, loss=2.0) + b'{"step": 2, "split": "train", "planned_steps": 40000, '
+        b'"metrics": {"loss": 1.5}}\n'
+    )
     assert tail.planned_steps == 40000 and tail.book.points == 2
 
 

@@ -25,11 +25,11 @@ class Artifact:
 
 def run_dir(tmp_path: Path, steps, metrics=None, final: bool = True) -> Path:
     base = tmp_path / "run"
-    manager = CheckpointManager(str(base / "checkpoints"), async_save=False,
-                                retention=RetentionPolicy(keep_last=100))
+    manager = CheckpointManager(
+        str(base / "checkpoints"), async_save=False, retention=RetentionPolicy(keep_last=100)
+    )
     for step in steps:
-        manager.save(step, {"state.pt": f"weights at {step}".encode()},
-                     (metrics or {}).get(step))
+        manager.save(step, {"state.pt": f"weights at {step}".encode()}, (metrics or {}).get(step))
     if final:
         (base / "model").mkdir(parents=True)
         (base / "model" / "model.pt").write_bytes(b"final weights")
@@ -49,8 +49,13 @@ def test_the_best_validation_step_is_where_the_judged_validation_series_is_best(
 
 def test_best_ships_the_kept_checkpoint_nearest_the_best_step(tmp_path, overfit_best):
     base = run_dir(tmp_path, [50, 100, 150])
-    pick = pick_model("best", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
-                      best=overfit_best, last_step=180)
+    pick = pick_model(
+        "best",
+        model_dir=f"{base}/model/",
+        checkpoint_dir=f"{base}/checkpoints/",
+        best=overfit_best,
+        last_step=180,
+    )
     assert pick.source == "checkpoint" and pick.step == 100
     assert "/step-000000100/" in pick.uri + "/" and pick.files == ("state.pt",)  # its attempt dir
     meta = pick.metadata()
@@ -61,42 +66,62 @@ def test_best_ships_the_kept_checkpoint_nearest_the_best_step(tmp_path, overfit_
 
 def test_the_checkpoints_own_metric_is_preferred(tmp_path, overfit_best):
     base = run_dir(tmp_path, [80, 160], metrics={80: {"val_loss": 0.69}, 160: {"val_loss": 0.8}})
-    pick = pick_model("best", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
-                      best=overfit_best, last_step=180)
+    pick = pick_model(
+        "best",
+        model_dir=f"{base}/model/",
+        checkpoint_dir=f"{base}/checkpoints/",
+        best=overfit_best,
+        last_step=180,
+    )
     assert pick.step == 80 and pick.value == pytest.approx(0.69) and pick.value_step == 80
 
 
 def test_the_final_weights_ship_when_they_are_nearest(tmp_path, overfit_best):
     base = run_dir(tmp_path, [10])
-    pick = pick_model("best", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
-                      best=overfit_best, last_step=120)
+    pick = pick_model(
+        "best",
+        model_dir=f"{base}/model/",
+        checkpoint_dir=f"{base}/checkpoints/",
+        best=overfit_best,
+        last_step=120,
+    )
     assert pick.source == "model_dir" and pick.step == 120
 
 
-def test_last_ships_the_final_weights_or_the_newest_checkpoint_of_a_stopped_job(tmp_path,
-                                                                             overfit_best):
+def test_last_ships_the_final_weights_or_the_newest_checkpoint_of_a_stopped_job(tmp_path, overfit_best):
     base = run_dir(tmp_path, [50, 100])
-    pick = pick_model("last", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
-                      best=overfit_best, last_step=180)
+    pick = pick_model(
+        "last",
+        model_dir=f"{base}/model/",
+        checkpoint_dir=f"{base}/checkpoints/",
+        best=overfit_best,
+        last_step=180,
+    )
     assert pick.source == "model_dir"
     stopped = run_dir(tmp_path / "stopped", [50, 100], final=False)
-    pick = pick_model("last", model_dir=f"{stopped}/model/",
-                      checkpoint_dir=f"{stopped}/checkpoints/", best=overfit_best)
+    pick = pick_model(
+        "last", model_dir=f"{stopped}/model/", checkpoint_dir=f"{stopped}/checkpoints/", best=overfit_best
+    )
     assert pick.source == "checkpoint" and pick.step == 100
 
 
 def test_no_weights_at_all_is_said(tmp_path):
-    pick = pick_model("best", model_dir=str(tmp_path / "model"),
-                      checkpoint_dir=str(tmp_path / "ckpt"), best=None)
+    pick = pick_model(
+        "best", model_dir=str(tmp_path / "model"), checkpoint_dir=str(tmp_path / "ckpt"), best=None
+    )
     assert pick.source == "none" and "no weights" in pick.reason
 
 
-def test_publishing_a_checkpoint_into_the_job_model_dir_moves_the_final_weights_aside(
-        tmp_path, overfit_best):
+def test_publishing_a_checkpoint_into_the_job_model_dir_moves_the_final_weights_aside(tmp_path, overfit_best):
     base = run_dir(tmp_path, [50, 100, 150])
     model = Artifact(base / "model")  # the local backend's AIP_MODEL_DIR is the artifact
-    pick = pick_model("best", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
-                      best=overfit_best, last_step=180)
+    pick = pick_model(
+        "best",
+        model_dir=f"{base}/model/",
+        checkpoint_dir=f"{base}/checkpoints/",
+        best=overfit_best,
+        last_step=180,
+    )
     publish_model(pick, model, model_dir=f"{base}/model/")
     assert (base / "model" / "state.pt").read_bytes() == b"weights at 100"
     assert not (base / "model" / "model.pt").exists()
@@ -109,8 +134,15 @@ def test_publishing_gs_weights_points_the_artifact_at_them(overfit_best):
     from trainguard.guard.model import ModelPick
 
     model = Artifact(Path("/gcs/unused"))
-    pick = ModelPick("best", "gs://b/run/checkpoints/step-000000100", "checkpoint", 100,
-                     ("state.pt",), "nearest", overfit_best)
+    pick = ModelPick(
+        "best",
+        "gs://b/run/checkpoints/step-000000100",
+        "checkpoint",
+        100,
+        ("state.pt",),
+        "nearest",
+        overfit_best,
+    )
     publish_model(pick, model, model_dir="gs://b/run/model/")
     assert model.uri == "gs://b/run/checkpoints/step-000000100/"
     assert model.metadata["model_step"] == 100
@@ -123,7 +155,7 @@ def _nan_run(tmp_path: Path, nan_from: int | None, spike: int | None = None) -> 
     with path.open("w") as out:
         for s in range(1, 201):
             bad = (nan_from is not None and s >= nan_from) or s == spike
-            train = float("nan") if bad else 1 / s ** 0.5
+            train = float("nan") if bad else 1 / s**0.5
             out.write(json.dumps({"step": s, "split": "train", "metrics": {"loss": train}}) + "\n")
             if s % 10 == 0:
                 val = 1.1 / min(s, 100) ** 0.3 + max(0, s - 100) * 1e-3
@@ -138,25 +170,27 @@ def test_best_never_ships_weights_saved_after_the_run_went_nan(tmp_path):
     best = best_validation(validate(_nan_run(tmp_path, nan_from=150)))
     assert best.step == 100 and best.nonfinite_from == 150
     base = run_dir(tmp_path, [40, 150], final=True)
-    pick = pick_model("best", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
-                      best=best, last_step=200)
+    pick = pick_model(
+        "best", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/", best=best, last_step=200
+    )
     assert pick.step == 40 and pick.value_step == 40
     assert "before the run went NaN/Inf at step 150" in pick.reason
 
 
 def test_a_nan_the_run_recovered_from_does_not_rule_out_later_weights(tmp_path):
-    best = best_validation(validate(_nan_run(tmp_path, nan_from=None, spike=120),
-                                    warn_on=["non_finite"]))
+    best = best_validation(validate(_nan_run(tmp_path, nan_from=None, spike=120), warn_on=["non_finite"]))
     assert best.nonfinite_from is None
     base = run_dir(tmp_path, [40, 130])
-    pick = pick_model("best", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
-                      best=best, last_step=200)
+    pick = pick_model(
+        "best", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/", best=best, last_step=200
+    )
     assert pick.step == 130
 
 
 def test_when_every_saved_weight_is_after_the_nan_the_nearest_ships_with_a_warning(tmp_path):
     best = best_validation(validate(_nan_run(tmp_path, nan_from=150)))
     base = run_dir(tmp_path, [160, 190], final=False)
-    pick = pick_model("best", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/",
-                      best=best, last_step=200)
+    pick = pick_model(
+        "best", model_dir=f"{base}/model/", checkpoint_dir=f"{base}/checkpoints/", best=best, last_step=200
+    )
     assert pick.step == 160 and "every saved weight comes after" in pick.reason

@@ -9,16 +9,20 @@ from trainguard.spec import JobSpec
 
 
 def spec(**kw) -> JobSpec:
-    args = dict(machine_type="a2-highgpu-4g", image_uri="img", accelerator_type="NVIDIA_TESLA_A100",
-                accelerator_count=4, replica_count=2)
+    args = dict(
+        machine_type="a2-highgpu-4g",
+        image_uri="img",
+        accelerator_type="NVIDIA_TESLA_A100",
+        accelerator_count=4,
+        replica_count=2,
+    )
     args.update(kw)
     return JobSpec.create("my-project", "us-central1", **args)
 
 
 def test_the_cost_counts_every_accelerator_of_every_replica_and_the_timeout():
     cost = JobCost.from_spec(spec(timeout_s=10 * 3600))
-    assert (cost.accelerators, cost.replicas, cost.timeout_s, cost.timeout_set) == (8, 2, 36000,
-                                                                                    True)
+    assert (cost.accelerators, cost.replicas, cost.timeout_s, cost.timeout_set) == (8, 2, 36000, True)
     default = JobCost.from_spec(spec())
     assert default.timeout_s == VERTEX_DEFAULT_TIMEOUT_S == 7 * 86400 and not default.timeout_set
 

@@ -18,8 +18,10 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "histories"
 
 
 def line(step, split="train", **metrics) -> bytes:
-    return (json.dumps({"step": step, "split": split, "metrics": metrics}, allow_nan=True,
-                       separators=(",", ":")) + "\n").encode()
+    return (
+        json.dumps({"step": step, "split": split, "metrics": metrics}, allow_nan=True, separators=(",", ":"))
+        + "\n"
+    ).encode()
 
 
 class Job:
@@ -34,8 +36,9 @@ class Job:
         self.now = [0.0]
 
     def running(self) -> RunningJob:
-        return RunningJob("local/test", "RUNNING", str(self.base), str(self.history),
-                          f"{self.logs}/", 60.0 * self.polls)
+        return RunningJob(
+            "local/test", "RUNNING", str(self.base), str(self.history), f"{self.logs}/", 60.0 * self.polls
+        )
 
     def poll(self, data: bytes = b"") -> Stop | None:
         if data:
@@ -55,7 +58,7 @@ def guard(mode="fail", **kw) -> HistoryGuard:
 
 def healthy_then_exploding(healthy: int, exploding: int) -> list[bytes]:
     """One record per step: a loss falling from 2.3 to ~0.5, then far above it, and staying."""
-    lines = [line(5 * (i + 1), loss=2.3 * 0.97 ** i + 0.5) for i in range(healthy)]
+    lines = [line(5 * (i + 1), loss=2.3 * 0.97**i + 0.5) for i in range(healthy)]
     lines += [line(5 * (healthy + i + 1), loss=40.0 + (i % 3)) for i in range(exploding)]
     return lines
 
@@ -87,8 +90,7 @@ def test_a_diverging_history_is_stopped_within_two_polls_of_the_divergence(tmp_p
     assert first_bad_poll <= job.polls <= first_bad_poll + 1
     assert "rose from its best" in stop.evidence and "learning rate" in stop.remedy
     # 8 accelerators, 10 h timeout, 60 s a poll so far.
-    assert stop.details["accelerator_hours_saved"] == pytest.approx(8 * (36000 - 60 * job.polls)
-                                                                    / 3600)
+    assert stop.details["accelerator_hours_saved"] == pytest.approx(8 * (36000 - 60 * job.polls) / 3600)
     assert stop.details["savings_basis"] == "timeout"
     assert "accelerator-hours saved" in g.out.getvalue()
     assert job.poll() is stop  # asked again until the backend has stopped the job
@@ -99,7 +101,7 @@ def test_a_healthy_growing_history_is_never_stopped(tmp_path):
     g = guard()
     job = Job(tmp_path, g)
     for i in range(0, len(data), 211):  # pieces that cut lines anywhere
-        assert job.poll(data[i:i + 211]) is None
+        assert job.poll(data[i : i + 211]) is None
     summary = g.finish(job.running())
     assert summary["stopped"] is None and not summary["stopped_guarding"]
     assert summary["points"] > 0 and summary["format"] == "jsonl"
@@ -141,7 +143,7 @@ def test_a_confirmed_overfit_is_an_early_stop_that_succeeds(tmp_path):
     job = Job(tmp_path, g)
     stop = None
     for i in range(0, len(data), 400):
-        stop = job.poll(data[i:i + 400])
+        stop = job.poll(data[i : i + 400])
         if stop is not None:
             break
     assert stop is not None and stop.failure_class == "overfit" and stop.success
@@ -233,7 +235,7 @@ def test_tensorboard_events_are_followed_when_there_is_no_jsonl(tmp_path):
     stop = None
     for i in range(0, len(data), 500):
         with open(job.logs / event.name, "ab") as handle:
-            handle.write(data[i:i + 500])
+            handle.write(data[i : i + 500])
         stop = job.poll()
         if stop is not None:
             break

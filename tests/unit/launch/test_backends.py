@@ -41,15 +41,25 @@ def test_preemption_injection_is_refused_on_vertex():
 
 
 def result(**kw) -> TrainResult:
-    base = dict(state="CANCELLED", job_name="j", base_output_dir="b", model_dir="m",
-                checkpoint_dir="c", history_path="h")
+    base = dict(
+        state="CANCELLED",
+        job_name="j",
+        base_output_dir="b",
+        model_dir="m",
+        checkpoint_dir="c",
+        history_path="h",
+    )
     base.update(kw)
     return TrainResult(**base)
 
 
 def test_diagnosis_uses_the_launchers_class_when_it_knows_one():
-    d = diagnose_result(result(error="Flex-start (DWS) found no free accelerators in us-central1 "
-                                     "within maxWaitDuration 24h …", failure_class="capacity"))
+    d = diagnose_result(
+        result(
+            error="Flex-start (DWS) found no free accelerators in us-central1 within maxWaitDuration 24h …",
+            failure_class="capacity",
+        )
+    )
     assert d.failure_class == "capacity"
     assert d.evidence.startswith("Flex-start (DWS) found no free accelerators")
     assert "maxWaitDuration" in d.remedy  # the capacity playbook's remedy
@@ -58,8 +68,7 @@ def test_diagnosis_uses_the_launchers_class_when_it_knows_one():
 
 def test_diagnosis_of_a_guard_stop_carries_its_evidence_and_remedy():
     stop = Stop("divergence", f"loss 1e9 at step 300 token={TOKEN}", "lower the learning rate")
-    d = diagnose_result(result(error=stop_error(stop), failure_class="divergence",
-                               stopped=stop.to_dict()))
+    d = diagnose_result(result(error=stop_error(stop), failure_class="divergence", stopped=stop.to_dict()))
     assert d.failure_class == "divergence"
     assert d.remedy == "lower the learning rate"
     assert "step 300" in d.evidence and TOKEN not in d.evidence
@@ -67,19 +76,25 @@ def test_diagnosis_of_a_guard_stop_carries_its_evidence_and_remedy():
 
 
 def test_diagnosis_without_a_known_class_reads_the_text():
-    d = diagnose_result(result(state="FAILED", error="The replica workerpool0-0 exited with a "
-                               "non-zero status of 1.", log_tail="torch.OutOfMemoryError: CUDA out "
-                               "of memory."))
+    d = diagnose_result(
+        result(
+            state="FAILED",
+            error="The replica workerpool0-0 exited with a non-zero status of 1.",
+            log_tail="torch.OutOfMemoryError: CUDA out of memory.",
+        )
+    )
     assert d.failure_class == "device_oom"
 
 
 def test_stop_error_says_the_guard_stopped_it_and_why_redacted():
-    error = stop_error(Stop("non_finite", f"loss nan at step 12; Authorization: Bearer {TOKEN}",
-                            "clip gradients"))
+    error = stop_error(
+        Stop("non_finite", f"loss nan at step 12; Authorization: Bearer {TOKEN}", "clip gradients")
+    )
     assert error.startswith("stopped by the trainguard guard [non_finite]: loss nan at step 12")
     assert TOKEN not in error
-    assert stop_error(Stop("overfit", "val_loss up 5 evals", "early stop", success=True)) \
-        .startswith("ended early by the trainguard guard [overfit]")
+    assert stop_error(Stop("overfit", "val_loss up 5 evals", "early stop", success=True)).startswith(
+        "ended early by the trainguard guard [overfit]"
+    )
     assert len(stop_error(Stop("divergence", "x" * 100_000, "r"))) < 5_000
 
 

@@ -25,20 +25,30 @@ def script(tmp_path, body: str, name: str = "job.py") -> str:
 
 
 def spec(command, base, replicas=1, **kw):
-    return JobSpec.create("my-project", "us-central1", machine_type="n1-standard-4",
-                          image_uri="img", command=command, base_output_dir=base,
-                          replica_count=replicas, **kw)
+    return JobSpec.create(
+        "my-project",
+        "us-central1",
+        machine_type="n1-standard-4",
+        image_uri="img",
+        command=command,
+        base_output_dir=base,
+        replica_count=replicas,
+        **kw,
+    )
 
 
 def test_the_environment_contract_is_set(tmp_path):
-    dump = script(tmp_path, """
+    dump = script(
+        tmp_path,
+        """
         import json, os, sys
         keys = ["AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR", "CLUSTER_SPEC",
                 "TF_CONFIG", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "TRAINGUARD_HISTORY"]
         rank = os.environ["RANK"]
         open(os.path.join(os.environ["OUT"], f"env-{rank}.json"), "w").write(
             json.dumps({k: os.environ.get(k) for k in keys}))
-    """)
+    """,
+    )
     base = str(tmp_path / "base")
     job = spec(["python", dump], base, replicas=3)
     result = LocalBackend(extra_env={"OUT": str(tmp_path)}).run(job)
@@ -79,7 +89,9 @@ def test_sigkill_reports_137(tmp_path):
 
 
 def test_preemption_sends_sigterm_then_restarts(tmp_path):
-    worker = script(tmp_path, """
+    worker = script(
+        tmp_path,
+        """
         import os, signal, sys, time
         marker = os.path.join(os.environ["AIP_CHECKPOINT_DIR"], "seen")
         if os.path.exists(marker):
@@ -89,7 +101,8 @@ def test_preemption_sends_sigterm_then_restarts(tmp_path):
         signal.signal(signal.SIGTERM, on_term)
         print("working", flush=True)
         time.sleep(30)
-    """)
+    """,
+    )
     backend = LocalBackend(preempt_after=parse_durations("1s", "--preempt-after"), grace_s=5)
     result = backend.run(spec(["python", worker], str(tmp_path / "b")))
     assert result.succeeded and result.restarts == 1
@@ -97,7 +110,9 @@ def test_preemption_sends_sigterm_then_restarts(tmp_path):
 
 
 def test_a_worker_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path):
-    stubborn = script(tmp_path, """
+    stubborn = script(
+        tmp_path,
+        """
         import os, signal, sys, time
         marker = os.path.join(os.environ["AIP_CHECKPOINT_DIR"], "seen")
         if os.path.exists(marker):
@@ -106,7 +121,8 @@ def test_a_worker_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         print("ignoring SIGTERM", flush=True)
         time.sleep(60)
-    """)
+    """,
+    )
     backend = LocalBackend(preempt_after=[1.0], grace_s=0.5)
     result = backend.run(spec(["python", stubborn], str(tmp_path / "b")))
     assert result.succeeded and result.restarts == 1
@@ -114,12 +130,15 @@ def test_a_worker_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path):
 
 
 def test_restart_job_on_worker_restart_retries_a_crash(tmp_path):
-    flaky = script(tmp_path, """
+    flaky = script(
+        tmp_path,
+        """
         import os, sys
         marker = os.path.join(os.environ["AIP_CHECKPOINT_DIR"], "crashed")
         if not os.path.exists(marker):
             open(marker, "w").write("1"); sys.exit(3)
-    """)
+    """,
+    )
     job = spec(["python", flaky], str(tmp_path / "b"), restart_job_on_worker_restart=True)
     result = LocalBackend().run(job)
     assert result.succeeded and result.restarts == 1
@@ -136,16 +155,27 @@ def test_a_spec_without_command_or_output_dir_is_bad_input(tmp_path):
 
 def test_pool_env_reaches_the_worker(tmp_path):
     echo = script(tmp_path, "import os; print('LR=' + os.environ['LR'])\n")
-    data = {"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"},
-                                 "containerSpec": {"imageUri": "i", "command": ["python", echo],
-                                                   "env": [{"name": "LR", "value": "0.1"}]}}]}
+    data = {
+        "workerPoolSpecs": [
+            {
+                "machineSpec": {"machineType": "n1-standard-4"},
+                "containerSpec": {
+                    "imageUri": "i",
+                    "command": ["python", echo],
+                    "env": [{"name": "LR", "value": "0.1"}],
+                },
+            }
+        ]
+    }
     job = parse_spec(data, project="my-project", region="us-central1")
     result = LocalBackend(output_dir=str(tmp_path / "o")).run(job)
     assert "LR=0.1" in result.log_tail
 
 
 def test_preemption_can_be_triggered_by_a_log_line(tmp_path):
-    worker = script(tmp_path, """
+    worker = script(
+        tmp_path,
+        """
         import os, signal, sys, time
         marker = os.path.join(os.environ["AIP_CHECKPOINT_DIR"], "seen")
         if os.path.exists(marker):
@@ -154,7 +184,8 @@ def test_preemption_can_be_triggered_by_a_log_line(tmp_path):
         time.sleep(0.3)
         print("READY step 1", flush=True)
         time.sleep(30)
-    """)
+    """,
+    )
     backend = LocalBackend(preempt_on=[("READY step", 0.0)], grace_s=5)
     result = backend.run(spec(["python", worker], str(tmp_path / "b")))
     assert result.succeeded and result.restarts == 1
@@ -167,12 +198,18 @@ def test_sigterm_to_the_launcher_cancels_the_job_and_leaves_no_orphans(tmp_path)
     import time
 
     pidfile = tmp_path / "worker.pid"
-    worker = script(tmp_path, f"""
+    worker = script(
+        tmp_path,
+        f"""
         import os, time
         open({str(pidfile)!r}, "w").write(str(os.getpid()))
         time.sleep(60)
-    """)
-    launcher = script(tmp_path, name="launcher.py", body=f"""
+    """,
+    )
+    launcher = script(
+        tmp_path,
+        name="launcher.py",
+        body=f"""
         import sys
         from trainguard.launch.local import LocalBackend
         from trainguard.spec import JobSpec
@@ -181,7 +218,8 @@ def test_sigterm_to_the_launcher_cancels_the_job_and_leaves_no_orphans(tmp_path)
                               base_output_dir={str(tmp_path / "b")!r})
         result = LocalBackend(grace_s=2).run(spec)
         print("STATE", result.state)
-    """)
+    """,
+    )
     proc = subprocess.Popen([sys.executable, launcher], stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while not pidfile.exists() and time.monotonic() < deadline:
@@ -203,8 +241,7 @@ class StopWhen:
 
     def __init__(self, ready, stop=None) -> None:
         self.ready = ready
-        self.stop = stop or Stop("non_finite", "loss nan at step 42", "clip gradients",
-                                 details={"step": 42})
+        self.stop = stop or Stop("non_finite", "loss nan at step 42", "clip gradients", details={"step": 42})
         self.seen: list[RunningJob] = []
 
     def poll(self, job: RunningJob):
@@ -223,7 +260,9 @@ def gone(pid: int) -> bool:
 def test_a_stop_ends_every_replica_and_their_children_with_no_orphan(tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()
-    worker = script(tmp_path, f"""
+    worker = script(
+        tmp_path,
+        f"""
         import os, signal, subprocess, sys, time
         rank = os.environ["RANK"]
         # A child in the same process group that ignores SIGTERM, as a data loader may; it
@@ -237,10 +276,12 @@ def test_a_stop_ends_every_replica_and_their_children_with_no_orphan(tmp_path):
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         print("step 1 loss 0.9", flush=True)
         time.sleep(120)
-    """)
+    """,
+    )
     watcher = StopWhen(lambda: len(list(pids.iterdir())) == 4)
     result = LocalBackend(grace_s=0.5, watch_interval_s=0.1).run(
-        spec(["python", worker], str(tmp_path / "b"), replicas=2), watcher=watcher)
+        spec(["python", worker], str(tmp_path / "b"), replicas=2), watcher=watcher
+    )
 
     assert result.state == "CANCELLED"
     assert result.stopped == watcher.stop.to_dict()
@@ -262,8 +303,9 @@ def test_a_stop_ends_every_replica_and_their_children_with_no_orphan(tmp_path):
 def test_the_watcher_is_shown_the_running_job_about_every_interval(tmp_path):
     worker = script(tmp_path, "import time; time.sleep(1.5)\n")
     watcher = StopWhen(lambda: False)
-    result = LocalBackend(watch_interval_s=0.25).run(spec(["python", worker], str(tmp_path / "b")),
-                                                     watcher=watcher)
+    result = LocalBackend(watch_interval_s=0.25).run(
+        spec(["python", worker], str(tmp_path / "b")), watcher=watcher
+    )
     assert result.succeeded and result.stopped == {} and result.failure_class == ""
     assert watcher.seen, "the watcher was never called"
     # Once per interval at most (not once per 50 ms turn of the loop).
@@ -290,7 +332,8 @@ def test_a_watcher_that_raises_is_reported_once_and_never_stops_the_job(tmp_path
 
     out = io.StringIO()
     result = LocalBackend(stream=out, watch_interval_s=0.1).run(
-        spec(["python", worker], str(tmp_path / "b")), watcher=Broken())
+        spec(["python", worker], str(tmp_path / "b")), watcher=Broken()
+    )
     assert result.succeeded and "done" in result.log_tail
     assert Broken.calls == 1
     lines = [line for line in out.getvalue().splitlines() if "stopped guarding" in line]
@@ -302,14 +345,17 @@ def test_a_watcher_that_raises_is_reported_once_and_never_stops_the_job(tmp_path
 
 def test_a_token_in_a_workers_output_is_redacted_and_the_tail_is_bounded(tmp_path):
     secret = "ya29.a0AfH6SMB-very-secret-token"
-    worker = script(tmp_path, f"""
+    worker = script(
+        tmp_path,
+        f"""
         import sys
         print("Authorization: Bearer {secret}")
         print("fetching https://storage.googleapis.com/b/o?X-Goog-Signature=deadbeef01&x=1")
         print("token={secret}")
         print("x" * 200_000)
         sys.exit("RuntimeError: upload failed with access_token={secret}")
-    """)
+    """,
+    )
     out = io.StringIO()
     result = LocalBackend(stream=out).run(spec(["python", worker], str(tmp_path / "b")))
     assert result.state == "FAILED"

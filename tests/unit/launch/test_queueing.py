@@ -20,10 +20,18 @@ def spec(strategy: str | None = None, max_wait: str | None = None) -> JobSpec:
         scheduling["strategy"] = strategy
     if max_wait is not None:
         scheduling["maxWaitDuration"] = max_wait
-    data: dict = {"workerPoolSpecs": [{
-        "machineSpec": {"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100",
-                        "acceleratorCount": 1},
-        "containerSpec": {"imageUri": "img:1"}}]}
+    data: dict = {
+        "workerPoolSpecs": [
+            {
+                "machineSpec": {
+                    "machineType": "a2-highgpu-1g",
+                    "acceleratorType": "NVIDIA_TESLA_A100",
+                    "acceleratorCount": 1,
+                },
+                "containerSpec": {"imageUri": "img:1"},
+            }
+        ]
+    }
     if scheduling:
         data["scheduling"] = scheduling
     return parse_spec(data, project="my-project", region="us-central1")
@@ -35,8 +43,8 @@ def test_standard_and_spot_jobs_wait_30_minutes_and_a_timeout_is_quota(strategy)
     assert limit.seconds == DEFAULT_MAX_QUEUED_S == 1800
     assert limit.failure_class == "quota"
     assert limit.exceeded(1800, "us-central1") == (
-        "stayed QUEUED for 1800 s: likely accelerator quota in us-central1; run trainguard "
-        "preflight")
+        "stayed QUEUED for 1800 s: likely accelerator quota in us-central1; run trainguard preflight"
+    )
 
 
 def test_flex_start_waits_its_default_24_hours_plus_the_margin():
@@ -62,8 +70,9 @@ def test_flex_start_with_max_wait_duration_zero_is_never_cancelled():
     assert "waits forever" in limit.source
 
 
-@pytest.mark.parametrize("strategy, cls", [("STANDARD", "quota"), ("SPOT", "quota"),
-                                           ("FLEX_START", "capacity")])
+@pytest.mark.parametrize(
+    "strategy, cls", [("STANDARD", "quota"), ("SPOT", "quota"), ("FLEX_START", "capacity")]
+)
 def test_max_queued_overrides_the_limit_and_the_class_follows_the_strategy(strategy, cls):
     limit = queue_limit(spec(strategy), 45 * 60)
     assert limit.seconds == 2700
@@ -86,8 +95,10 @@ def test_a_flex_wait_ran_out_only_after_max_wait_duration():
     assert "Vertex ended the wait" in limit.ran_out(1800, "us-central1")
 
 
-@pytest.mark.parametrize("text, seconds", [("", None), ("  ", None), (None, None), ("45m", 2700),
-                                           ("90", 90), ("2h", 7200), ("0", 0), (600, 600)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("", None), ("  ", None), (None, None), ("45m", 2700), ("90", 90), ("2h", 7200), ("0", 0), (600, 600)],
+)
 def test_parse_max_queued(text, seconds):
     assert parse_max_queued(text) == seconds
 

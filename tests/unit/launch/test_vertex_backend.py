@@ -18,9 +18,15 @@ NAME = "projects/123456789012/locations/europe-west4/customJobs/8412345678901234
 
 
 def spec(**kw) -> JobSpec:
-    args = dict(machine_type="g2-standard-8", image_uri="img:1", accelerator_type="NVIDIA_L4",
-                accelerator_count=1, replica_count=2, env={"A": "pool"},
-                base_output_dir="gs://b/run/")
+    args = dict(
+        machine_type="g2-standard-8",
+        image_uri="img:1",
+        accelerator_type="NVIDIA_L4",
+        accelerator_count=1,
+        replica_count=2,
+        env={"A": "pool"},
+        base_output_dir="gs://b/run/",
+    )
     args.update(kw)
     return JobSpec.create("my-project", "europe-west4", **args)
 
@@ -32,7 +38,8 @@ def env_of(pool) -> dict[str, str]:
 def test_urls():
     assert console_url("my-project", "europe-west4", NAME) == (
         "https://console.cloud.google.com/vertex-ai/locations/europe-west4/training/"
-        "8412345678901234567/cpu?project=my-project")
+        "8412345678901234567/cpu?project=my-project"
+    )
     assert resource_uri(NAME) == f"https://europe-west4-aiplatform.googleapis.com/v1/{NAME}"
 
 
@@ -44,8 +51,9 @@ def test_state_names():
 def test_gcp_resources_round_trip(tmp_path):
     path = tmp_path / "deep" / "gcp_resources"
     write_gcp_resources(path, NAME)
-    assert json.loads(path.read_text()) == {"resources": [{
-        "resourceType": "CustomJob", "resourceUri": resource_uri(NAME)}]}
+    assert json.loads(path.read_text()) == {
+        "resources": [{"resourceType": "CustomJob", "resourceUri": resource_uri(NAME)}]
+    }
     assert read_gcp_resources(path) == NAME
     assert [p.name for p in path.parent.iterdir()] == ["gcp_resources"]  # no temp file left
 
@@ -56,17 +64,33 @@ def test_no_or_empty_gcp_resources_means_no_earlier_job(tmp_path):
     assert read_gcp_resources(tmp_path / "empty") is None
 
 
-@pytest.mark.parametrize("text, match", [
-    ("not json", "not GcpResources JSON"),
-    (json.dumps({"resources": []}), "names 0 CustomJobs"),
-    (json.dumps({"resources": [{"resourceType": "BatchPredictionJob",
-                                "resourceUri": resource_uri(NAME)}]}), "names 0 CustomJobs"),
-    (json.dumps({"resources": [{"resourceType": "CustomJob",
-                                "resourceUri": resource_uri(NAME)}] * 2}), "names 2 CustomJobs"),
-    (json.dumps({"resources": [{"resourceType": "CustomJob",
-                                "resourceUri": "https://example.com/v1/" + NAME}]}),
-     "is not a CustomJob URI"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("not json", "not GcpResources JSON"),
+        (json.dumps({"resources": []}), "names 0 CustomJobs"),
+        (
+            json.dumps(
+                {"resources": [{"resourceType": "BatchPredictionJob", "resourceUri": resource_uri(NAME)}]}
+            ),
+            "names 0 CustomJobs",
+        ),
+        (
+            json.dumps({"resources": [{"resourceType": "CustomJob", "resourceUri": resource_uri(NAME)}] * 2}),
+            "names 2 CustomJobs",
+        ),
+        (
+            json.dumps(
+                {
+                    "resources": [
+                        {"resourceType": "CustomJob", "resourceUri": "https://example.com/v1/" + NAME}
+                    ]
+                }
+            ),
+            "is not a CustomJob URI",
+        ),
+    ],
+)
 def test_a_malformed_gcp_resources_says_what_to_do(tmp_path, text, match):
     path = tmp_path / "gcp_resources"
     path.write_text(text)
@@ -80,8 +104,11 @@ def test_build_job_adds_env_to_every_pool_and_keeps_the_spec_unchanged():
     backend = VertexBackend(extra_env={"EXTRA": "x", "A": "extra"})
     job = backend.build_job(s, launch_id="abc")
     for pool in job.job_spec.worker_pool_specs:
-        assert env_of(pool) == {"A": "pool", "TRAINGUARD_HISTORY": "gs://b/run/history.jsonl",
-                                "EXTRA": "x"}  # the pool's own A wins
+        assert env_of(pool) == {
+            "A": "pool",
+            "TRAINGUARD_HISTORY": "gs://b/run/history.jsonl",
+            "EXTRA": "x",
+        }  # the pool's own A wins
     assert job.labels[LAUNCH_ID_LABEL] == "abc"
     assert job.display_name == s.display_name
     # the spec is not changed: building twice gives the same env, not doubled entries
@@ -109,24 +136,42 @@ def test_output_dir_fills_in_a_missing_base_output_directory():
 
 
 def test_python_package_pools_get_the_env_too():
-    s = parse_spec({"workerPoolSpecs": [{
-        "machineSpec": {"machineType": "n1-standard-4"},
-        "pythonPackageSpec": {"executorImageUri": "us-docker.pkg.dev/vertex-ai/training/pytorch:1",
-                              "packageUris": ["gs://b/trainer.tar.gz"], "pythonModule": "trainer.task"}}],
-        "baseOutputDirectory": {"outputUriPrefix": "gs://b/run"}},
-        project="my-project", region="us-central1")
+    s = parse_spec(
+        {
+            "workerPoolSpecs": [
+                {
+                    "machineSpec": {"machineType": "n1-standard-4"},
+                    "pythonPackageSpec": {
+                        "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/pytorch:1",
+                        "packageUris": ["gs://b/trainer.tar.gz"],
+                        "pythonModule": "trainer.task",
+                    },
+                }
+            ],
+            "baseOutputDirectory": {"outputUriPrefix": "gs://b/run"},
+        },
+        project="my-project",
+        region="us-central1",
+    )
     job = VertexBackend().build_job(s)
     pool = job.job_spec.worker_pool_specs[0]
     assert {e.name: e.value for e in pool.python_package_spec.env} == {
-        "TRAINGUARD_HISTORY": "gs://b/run/history.jsonl"}
+        "TRAINGUARD_HISTORY": "gs://b/run/history.jsonl"
+    }
     assert "container_spec" not in pool  # no containerSpec appears next to pythonPackageSpec
 
 
 def test_max_wait_duration_stays_with_flex_start():
-    s = parse_spec({"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"},
-                                         "containerSpec": {"imageUri": "img:1"}}],
-                    "scheduling": {"strategy": "FLEX_START", "maxWaitDuration": "600s"}},
-                   project="my-project", region="us-central1")
+    s = parse_spec(
+        {
+            "workerPoolSpecs": [
+                {"machineSpec": {"machineType": "n1-standard-4"}, "containerSpec": {"imageUri": "img:1"}}
+            ],
+            "scheduling": {"strategy": "FLEX_START", "maxWaitDuration": "600s"},
+        },
+        project="my-project",
+        region="us-central1",
+    )
     job = VertexBackend().build_job(s)
     assert job.job_spec.scheduling.max_wait_duration.total_seconds() == 600
 
@@ -138,10 +183,17 @@ def test_backoff_grows_to_the_cap_and_resets():
     assert b() == 2.0
 
 
-@pytest.mark.parametrize("kw", [
-    {"poll_initial_s": 0}, {"poll_initial_s": 5, "poll_max_s": 1}, {"poll_factor": 0.5},
-    {"max_queued_s": -1}, {"watch_interval_s": 0}, {"output_dir": "/tmp/out"},
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"poll_initial_s": 0},
+        {"poll_initial_s": 5, "poll_max_s": 1},
+        {"poll_factor": 0.5},
+        {"max_queued_s": -1},
+        {"watch_interval_s": 0},
+        {"output_dir": "/tmp/out"},
+    ],
+)
 def test_bad_options_are_config_errors(kw):
     with pytest.raises(ConfigError):
         VertexBackend(**kw)
@@ -149,11 +201,15 @@ def test_bad_options_are_config_errors(kw):
 
 def test_the_history_path_is_what_the_chief_is_told():
     assert VertexBackend().history_path(spec()) == "gs://b/run/history.jsonl"
-    assert VertexBackend(extra_env={"TRAINGUARD_HISTORY": "gs://b/x.jsonl"}).history_path(spec()) \
+    assert (
+        VertexBackend(extra_env={"TRAINGUARD_HISTORY": "gs://b/x.jsonl"}).history_path(spec())
         == "gs://b/x.jsonl"
+    )
     own = spec(env={"TRAINGUARD_HISTORY": "gs://b/own.jsonl"})
-    assert VertexBackend(extra_env={"TRAINGUARD_HISTORY": "gs://b/x.jsonl"}).history_path(own) \
+    assert (
+        VertexBackend(extra_env={"TRAINGUARD_HISTORY": "gs://b/x.jsonl"}).history_path(own)
         == "gs://b/own.jsonl"
+    )
     assert VertexBackend().history_path(spec(base_output_dir=None)) == ""
 
 

@@ -25,17 +25,24 @@ from trainguard.launch.vertex_logs import (
 
 JOB_ID = "8412345678901234567"
 EXIT_1 = "The replica workerpool0-0 exited with a non-zero status of 1."
-HOST_OOM = ("The replica workerpool0-0 ran out-of-memory and exited with a non-zero status of "
-            "9(SIGKILL).")
+HOST_OOM = "The replica workerpool0-0 ran out-of-memory and exited with a non-zero status of 9(SIGKILL)."
 
 
-def entry(text: str | None = None, *, task: str | None = "workerpool0-0", json_message=None,
-          labels: dict | None = None) -> dict:
+def entry(
+    text: str | None = None,
+    *,
+    task: str | None = "workerpool0-0",
+    json_message=None,
+    labels: dict | None = None,
+) -> dict:
     """A LogEntry as entries.list returns it for a Vertex AI custom training replica."""
-    e: dict = {"insertId": "abc", "severity": "ERROR", "timestamp": "2025-05-01T10:00:00.000001Z",
-               "logName": "projects/my-project/logs/workerpool0-0",
-               "resource": {"type": "ml_job", "labels": {"job_id": JOB_ID,
-                                                         "project_id": "my-project"}}}
+    e: dict = {
+        "insertId": "abc",
+        "severity": "ERROR",
+        "timestamp": "2025-05-01T10:00:00.000001Z",
+        "logName": "projects/my-project/logs/workerpool0-0",
+        "resource": {"type": "ml_job", "labels": {"job_id": JOB_ID, "project_id": "my-project"}},
+    }
     if task is not None:
         e["resource"]["labels"]["task_name"] = task
     if text is not None:
@@ -61,8 +68,12 @@ def test_filter_starts_a_minute_before_the_job_was_created():
 
 def test_list_body_asks_for_the_newest_entries_of_the_project():
     body = list_body("my-project", JOB_ID, page_size=400)
-    assert body == {"resourceNames": ["projects/my-project"], "filter": job_filter(JOB_ID),
-                    "orderBy": "timestamp desc", "pageSize": 400}
+    assert body == {
+        "resourceNames": ["projects/my-project"],
+        "filter": job_filter(JOB_ID),
+        "orderBy": "timestamp desc",
+        "pageSize": 400,
+    }
     assert list_body("my-project", JOB_ID, page_token="t2")["pageToken"] == "t2"
 
 
@@ -77,9 +88,10 @@ def test_list_body_rejects_a_page_size_the_api_rejects(size):
 
 def test_task_name_comes_from_the_resource_labels_then_the_entry_labels():
     assert task_name(entry("x")) == "workerpool0-0"
-    assert task_name(entry("x", task=None,
-                           labels={"ml.googleapis.com/task_name": "workerpool1-2"})) == \
-        "workerpool1-2"
+    assert (
+        task_name(entry("x", task=None, labels={"ml.googleapis.com/task_name": "workerpool1-2"}))
+        == "workerpool1-2"
+    )
     assert task_name(entry("x", task=None)) == "unknown_task"
 
 
@@ -90,9 +102,11 @@ def test_entry_text_prefers_json_message_then_text_payload():
 
 
 def test_entry_lines_prefix_every_line_with_the_replica():
-    lines = entry_lines(entry("Traceback (most recent call last):\n  File \"t.py\", line 1\n"))
-    assert lines == ["[workerpool0-0] Traceback (most recent call last):",
-                     '[workerpool0-0]   File "t.py", line 1']
+    lines = entry_lines(entry('Traceback (most recent call last):\n  File "t.py", line 1\n'))
+    assert lines == [
+        "[workerpool0-0] Traceback (most recent call last):",
+        '[workerpool0-0]   File "t.py", line 1',
+    ]
     assert entry_lines(entry("   \n")) == []
 
 
@@ -103,16 +117,18 @@ def test_entry_lines_redact_credentials():
 
 def test_tail_is_oldest_first_and_keeps_the_newest_lines():
     newest_first = [entry(f"line {i}") for i in range(9, -1, -1)]  # entries.list, timestamp desc
-    assert tail_lines(newest_first, 3) == ["[workerpool0-0] line 7", "[workerpool0-0] line 8",
-                                           "[workerpool0-0] line 9"]
+    assert tail_lines(newest_first, 3) == [
+        "[workerpool0-0] line 7",
+        "[workerpool0-0] line 8",
+        "[workerpool0-0] line 9",
+    ]
     assert tail_lines(newest_first, 400)[0] == "[workerpool0-0] line 0"
     assert tail_lines(newest_first, 0) == []
 
 
 def test_tail_cuts_a_multi_line_entry_at_the_limit():
     newest_first = [entry("c"), entry("a1\na2\na3")]
-    assert tail_lines(newest_first, 3) == ["[workerpool0-0] a2", "[workerpool0-0] a3",
-                                           "[workerpool0-0] c"]
+    assert tail_lines(newest_first, 3) == ["[workerpool0-0] a2", "[workerpool0-0] a3", "[workerpool0-0] c"]
 
 
 def test_log_tail_text_puts_the_note_last():
@@ -151,10 +167,12 @@ def test_note_says_why_and_the_role_and_never_outvotes_the_job_error(exc):
 
 def test_note_names_the_http_status_and_the_time_limit():
     assert "HTTP 403, the caller may not list log entries in project p" in unreadable_note(
-        gexc.Forbidden("x"), "p")
+        gexc.Forbidden("x"), "p"
+    )
     assert "no answer within 2.5 s" in unreadable_note(requests.ReadTimeout(), "p", 2.5)
     assert "could not read all of the job's logs" in unreadable_note(
-        gexc.ServiceUnavailable("x"), "p", partial=True)
+        gexc.ServiceUnavailable("x"), "p", partial=True
+    )
 
 
 def test_reading_without_credentials_is_a_note_not_an_exception():
@@ -178,7 +196,8 @@ def test_reading_with_no_time_left_asks_nothing():
             Session.closed = True
 
     ticks = iter([0.0, 11.0])
-    tail = read_log_tail("my-project", JOB_ID, session_factory=lambda: (Session(), "http://x"),
-                         clock=lambda: next(ticks))
+    tail = read_log_tail(
+        "my-project", JOB_ID, session_factory=lambda: (Session(), "http://x"), clock=lambda: next(ticks)
+    )
     assert "reading took longer than 10 s" in tail.note
     assert Session.closed

@@ -8,13 +8,15 @@ from trainguard.preflight import Status, run_preflight
 from trainguard.spec import parse_spec
 
 P, R = "my-project", "us-central1"
-A100 = {"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100",
-        "acceleratorCount": 1}
+A100 = {"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100", "acceleratorCount": 1}
 
 
 def spec(*machines, strategy="", timeout="", **extra):
-    data = {"workerPoolSpecs": [{"machineSpec": dict(m), "replicaCount": 1,
-                                 "containerSpec": {"imageUri": "i"}} for m in machines]}
+    data = {
+        "workerPoolSpecs": [
+            {"machineSpec": dict(m), "replicaCount": 1, "containerSpec": {"imageUri": "i"}} for m in machines
+        ]
+    }
     scheduling = {}
     if strategy:
         scheduling["strategy"] = strategy
@@ -36,12 +38,21 @@ def compat(job, title=""):
 
 
 def test_a_healthy_flex_start_job_passes_all_three_requirements():
-    found = compat(spec(A100, A100, strategy="FLEX_START", timeout="86400s",
-                        scheduling={"strategy": "FLEX_START", "timeout": "86400s",
-                                    "maxWaitDuration": "3600s"}), "Flex-start")
+    found = compat(
+        spec(
+            A100,
+            A100,
+            strategy="FLEX_START",
+            timeout="86400s",
+            scheduling={"strategy": "FLEX_START", "timeout": "86400s", "maxWaitDuration": "3600s"},
+        ),
+        "Flex-start",
+    )
     assert {r.title: r.status for r in found} == {
-        "Flex-start GPU types": Status.PASS, "Flex-start timeout": Status.PASS,
-        "Flex-start machine configuration": Status.PASS}
+        "Flex-start GPU types": Status.PASS,
+        "Flex-start timeout": Status.PASS,
+        "Flex-start machine configuration": Status.PASS,
+    }
 
 
 def test_a_14_day_flex_start_timeout_fails():
@@ -58,12 +69,19 @@ def test_exactly_seven_days_or_unset_passes():
         assert r.status is Status.PASS
 
 
-@pytest.mark.parametrize("machine", [
-    {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 1},
-    {"machineType": "n1-standard-8"},
-    {"machineType": "ct5lp-hightpu-4t", "acceleratorType": "TPU_V5_LITEPOD", "acceleratorCount": 4,
-     "tpuTopology": "2x2"},
-])
+@pytest.mark.parametrize(
+    "machine",
+    [
+        {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 1},
+        {"machineType": "n1-standard-8"},
+        {
+            "machineType": "ct5lp-hightpu-4t",
+            "acceleratorType": "TPU_V5_LITEPOD",
+            "acceleratorCount": 4,
+            "tpuTopology": "2x2",
+        },
+    ],
+)
 def test_flex_start_rejects_gpus_it_does_not_take(machine):
     (r,) = compat(spec(machine, strategy="FLEX_START"), "Flex-start GPU types")
     assert r.status is Status.FAIL
@@ -71,14 +89,25 @@ def test_flex_start_rejects_gpus_it_does_not_take(machine):
     assert r.failure_class == "capacity"
 
 
-@pytest.mark.parametrize("accel,machine,count", [
-    ("NVIDIA_L4", "g2-standard-8", 1), ("NVIDIA_A100_80GB", "a2-ultragpu-1g", 1),
-    ("NVIDIA_H100_80GB", "a3-highgpu-8g", 8), ("NVIDIA_H200_141GB", "a3-ultragpu-8g", 8),
-    ("NVIDIA_B200", "a4-highgpu-8g", 8), ("NVIDIA_H100_MEGA_80GB", "a3-megagpu-8g", 8),
-])
+@pytest.mark.parametrize(
+    "accel,machine,count",
+    [
+        ("NVIDIA_L4", "g2-standard-8", 1),
+        ("NVIDIA_A100_80GB", "a2-ultragpu-1g", 1),
+        ("NVIDIA_H100_80GB", "a3-highgpu-8g", 8),
+        ("NVIDIA_H200_141GB", "a3-ultragpu-8g", 8),
+        ("NVIDIA_B200", "a4-highgpu-8g", 8),
+        ("NVIDIA_H100_MEGA_80GB", "a3-megagpu-8g", 8),
+    ],
+)
 def test_flex_start_takes_every_documented_gpu(accel, machine, count):
-    (r,) = compat(spec({"machineType": machine, "acceleratorType": accel,
-                        "acceleratorCount": count}, strategy="FLEX_START"), "Flex-start GPU types")
+    (r,) = compat(
+        spec(
+            {"machineType": machine, "acceleratorType": accel, "acceleratorCount": count},
+            strategy="FLEX_START",
+        ),
+        "Flex-start GPU types",
+    )
     assert r.status is Status.PASS
 
 
@@ -91,8 +120,12 @@ def test_flex_start_needs_one_machine_configuration_for_all_pools():
 
 
 def test_no_flex_start_rules_for_other_strategies():
-    assert compat(spec({"machineType": "n1-standard-4"}, strategy="SPOT",
-                       timeout=f"{14 * 86400}s"), "Flex-start") == []
+    assert (
+        compat(
+            spec({"machineType": "n1-standard-4"}, strategy="SPOT", timeout=f"{14 * 86400}s"), "Flex-start"
+        )
+        == []
+    )
 
 
 # --- resource names -----------------------------------------------------------------------------
@@ -113,10 +146,8 @@ def test_reserved_ranges_without_a_network_fail():
 
 
 def test_vpc_peering_is_refused_for_h200():
-    h200 = {"machineType": "a3-ultragpu-8g", "acceleratorType": "NVIDIA_H200_141GB",
-            "acceleratorCount": 8}
-    (r,) = compat(spec(h200, network="projects/123456789012/global/networks/vpc"),
-                  "network peering")
+    h200 = {"machineType": "a3-ultragpu-8g", "acceleratorType": "NVIDIA_H200_141GB", "acceleratorCount": 8}
+    (r,) = compat(spec(h200, network="projects/123456789012/global/networks/vpc"), "network peering")
     assert r.status is Status.FAIL
     assert "pscInterfaceConfig.networkAttachment" in r.remedy
 
@@ -135,23 +166,33 @@ def test_tensorboard_in_another_region_and_without_service_account_fails():
     assert found["tensorboard"].status is Status.FAIL
     assert "europe-west4" in found["tensorboard"].evidence
     assert found["tensorboard needs serviceAccount"].status is Status.FAIL
-    ok = spec(A100, tensorboard="projects/my-project/locations/us-central1/tensorboards/42",
-              serviceAccount="t@my-project.iam.gserviceaccount.com")
+    ok = spec(
+        A100,
+        tensorboard="projects/my-project/locations/us-central1/tensorboards/42",
+        serviceAccount="t@my-project.iam.gserviceaccount.com",
+    )
     assert compat(ok, "tensorboard") == []
 
 
 def test_specific_reservation_needs_a_full_name_in_the_job_region():
     def affinity(values, key="compute.googleapis.com/reservation-name"):
-        return {**A100, "reservationAffinity": {"reservationAffinityType": "SPECIFIC_RESERVATION",
-                                                "key": key, "values": values}}
+        return {
+            **A100,
+            "reservationAffinity": {
+                "reservationAffinityType": "SPECIFIC_RESERVATION",
+                "key": key,
+                "values": values,
+            },
+        }
 
     (r,) = compat(spec(affinity(["my-res"])), "reservationAffinity")
     assert r.status is Status.FAIL and "not a reservation's full name" in r.evidence
-    (r,) = compat(spec(affinity(["projects/p/zones/europe-west4-a/reservations/r"])),
-                  "reservationAffinity")
+    (r,) = compat(spec(affinity(["projects/p/zones/europe-west4-a/reservations/r"])), "reservationAffinity")
     assert r.status is Status.FAIL and "outside the job's region" in r.evidence
-    (r,) = compat(spec(affinity(["projects/p/zones/us-central1-a/reservations/r"], key="name")),
-                  "reservationAffinity")
+    (r,) = compat(
+        spec(affinity(["projects/p/zones/us-central1-a/reservations/r"], key="name")), "reservationAffinity"
+    )
     assert r.status is Status.FAIL and "compute.googleapis.com/reservation-name" in r.remedy
-    assert compat(spec(affinity(["projects/p/zones/us-central1-a/reservations/r"])),
-                  "reservationAffinity") == []
+    assert (
+        compat(spec(affinity(["projects/p/zones/us-central1-a/reservations/r"])), "reservationAffinity") == []
+    )

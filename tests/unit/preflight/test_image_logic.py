@@ -10,13 +10,16 @@ from trainguard.preflight.results import Status
 from trainguard.spec import Pool
 
 
-@pytest.mark.parametrize("uri,host,repo,ref", [
-    ("python:3.11", "registry-1.docker.io", "library/python", "3.11"),
-    ("docker.io/pytorch/pytorch", "registry-1.docker.io", "pytorch/pytorch", "latest"),
-    ("us-central1-docker.pkg.dev/p/r/img:v1", "us-central1-docker.pkg.dev", "p/r/img", "v1"),
-    ("localhost:5000/a/b@sha256:" + "0" * 64, "localhost:5000", "a/b", "sha256:" + "0" * 64),
-    ("gcr.io/p/img:tag@sha256:" + "1" * 64, "gcr.io", "p/img", "sha256:" + "1" * 64),
-])
+@pytest.mark.parametrize(
+    "uri,host,repo,ref",
+    [
+        ("python:3.11", "registry-1.docker.io", "library/python", "3.11"),
+        ("docker.io/pytorch/pytorch", "registry-1.docker.io", "pytorch/pytorch", "latest"),
+        ("us-central1-docker.pkg.dev/p/r/img:v1", "us-central1-docker.pkg.dev", "p/r/img", "v1"),
+        ("localhost:5000/a/b@sha256:" + "0" * 64, "localhost:5000", "a/b", "sha256:" + "0" * 64),
+        ("gcr.io/p/img:tag@sha256:" + "1" * 64, "gcr.io", "p/img", "sha256:" + "1" * 64),
+    ],
+)
 def test_image_references_parse_as_docker_does(uri, host, repo, ref):
     assert ImageRef.parse(uri) == ImageRef(host, repo, ref)
 
@@ -41,9 +44,15 @@ def pool(uri, command=()):
     return Pool(0, "n1-standard-4", None, 0, 1, uri, tuple(command), ())
 
 
-INFO = ImageInfo("sha256:" + "a" * 64, "sha256:" + "a" * 64,
-                 "application/vnd.oci.image.manifest.v1+json", ["linux/amd64"],
-                 {"Entrypoint": ["python"]}, "linux", "amd64")
+INFO = ImageInfo(
+    "sha256:" + "a" * 64,
+    "sha256:" + "a" * 64,
+    "application/vnd.oci.image.manifest.v1+json",
+    ["linux/amd64"],
+    {"Entrypoint": ["python"]},
+    "linux",
+    "amd64",
+)
 
 
 def test_image_on_another_continent_warns_with_the_push_target():
@@ -51,8 +60,7 @@ def test_image_on_another_continent_warns_with_the_push_target():
     r = assess_image(pool(uri), "us-central1", INFO)
     assert r.status is Status.WARN and "Europe" in r.evidence and "North America" in r.evidence
     assert "us-central1-docker.pkg.dev/p/REPO" in r.remedy
-    assert assess_image(pool("us-docker.pkg.dev/p/r/img:1"), "us-central1", INFO).status is \
-        Status.PASS
+    assert assess_image(pool("us-docker.pkg.dev/p/r/img:1"), "us-central1", INFO).status is Status.PASS
     assert assess_image(pool("python:3.11"), "asia-east1", INFO).status is Status.PASS
 
 

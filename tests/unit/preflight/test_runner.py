@@ -12,8 +12,9 @@ from trainguard.preflight import CHECKS, CheckResult, Status, run_preflight
 from trainguard.preflight.checks import Check
 from trainguard.spec import JobSpec
 
-SPEC = JobSpec.create("my-project", "us-central1", machine_type="n1-standard-4", image_uri="i",
-                      command=["true"])
+SPEC = JobSpec.create(
+    "my-project", "us-central1", machine_type="n1-standard-4", image_uri="i", command=["true"]
+)
 
 
 @pytest.fixture
@@ -54,8 +55,7 @@ def test_a_slow_check_misses_the_deadline_as_unknown(extra_checks):
 
 def test_checks_run_concurrently(extra_checks):
     for i in range(4):
-        extra_checks(f"zz_{i}", lambda ctx: time.sleep(0.4) or [
-            CheckResult("x", "t", Status.PASS, "e")])
+        extra_checks(f"zz_{i}", lambda ctx: time.sleep(0.4) or [CheckResult("x", "t", Status.PASS, "e")])
     report = run_preflight(SPEC, only=[f"zz_{i}" for i in range(4)])
     assert report.wall_s < 1.0  # 4 × 0.4 s sequentially would be 1.6 s
 
@@ -68,9 +68,15 @@ def test_unknown_check_or_backend_is_bad_input():
 
 
 def test_fail_on_warn_and_the_rendered_reports():
-    spec = JobSpec.create("my-project", "us-central1", machine_type="g2-standard-8",
-                          image_uri="i", accelerator_type="NVIDIA_L4", accelerator_count=1,
-                          spot=True)
+    spec = JobSpec.create(
+        "my-project",
+        "us-central1",
+        machine_type="g2-standard-8",
+        image_uri="i",
+        accelerator_type="NVIDIA_L4",
+        accelerator_count=1,
+        spot=True,
+    )
     report = run_preflight(spec, only=["compat"])
     assert report.passed("fail") and not report.passed("warn")
     data = json.loads(report.to_json("warn"))
@@ -105,8 +111,7 @@ def test_a_hung_check_does_not_keep_the_process_alive(tmp_path):
         print(report.results[0].status.value)
     """)
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=30)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert proc.stdout.strip() == "UNKNOWN", proc.stderr
     assert time.perf_counter() - started < 15
 
@@ -131,16 +136,22 @@ def test_only_the_families_that_run_are_imported():
             "google.cloud.policytroubleshooter", "google.cloud.storage", "google.cloud.compute",
             "requests")))))
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     loaded = set(proc.stdout.split())
     assert {"trainguard.preflight.compat", "trainguard.preflight.runner"} <= loaded
-    for absent in ("trainguard.preflight.quota", "trainguard.preflight.iam",
-                   "trainguard.preflight.image", "trainguard.preflight.network",
-                   "trainguard.preflight.capacity", "trainguard.preflight.cmek",
-                   "google.cloud.cloudquotas_v1", "google.cloud.kms_v1",
-                   "google.cloud.policytroubleshooter_iam_v3", "google.cloud.storage"):
+    for absent in (
+        "trainguard.preflight.quota",
+        "trainguard.preflight.iam",
+        "trainguard.preflight.image",
+        "trainguard.preflight.network",
+        "trainguard.preflight.capacity",
+        "trainguard.preflight.cmek",
+        "google.cloud.cloudquotas_v1",
+        "google.cloud.kms_v1",
+        "google.cloud.policytroubleshooter_iam_v3",
+        "google.cloud.storage",
+    ):
         assert absent not in loaded, absent
 
 
@@ -153,10 +164,15 @@ def test_an_unknown_fail_on_is_bad_input_listing_the_choices():
 def test_what_a_check_quotes_from_the_spec_or_environment_is_shown_redacted(tmp_path):
     # A machine type, an output URI, an endpoint override with user:password: echoed by the
     # checks' evidence into stdout, the JSON and the Markdown report.
-    spec = JobSpec.create("my-project", "us-central1", machine_type="ya29.a0AfB_mtypeSECRET",
-                          image_uri="i", command=["true"],
-                          base_output_dir="gs://u:pwSECRET@bucket/runs/r1",
-                          display_name="nightly ghp_" + "d" * 36)
+    spec = JobSpec.create(
+        "my-project",
+        "us-central1",
+        machine_type="ya29.a0AfB_mtypeSECRET",
+        image_uri="i",
+        command=["true"],
+        base_output_dir="gs://u:pwSECRET@bucket/runs/r1",
+        display_name="nightly ghp_" + "d" * 36,
+    )
     report = run_preflight(spec, only=["compat"])
     text = report.to_json("fail") + report.to_markdown("fail") + report.subject
     assert "SECRET" not in text and "ddddddddd" not in text and "[REDACTED]" in text

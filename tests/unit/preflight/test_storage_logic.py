@@ -12,8 +12,7 @@ def test_regional_bucket_in_the_job_region_passes():
 
 
 def test_anything_else_warns_with_the_create_command():
-    for location, kind in (("EUROPE-WEST4", "region"), ("US", "multi-region"),
-                           ("NAM4", "dual-region")):
+    for location, kind in (("EUROPE-WEST4", "region"), ("US", "multi-region"), ("NAM4", "dual-region")):
         r = assess_bucket("b", region="us-central1", location=location, location_type=kind)
         assert r.status is Status.WARN
         assert "gcloud storage buckets create gs://BUCKET --location=us-central1" in r.remedy

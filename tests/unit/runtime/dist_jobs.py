@@ -21,8 +21,12 @@ FEATURES, HIDDEN, OUT = 8, 16, 4
 def build(kind: str, seed: int = 0):
     """The model (``ddp``, ``fsdp`` or ``plain``) and its Adam optimizer, same init everywhere."""
     torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Linear(FEATURES, HIDDEN), torch.nn.ReLU(),
-                                torch.nn.Dropout(0.1), torch.nn.Linear(HIDDEN, OUT))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(FEATURES, HIDDEN),
+        torch.nn.ReLU(),
+        torch.nn.Dropout(0.1),
+        torch.nn.Linear(HIDDEN, OUT),
+    )
     if kind == "fsdp":
         from torch.distributed.fsdp import fully_shard
 
@@ -52,8 +56,10 @@ def full_state(model, optimizer) -> dict:
 
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     model_sd, optim_sd = get_state_dict(model, optimizer, options=options)
-    return {"model": {k: v.clone() for k, v in model_sd.items()},
-            "optim": {k: {n: t.clone() for n, t in s.items()} for k, s in optim_sd.get("state", {}).items()}}
+    return {
+        "model": {k: v.clone() for k, v in model_sd.items()},
+        "optim": {k: {n: t.clone() for n, t in s.items()} for k, s in optim_sd.get("state", {}).items()},
+    }
 
 
 def _entry(fn, rank: int, world: int, tmp: str, args: tuple, no_dist: bool) -> None:
@@ -62,8 +68,9 @@ def _entry(fn, rank: int, world: int, tmp: str, args: tuple, no_dist: bool) -> N
     code = 0
     try:
         if not no_dist:
-            dist.init_process_group("gloo", init_method=f"file://{tmp}/rdv-{fn.__name__}-{world}",
-                                    rank=rank, world_size=world)
+            dist.init_process_group(
+                "gloo", init_method=f"file://{tmp}/rdv-{fn.__name__}-{world}", rank=rank, world_size=world
+            )
         result = fn(rank, world, Path(tmp), *args)
         if result is not None:
             torch.save(result, f"{tmp}/result-{rank}.pt")
@@ -76,8 +83,9 @@ def _entry(fn, rank: int, world: int, tmp: str, args: tuple, no_dist: bool) -> N
     os._exit(code)
 
 
-def run_job(fn, world: int, tmp: Path, *args, timeout: float = 120.0, kill_all_on_death=False,
-            no_dist: bool = False):
+def run_job(
+    fn, world: int, tmp: Path, *args, timeout: float = 120.0, kill_all_on_death=False, no_dist: bool = False
+):
     """Runs ``fn(rank, world, tmp, *args)`` in ``world`` forked processes; returns
     (exit codes, results). With ``kill_all_on_death``, once one rank dies by a signal the others
     are killed too, as a launcher stops a job whose worker died. ``no_dist``: one process

@@ -12,8 +12,7 @@ from trainguard.runtime.history import read_history_records
 
 def history(path: Path) -> list[tuple]:
     """The records of a JSONL history without their wall-clock times."""
-    return [(r["step"], r["split"], r["epoch"], r["metrics"])
-            for r in read_history_records(path.read_text())]
+    return [(r["step"], r["split"], r["epoch"], r["metrics"]) for r in read_history_records(path.read_text())]
 
 
 def commit(step_dir: Path, files: dict[str, bytes]) -> None:
@@ -22,8 +21,13 @@ def commit(step_dir: Path, files: dict[str, bytes]) -> None:
     for name, data in files.items():
         (step_dir / name).write_bytes(data)
     step = int(step_dir.name.split("-")[1])
-    marker = {"step": step, "files": sorted(files), "sizes": {k: len(v) for k, v in files.items()},
-              "metrics": {}, "created": 0.0}
+    marker = {
+        "step": step,
+        "files": sorted(files),
+        "sizes": {k: len(v) for k, v in files.items()},
+        "metrics": {},
+        "created": 0.0,
+    }
     (step_dir / "COMMIT").write_text(json.dumps(marker))
 
 

@@ -27,15 +27,22 @@ from trainguard.runtime.jax_checkpointer import JaxCheckpointer  # noqa: E402
 
 def state_of(step: int, mesh: Mesh) -> dict:
     sharded = NamedSharding(mesh, P(None, "x"))
-    return {"w": jax.device_put(jnp.full((512, 1024), step, jnp.float32), sharded),
-            "b": jax.device_put(jnp.full((1024,), step, jnp.float32), NamedSharding(mesh, P("x"))),
-            "count": jnp.int32(step)}
+    return {
+        "w": jax.device_put(jnp.full((512, 1024), step, jnp.float32), sharded),
+        "b": jax.device_put(jnp.full((1024,), step, jnp.float32), NamedSharding(mesh, P("x"))),
+        "count": jnp.int32(step),
+    }
 
 
 def main(directory: str, async_save: str) -> None:
     mesh = Mesh(np.array(jax.devices()), ("x",))
-    ckpt = JaxCheckpointer(directory=directory, save=1, async_save=async_save == "1",
-                           retention=RetentionPolicy(keep_last=1), handle_sigterm=False)
+    ckpt = JaxCheckpointer(
+        directory=directory,
+        save=1,
+        async_save=async_save == "1",
+        retention=RetentionPolicy(keep_last=1),
+        handle_sigterm=False,
+    )
     start = ckpt.restore(state_of(-1, mesh))
     step = start.step
     if start.resumed:

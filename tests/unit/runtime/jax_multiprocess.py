@@ -41,8 +41,9 @@ def state_of(value: int) -> dict:
 
 def local(state) -> dict:
     """This process's shards, by index (what it can see of the global arrays)."""
-    return {k: {str(s.index): np.asarray(s.data).tolist() for s in v.addressable_shards}
-            for k, v in state.items()}
+    return {
+        k: {str(s.index): np.asarray(s.data).tolist() for s in v.addressable_shards} for k, v in state.items()
+    }
 
 
 ckpt = JaxCheckpointer(directory=directory, save=2, handle_sigterm=False)
@@ -53,11 +54,20 @@ if mode == "save":
         ckpt.step(step, state=state_of(step), extra={"step": step}, loss=float(step))
         draw = float(np.random.rand())
     ckpt.close()
-    print("RESULT " + json.dumps({"rank": ckpt.rank, "world": ckpt.world_size, "draw": draw}),
-          flush=True)
+    print("RESULT " + json.dumps({"rank": ckpt.rank, "world": ckpt.world_size, "draw": draw}), flush=True)
 else:
     ckpt.close()
-    print("RESULT " + json.dumps({"rank": ckpt.rank, "step": start.step, "extra": start.extra,
-                                  "next_draw": float(np.random.rand()),
-                                  "shards": local(start.state), "expected": local(state_of(4))}),
-          flush=True)
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "rank": ckpt.rank,
+                "step": start.step,
+                "extra": start.extra,
+                "next_draw": float(np.random.rand()),
+                "shards": local(start.state),
+                "expected": local(state_of(4)),
+            }
+        ),
+        flush=True,
+    )

@@ -24,15 +24,17 @@ def tag(data: bytes) -> tuple[int, int]:
 def payload(number: int, step: int, size: int) -> dict:
     head = f"{number}:{step}:".encode().ljust(32, b".")
     body = head + bytes((number + i) % 251 for i in range(256)) * (size // 256)
-    return {"a": body,
-            "b": lambda: body,
-            "c": Stream(lambda handle: [handle.write(body[i:i + 65536])
-                                        for i in range(0, len(body), 65536)])}
+    return {
+        "a": body,
+        "b": lambda: body,
+        "c": Stream(lambda handle: [handle.write(body[i : i + 65536]) for i in range(0, len(body), 65536)]),
+    }
 
 
 def main(directory: str, async_save: str, keep_last: str, size: str) -> None:
-    mgr = CheckpointManager(directory, async_save=async_save == "1",
-                            retention=RetentionPolicy(keep_last=int(keep_last)))
+    mgr = CheckpointManager(
+        directory, async_save=async_save == "1", retention=RetentionPolicy(keep_last=int(keep_last))
+    )
     latest = mgr.restore_latest()
     number, step = (0, 0)
     if latest is not None:

@@ -28,14 +28,19 @@ def _last(lines: list[str], word: str) -> tuple[int, int] | None:
     return (int(found[-1][1]), int(found[-1][2])) if found else None
 
 
-def run_one(directory: str, *, async_save: bool, keep_last: int, size: int, delay: float,
-            env: dict | None = None) -> dict:
+def run_one(
+    directory: str, *, async_save: bool, keep_last: int, size: int, delay: float, env: dict | None = None
+) -> dict:
     """Starts the child, kills it ``delay`` s after it is ready, checks the invariant; returns what
     happened (for the failure message)."""
     proc = subprocess.Popen(
-        [sys.executable, str(CHILD), directory, "1" if async_save else "0", str(keep_last),
-         str(size)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}, cwd=str(ROOT))
+        [sys.executable, str(CHILD), directory, "1" if async_save else "0", str(keep_last), str(size)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)},
+        cwd=str(ROOT),
+    )
     lines: list[str] = []
     ready = threading.Event()
 
@@ -57,8 +62,13 @@ def run_one(directory: str, *, async_save: bool, keep_last: int, size: int, dela
     done = _last(lines, "done")
     began = _last(lines, "begin")
     latest = CheckpointManager(directory).restore_latest()
-    seen = {"delay": delay, "done": done, "began": began,
-            "latest": None if latest is None else latest.step, "stderr": proc.stderr.read()[-2000:]}
+    seen = {
+        "delay": delay,
+        "done": done,
+        "began": began,
+        "latest": None if latest is None else latest.step,
+        "stderr": proc.stderr.read()[-2000:],
+    }
     assert proc.returncode == -signal.SIGKILL, seen
     ready_line = _last(lines, "ready")
     before = done or (ready_line if ready_line and ready_line[0] else None)
@@ -75,8 +85,26 @@ def run_one(directory: str, *, async_save: bool, keep_last: int, size: int, dela
     return seen
 
 
-def kill_loop(directory: str, kills: int, seed: int, *, async_save: bool, keep_last: int,
-              size: int, max_delay: float = 0.5, env: dict | None = None) -> list[dict]:
+def kill_loop(
+    directory: str,
+    kills: int,
+    seed: int,
+    *,
+    async_save: bool,
+    keep_last: int,
+    size: int,
+    max_delay: float = 0.5,
+    env: dict | None = None,
+) -> list[dict]:
     rng = random.Random(seed)
-    return [run_one(directory, async_save=async_save, keep_last=keep_last, size=size,
-                    delay=rng.uniform(0.0, max_delay), env=env) for _ in range(kills)]
+    return [
+        run_one(
+            directory,
+            async_save=async_save,
+            keep_last=keep_last,
+            size=size,
+            delay=rng.uniform(0.0, max_delay),
+            env=env,
+        )
+        for _ in range(kills)
+    ]

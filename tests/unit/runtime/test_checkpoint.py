@@ -51,8 +51,11 @@ def test_a_marker_naming_missing_files_is_refused_not_skipped(tmp_path):
     step.mkdir()
     (step / COMMIT_MARKER).write_text(json.dumps({"step": 20, "files": ["a", "b"]}))
     (step / "a").write_bytes(b"x")
-    with pytest.raises(CheckpointError, match=r"step-000000020 is damaged: b is missing.*resume "
-                                              r"from step 10"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"step-000000020 is damaged: b is missing.*resume "
+        r"from step 10",
+    ):
         mgr.restore_latest()
     assert (step / "a").exists()  # nothing deleted: the user decides
     step.rename(tmp_path.parent / f"{tmp_path.name}-moved")
@@ -70,18 +73,24 @@ def test_a_file_shorter_than_its_commit_says_is_damaged(tmp_path):
 
 
 def test_retention_keeps_last_k_and_best(tmp_path):
-    mgr = CheckpointManager(str(tmp_path), async_save=False,
-                            retention=RetentionPolicy(keep_last=2, keep_best=1, metric="val_loss"))
+    mgr = CheckpointManager(
+        str(tmp_path),
+        async_save=False,
+        retention=RetentionPolicy(keep_last=2, keep_best=1, metric="val_loss"),
+    )
     losses = {10: 0.9, 20: 0.1, 30: 0.5, 40: 0.7, 50: 0.6}
     for step, loss in losses.items():
         mgr.save(step, {"s": b"x"}, {"val_loss": loss})
     assert [c.step for c in mgr.checkpoints()] == [20, 40, 50]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "step-000000020", "step-000000040", "step-000000050"]
+        "step-000000020",
+        "step-000000040",
+        "step-000000050",
+    ]
 
 
 def test_retention_policy_is_pure():
-    cps = [Checkpoint(s, f"u{s}", ("a",), {"acc": a}) for s, a in ((1, .5), (2, .9), (3, .6))]
+    cps = [Checkpoint(s, f"u{s}", ("a",), {"acc": a}) for s, a in ((1, 0.5), (2, 0.9), (3, 0.6))]
     keep_max = RetentionPolicy(keep_last=1, keep_best=1, metric="acc", mode="max")
     assert [c.step for c in keep_max.to_delete(cps)] == [1]
 
@@ -156,14 +165,15 @@ def test_no_directory_says_what_to_do(monkeypatch):
 
 def test_a_relative_or_doubled_slash_directory_still_resumes(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    mgr = CheckpointManager("./out//checkpoints/", async_save=False,
-                            retention=RetentionPolicy(keep_last=2))
+    mgr = CheckpointManager("./out//checkpoints/", async_save=False, retention=RetentionPolicy(keep_last=2))
     for step in (1, 2, 3):
         mgr.save(step, {"s": str(step).encode()})
     latest = CheckpointManager("./out//checkpoints/").restore_latest()
     assert latest is not None and latest.step == 3 and latest.read("s") == b"3"
     assert sorted(p.name for p in (tmp_path / "out" / "checkpoints").iterdir()) == [
-        "step-000000002", "step-000000003"]
+        "step-000000002",
+        "step-000000003",
+    ]
 
 
 class DiesOnStep(LocalStore):
@@ -184,13 +194,15 @@ class DiesOnStep(LocalStore):
 
 @pytest.mark.parametrize("keep_last", [1, 3])
 @pytest.mark.parametrize("after", [1, 2])
-def test_a_failed_re_save_of_the_restored_step_keeps_the_old_one_complete(tmp_path, keep_last,
-                                                                          after):
-    mgr = CheckpointManager(str(tmp_path), async_save=False,
-                            retention=RetentionPolicy(keep_last=keep_last))
+def test_a_failed_re_save_of_the_restored_step_keeps_the_old_one_complete(tmp_path, keep_last, after):
+    mgr = CheckpointManager(str(tmp_path), async_save=False, retention=RetentionPolicy(keep_last=keep_last))
     mgr.save(5, {"model": b"v1-model", "optim": b"v1-optim"})
-    crashing = CheckpointManager(str(tmp_path), async_save=False, store=DiesOnStep(b"v2", after),
-                                 retention=RetentionPolicy(keep_last=keep_last))
+    crashing = CheckpointManager(
+        str(tmp_path),
+        async_save=False,
+        store=DiesOnStep(b"v2", after),
+        retention=RetentionPolicy(keep_last=keep_last),
+    )
     assert crashing.restore_latest().step == 5
     with pytest.raises(OSError, match="killed mid-save"):
         crashing.save(5, {"model": b"v2-model", "optim": b"v2-optim"})
@@ -238,12 +250,15 @@ def test_a_linked_file_inside_a_committed_step_is_not_followed(tmp_path):
         pass
 
 
-@pytest.mark.parametrize("marker", [
-    {"step": 3, "files": ["../../secret"]},
-    {"step": 3, "files": ["/etc/passwd"]},
-    {"step": 3, "files": ["a"], "dir": ".."},
-    {"step": 3, "files": ["a"], "dir": "x/../../.."},
-])
+@pytest.mark.parametrize(
+    "marker",
+    [
+        {"step": 3, "files": ["../../secret"]},
+        {"step": 3, "files": ["/etc/passwd"]},
+        {"step": 3, "files": ["a"], "dir": ".."},
+        {"step": 3, "files": ["a"], "dir": "x/../../.."},
+    ],
+)
 def test_a_commit_pointing_outside_the_checkpoint_is_refused(tmp_path, marker):
     (tmp_path / "secret").write_bytes(b"x")
     root = tmp_path / "ck"
@@ -252,8 +267,7 @@ def test_a_commit_pointing_outside_the_checkpoint_is_refused(tmp_path, marker):
     step = root / "step-000000003"
     step.mkdir()
     (step / COMMIT_MARKER).write_text(json.dumps(marker))
-    with pytest.raises(CheckpointError, match="step-000000003 is damaged.*(plain relative|not a "
-                                              "plain name)"):
+    with pytest.raises(CheckpointError, match="step-000000003 is damaged.*(plain relative|not a plain name)"):
         mgr.restore_latest()
     with pytest.raises(CheckpointError, match="no file"):
         Checkpoint(3, str(step), ("a",)).path("../secret")
@@ -264,6 +278,7 @@ def test_a_sharded_payload_is_written_by_every_rank_and_committed_by_the_chief(t
         def write(uri):
             Path(uri).mkdir(parents=True, exist_ok=True)
             Path(uri, f"shard-{rank}").write_bytes(b"r" * (rank + 1))
+
         return Sharded(write)
 
     other = CheckpointManager(str(tmp_path), async_save=False, is_chief=False)
@@ -298,6 +313,7 @@ def test_the_runtime_needs_neither_kfp_nor_google_clients_nor_torch(tmp_path):
             h.log(1, loss=0.5)
         print("ok")
     """)
-    result = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
     assert result.stdout.strip() == "ok", result.stderr[-2000:]

@@ -16,15 +16,31 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-FRAMEWORKS = ("lightning", "pytorch_lightning", "keras", "transformers", "accelerate", "torch",
-              "jax", "numpy")
+FRAMEWORKS = (
+    "lightning",
+    "pytorch_lightning",
+    "keras",
+    "transformers",
+    "accelerate",
+    "torch",
+    "jax",
+    "numpy",
+)
 
 
 def imported_after(code: str, env: dict | None = None) -> list[str]:
-    probe = (f"{code}\nimport json, sys\n"
-             f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(FRAMEWORKS)!r})))")
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300, env={**os.environ, **(env or {})})
+    probe = (
+        f"{code}\nimport json, sys\n"
+        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(FRAMEWORKS)!r})))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -34,11 +50,14 @@ def test_the_runtime_and_the_guards_shared_core_import_no_framework():
 
 
 # Lightning itself imports transformers when it is installed; the guard adds nothing to that.
-@pytest.mark.parametrize(("module", "absent"), [
-    ("trainguard.runtime.lightning", {"keras", "jax"}),
-    ("trainguard.runtime.keras", {"lightning", "pytorch_lightning", "transformers", "torch"}),
-    ("trainguard.runtime.hf", {"lightning", "pytorch_lightning", "keras", "jax"}),
-])
+@pytest.mark.parametrize(
+    ("module", "absent"),
+    [
+        ("trainguard.runtime.lightning", {"keras", "jax"}),
+        ("trainguard.runtime.keras", {"lightning", "pytorch_lightning", "transformers", "torch"}),
+        ("trainguard.runtime.hf", {"lightning", "pytorch_lightning", "keras", "jax"}),
+    ],
+)
 def test_each_guard_imports_its_own_framework_only(module, absent):
     framework = {"lightning": "lightning", "keras": "keras", "hf": "transformers"}[module[19:]]
     if importlib.util.find_spec(framework) is None:

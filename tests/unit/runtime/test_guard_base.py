@@ -39,12 +39,20 @@ def test_rng_states_survive_json_and_a_safe_torch_load_and_replay_the_same_draws
     assert draws() == expected
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("val_loss", ("val", "loss")), ("val/acc", ("val", "acc")), ("eval_loss", ("val", "loss")),
-    ("validation_loss", ("val", "loss")), ("train_loss", ("train", "loss")),
-    ("train/loss_step", ("train", "loss_step")), ("loss", ("train", "loss")),
-    ("learning_rate", ("train", "learning_rate")), ("test_acc", ("test", "acc")),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("val_loss", ("val", "loss")),
+        ("val/acc", ("val", "acc")),
+        ("eval_loss", ("val", "loss")),
+        ("validation_loss", ("val", "loss")),
+        ("train_loss", ("train", "loss")),
+        ("train/loss_step", ("train", "loss_step")),
+        ("loss", ("train", "loss")),
+        ("learning_rate", ("train", "learning_rate")),
+        ("test_acc", ("test", "acc")),
+    ],
+)
 def test_metric_names_are_split_by_their_prefix(name, expected):
     assert split_metric(name) == expected
 
@@ -58,9 +66,19 @@ def test_save_accepts_a_step_count_or_a_policy_and_refuses_the_rest():
             save_policy(bad)
 
 
-@pytest.mark.parametrize(("name", "ok"), [
-    ("model.safetensors", True), ("shard/part-0.bin", True), ("../x", False), ("/etc/x", False),
-    ("a//b", False), ("a/./b", False), ("", False), ("a b", False), (None, False),
-])
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("model.safetensors", True),
+        ("shard/part-0.bin", True),
+        ("../x", False),
+        ("/etc/x", False),
+        ("a//b", False),
+        ("a/./b", False),
+        ("", False),
+        ("a b", False),
+        (None, False),
+    ],
+)
 def test_checkpoint_file_names_are_plain_relative_names(name, ok):
     assert safe_file_name(name) is ok

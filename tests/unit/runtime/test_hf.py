@@ -34,8 +34,10 @@ def dataset(n: int, seed: int) -> list[dict]:
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(2, 30, (n, 10), generator=g)
     labels = (ids[:, :3].sum(1) % 2).long()
-    return [{"input_ids": ids[i], "attention_mask": torch.ones(10, dtype=torch.long),
-             "labels": labels[i]} for i in range(n)]
+    return [
+        {"input_ids": ids[i], "attention_mask": torch.ones(10, dtype=torch.long), "labels": labels[i]}
+        for i in range(n)
+    ]
 
 
 class At(TrainerCallback):
@@ -53,21 +55,54 @@ def crash():
     raise RuntimeError("the VM went away")
 
 
-def train(tmp_path, *callbacks, epochs: int = 3, save_steps: int = 4, directory: str = "",
-          history_path: str = "", **options):
+def train(
+    tmp_path,
+    *callbacks,
+    epochs: int = 3,
+    save_steps: int = 4,
+    directory: str = "",
+    history_path: str = "",
+    **options,
+):
     transformers.set_seed(0)
-    config = BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=16, num_labels=2)
+    config = BertConfig(
+        vocab_size=32,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        num_labels=2,
+    )
     model = BertForSequenceClassification(config)
     args = TrainingArguments(
-        output_dir=str(tmp_path / "local"), num_train_epochs=epochs, learning_rate=5e-3,
-        per_device_train_batch_size=8, per_device_eval_batch_size=16, eval_strategy="epoch",
-        save_strategy="steps", save_steps=save_steps, save_total_limit=1, logging_steps=1,
-        report_to=[], use_cpu=True, seed=0, disable_tqdm=True)
-    guard = Guard(directory or str(tmp_path / "ckpt"),
-                  history=history_path or str(tmp_path / "history.jsonl"), **options)
-    trainer = Trainer(model=model, args=args, train_dataset=dataset(8 * BATCHES, 1),
-                      eval_dataset=dataset(16, 2), callbacks=[guard, *callbacks])
+        output_dir=str(tmp_path / "local"),
+        num_train_epochs=epochs,
+        learning_rate=5e-3,
+        per_device_train_batch_size=8,
+        per_device_eval_batch_size=16,
+        eval_strategy="epoch",
+        save_strategy="steps",
+        save_steps=save_steps,
+        save_total_limit=1,
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+        seed=0,
+        disable_tqdm=True,
+    )
+    guard = Guard(
+        directory or str(tmp_path / "ckpt"),
+        history=history_path or str(tmp_path / "history.jsonl"),
+        **options,
+    )
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=dataset(8 * BATCHES, 1),
+        eval_dataset=dataset(16, 2),
+        callbacks=[guard, *callbacks],
+    )
     try:
         trainer.train(resume_from_checkpoint=guard.resume_from())
     except RuntimeError:

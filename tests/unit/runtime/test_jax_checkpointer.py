@@ -25,8 +25,9 @@ import pytest
 
 # Before jax creates its CPU backend (at first use, after collection): 8 devices to shard over.
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                               + " --xla_force_host_platform_device_count=8").strip()
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    ).strip()
 
 jax = pytest.importorskip("jax")
 optax = pytest.importorskip("optax")
@@ -49,7 +50,8 @@ KILL_CHILD = Path(__file__).with_name("jax_kill_child.py")
 def eight_devices():
     assert jax.device_count() >= 8, (
         "these tests need 8 CPU devices: jax was initialised before this module set XLA_FLAGS; "
-        "run with XLA_FLAGS=--xla_force_host_platform_device_count=8")
+        "run with XLA_FLAGS=--xla_force_host_platform_device_count=8"
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -71,14 +73,19 @@ def shardings(state):
         if a.ndim == 2:
             return P(None, "x") if a.shape[1] % 8 == 0 else P("x", None)
         return P("x") if a.ndim == 1 and a.shape[0] % 8 == 0 else P()
+
     return jax.tree.map(lambda a: NamedSharding(mesh(), spec(a)), state)
 
 
 def setup(seed=0, hidden=16, optimizer=True):
     """A two-layer model, its Adam state and a dropout key, sharded over the 8 devices."""
     k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
-    params = {"w1": jax.random.normal(k1, (8, hidden)), "b1": jnp.zeros(hidden),
-              "w2": jax.random.normal(k2, (hidden, 2)), "b2": jnp.zeros(2)}
+    params = {
+        "w1": jax.random.normal(k1, (8, hidden)),
+        "b1": jnp.zeros(hidden),
+        "w2": jax.random.normal(k2, (hidden, 2)),
+        "b2": jnp.zeros(2),
+    }
     state = {"params": params, "key": jax.random.PRNGKey(seed + 1)}
     if optimizer:
         state["opt_state"] = optax.adam(0.01).init(params)
@@ -99,12 +106,14 @@ def train_step():
 
         loss, grads = jax.value_and_grad(loss_fn)(state["params"])
         updates, opt_state = opt.update(grads, state["opt_state"], state["params"])
-        return {"params": optax.apply_updates(state["params"], updates), "key": key,
-                "opt_state": opt_state}, loss
+        return {
+            "params": optax.apply_updates(state["params"], updates),
+            "key": key,
+            "opt_state": opt_state,
+        }, loss
 
     state = setup()
-    return jax.jit(step, out_shardings=(shardings(state), NamedSharding(mesh(), P())),
-                   donate_argnums=0)
+    return jax.jit(step, out_shardings=(shardings(state), NamedSharding(mesh(), P())), donate_argnums=0)
 
 
 def train(directory, steps=12, stop_at=None, history=None, **kwargs):
@@ -112,8 +121,9 @@ def train(directory, steps=12, stop_at=None, history=None, **kwargs):
     step (the run saves and stops: returns None). Inputs come from Python's and NumPy's global
     RNGs, so they too must resume where they were."""
     state = setup(seed=123)  # a fresh process: other weights until restored
-    ckpt = JaxCheckpointer(directory=str(directory), history=history, exit_on_preemption=False,
-                           **{"save": 5, **kwargs})
+    ckpt = JaxCheckpointer(
+        directory=str(directory), history=history, exit_on_preemption=False, **{"save": 5, **kwargs}
+    )
     start = ckpt.restore(state)
     state = start.state
     if not start.resumed:
@@ -138,15 +148,17 @@ def leaves(state) -> list[bytes]:
 
 def files(directory: Path) -> dict[str, str]:
     """Every file under ``directory`` with a digest of its bytes (to see that nothing changed)."""
-    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.mark.parametrize("async_save", [True, False])
 def test_a_preempted_sharded_loop_resumes_bit_identical(tmp_path, async_save):
     expected = train(tmp_path / "a", history=str(tmp_path / "a.jsonl"))
-    assert train(tmp_path / "b", stop_at=7, async_save=async_save,
-                 history=str(tmp_path / "b.jsonl")) is None
+    assert train(tmp_path / "b", stop_at=7, async_save=async_save, history=str(tmp_path / "b.jsonl")) is None
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back after the save
     got = train(tmp_path / "b", async_save=async_save, history=str(tmp_path / "b.jsonl"))
     assert leaves(got) == leaves(expected)
@@ -155,8 +167,9 @@ def test_a_preempted_sharded_loop_resumes_bit_identical(tmp_path, async_save):
     assert len(got["params"]["w1"].sharding.device_set) == 8
 
     def rows(name):
-        return [(r["step"], r["split"], r["metrics"]) for r in
-                read_history_records((tmp_path / name).read_text())]
+        return [
+            (r["step"], r["split"], r["metrics"]) for r in read_history_records((tmp_path / name).read_text())
+        ]
 
     assert rows("b.jsonl") == rows("a.jsonl")
 
@@ -214,9 +227,14 @@ RESHARD = textwrap.dedent("""
 
 def test_a_state_saved_over_8_devices_restores_onto_4_and_onto_1(tmp_path):
     saved = train(tmp_path, steps=10)
-    result = subprocess.run([sys.executable, "-c", RESHARD, str(tmp_path)], capture_output=True,
-                            text=True, timeout=300, cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = subprocess.run(
+        [sys.executable, "-c", RESHARD, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [line.split() for line in result.stdout.splitlines()]
     expected = b"".join(leaves(saved)).hex()
@@ -228,10 +246,10 @@ def test_a_sharding_that_cannot_be_restored_is_refused_and_nothing_changes(tmp_p
     train(tmp_path, steps=5)
     before = files(tmp_path)
     three = Mesh(np.array(jax.devices()[:3]), ("x",))
-    target = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding),
-                          setup())
-    target["params"]["w1"] = jax.ShapeDtypeStruct((8, 16), jnp.float32,
-                                                  sharding=NamedSharding(three, P(None, "x")))
+    target = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding), setup())
+    target["params"]["w1"] = jax.ShapeDtypeStruct(
+        (8, 16), jnp.float32, sharding=NamedSharding(three, P(None, "x"))
+    )
     with pytest.raises(CheckpointError) as refused:
         JaxCheckpointer(directory=str(tmp_path)).restore(target)
     message = str(refused.value)
@@ -255,9 +273,12 @@ def test_a_checkpoint_without_optimizer_state_needs_strict_false(tmp_path):
 
 def test_a_checkpoint_of_another_model_does_not_fit(tmp_path):
     train(tmp_path, steps=5)
-    with pytest.raises(CheckpointError, match=r"does not fit this state \(9 array\(s\) differ in "
-                                              r"shape\): .*/b1 is \(16,\) in the checkpoint, "
-                                              r"\(32,\) here.*and 5 more"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"does not fit this state \(9 array\(s\) differ in "
+        r"shape\): .*/b1 is \(16,\) in the checkpoint, "
+        r"\(32,\) here.*and 5 more",
+    ):
         JaxCheckpointer(directory=str(tmp_path)).restore(setup(hidden=32))
 
 
@@ -268,12 +289,17 @@ def make_orbax_checkpoint(directory: Path) -> None:
         manager.save(100, args=ocp.args.StandardSave({"w": jnp.ones(4)}))
 
 
-@pytest.mark.parametrize(("make", "what"), [
-    (make_orbax_checkpoint, "an orbax \\(JAX\\) checkpoint \\(100/"),
-    (lambda d: (d / "model.pt").write_bytes(b"x"), "a model file saved outside trainguard"),
-    (lambda d: (d / "dcp").mkdir() or (d / "dcp" / ".metadata").write_bytes(b"x"),
-     "a torch.distributed.checkpoint \\(DCP\\) checkpoint \\(dcp/.metadata\\)"),
-])
+@pytest.mark.parametrize(
+    ("make", "what"),
+    [
+        (make_orbax_checkpoint, "an orbax \\(JAX\\) checkpoint \\(100/"),
+        (lambda d: (d / "model.pt").write_bytes(b"x"), "a model file saved outside trainguard"),
+        (
+            lambda d: (d / "dcp").mkdir() or (d / "dcp" / ".metadata").write_bytes(b"x"),
+            "a torch.distributed.checkpoint \\(DCP\\) checkpoint \\(dcp/.metadata\\)",
+        ),
+    ],
+)
 def test_another_frameworks_checkpoint_in_the_directory_is_refused(tmp_path, make, what):
     make(tmp_path)
     before = files(tmp_path)
@@ -310,8 +336,7 @@ def test_a_torn_save_is_ignored_and_removed_by_the_next_save(tmp_path):
 
 def test_a_torn_newest_checkpoint_is_refused_and_the_previous_still_restores(tmp_path):
     train(tmp_path, steps=10)
-    data = max((tmp_path / "step-000000010").rglob("ocdbt.process_0/d/*"),
-               key=lambda p: p.stat().st_size)
+    data = max((tmp_path / "step-000000010").rglob("ocdbt.process_0/d/*"), key=lambda p: p.stat().st_size)
     data.write_bytes(data.read_bytes()[:-7])  # torn: shorter than COMMIT says
     before = files(tmp_path)
     with pytest.raises(CheckpointError) as refused:
@@ -376,18 +401,30 @@ def test_numpy_and_jax_scalars_in_the_position_come_back_as_numbers(tmp_path):
 
 
 def test_importing_the_runtime_does_not_import_jax():
-    code = ("import sys, trainguard.runtime; "
-            "assert not {'jax', 'orbax', 'torch'} & set(sys.modules), sys.modules.keys()")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=120,
-                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+    code = (
+        "import sys, trainguard.runtime; "
+        "assert not {'jax', 'orbax', 'torch'} & set(sys.modules), sys.modules.keys()"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def kill_once(directory: str, async_save: bool, delay: float) -> tuple[int, int | None]:
     """Starts the kill child, SIGKILLs it ``delay`` s after it is ready; returns (the step it had
     restored, the last step it announced committed)."""
-    proc = subprocess.Popen([sys.executable, str(KILL_CHILD), directory, "1" if async_save else "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(
+        [sys.executable, str(KILL_CHILD), directory, "1" if async_save else "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     lines: list[str] = []
     ready = threading.Event()
 
@@ -446,8 +483,11 @@ def test_corrupted_array_data_is_refused(tmp_path):
         flipped = bytearray(data.read_bytes())
         flipped[len(flipped) // 2] ^= 0xFF  # same size: only OCDBT's checksums can tell
         data.write_bytes(bytes(flipped))
-    with pytest.raises(CheckpointError, match=r"step-000000010.*(checksum|cannot be).*To resume from "
-                                              r"step 5"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"step-000000010.*(checksum|cannot be).*To resume from "
+        r"step 5",
+    ):
         JaxCheckpointer(directory=str(tmp_path)).restore(setup())
 
 
@@ -474,17 +514,31 @@ FULL_DISK = textwrap.dedent("""
 def test_a_full_disk_says_so_and_keeps_the_previous_checkpoint(tmp_path):
     if not shutil.which("unshare"):
         pytest.skip("needs unshare (util-linux) to mount a small tmpfs without root")
-    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"],
-                           capture_output=True)
+    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip("user namespaces are not available here")
     disk = tmp_path / "disk"
     disk.mkdir()
     result = subprocess.run(
-        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
-         'mount -t tmpfs -o size=2m tmpfs "$1" && exec "$2" -c "$3" "$1"', "sh", str(disk),
-         sys.executable, FULL_DISK], capture_output=True, text=True, timeout=300, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        [
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "sh",
+            "-c",
+            'mount -t tmpfs -o size=2m tmpfs "$1" && exec "$2" -c "$3" "$1"',
+            "sh",
+            str(disk),
+            sys.executable,
+            FULL_DISK,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert "ERROR checkpoint step 2: no space left on " + str(disk) in result.stdout, result.stderr
     assert "LATEST 1" in result.stdout, result.stdout + result.stderr[-3000:]
 
@@ -497,11 +551,26 @@ def job(directory: Path, world: int, devices: int, mode: str) -> list[dict]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    procs = [subprocess.Popen([sys.executable, str(MULTIPROCESS), str(directory), str(rank),
-                               str(world), str(port), str(devices), mode],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
-             for rank in range(world)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(MULTIPROCESS),
+                str(directory),
+                str(rank),
+                str(world),
+                str(port),
+                str(devices),
+                mode,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        for rank in range(world)
+    ]
     results = []
     for proc in procs:
         try:
@@ -511,8 +580,7 @@ def job(directory: Path, world: int, devices: int, mode: str) -> list[dict]:
                 p.kill()
             raise
         assert proc.returncode == 0, err[-3000:]
-        results.append(json.loads(next(line[7:] for line in out.splitlines()
-                                       if line.startswith("RESULT "))))
+        results.append(json.loads(next(line[7:] for line in out.splitlines() if line.startswith("RESULT "))))
     return results
 
 
@@ -522,8 +590,12 @@ def test_two_processes_write_their_shards_and_resume_on_two_or_on_one(tmp_path):
     commit = json.loads((tmp_path / "step-000000004" / COMMIT_MARKER).read_text())
     assert commit["world_size"] == 2 and commit["devices"] == 8
     # Each process wrote its own shards and record; COMMIT (one, by process 0) names them all.
-    for name in ("4/state/ocdbt.process_0/manifest.ocdbt", "4/state/ocdbt.process_1/manifest.ocdbt",
-                 "trainguard/process-00000.json", "trainguard/process-00001.json"):
+    for name in (
+        "4/state/ocdbt.process_0/manifest.ocdbt",
+        "4/state/ocdbt.process_1/manifest.ocdbt",
+        "trainguard/process-00000.json",
+        "trainguard/process-00001.json",
+    ):
         assert name in commit["files"], commit["files"]
     same = job(tmp_path, world=2, devices=4, mode="restore")
     for result, before in zip(same, saved, strict=True):

@@ -21,8 +21,9 @@ from trainguard.runtime.checkpoint import CheckpointManager  # noqa: E402
 from trainguard.runtime.keras import META_FILE, STATE_FILE, Guard  # noqa: E402
 
 BATCHES = 6  # per epoch
-pytestmark = pytest.mark.skipif(keras.backend.backend() not in ("torch", "jax"),
-                                reason="the guard supports the torch and jax backends")
+pytestmark = pytest.mark.skipif(
+    keras.backend.backend() not in ("torch", "jax"), reason="the guard supports the torch and jax backends"
+)
 
 
 class At(keras.callbacks.Callback):
@@ -45,26 +46,53 @@ def crash():
 
 
 def build(hidden: int = 16) -> keras.Model:
-    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(hidden, activation="relu"),
-                              keras.layers.Dropout(0.2), keras.layers.Dense(3)])
-    model.compile(optimizer=keras.optimizers.Adam(0.01),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
+    model = keras.Sequential(
+        [
+            keras.Input((8,)),
+            keras.layers.Dense(hidden, activation="relu"),
+            keras.layers.Dropout(0.2),
+            keras.layers.Dense(3),
+        ]
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(0.01),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
     return model
 
 
-def fit(tmp_path, *callbacks, epochs: int = 3, hidden: int = 16, directory: str = "",
-        history_path: str = "", **options):
+def fit(
+    tmp_path,
+    *callbacks,
+    epochs: int = 3,
+    hidden: int = 16,
+    directory: str = "",
+    history_path: str = "",
+    **options,
+):
     keras.utils.set_random_seed(0)
     rs = np.random.RandomState(1)
     x, y = rs.randn(96, 8).astype("float32"), rs.randint(0, 3, 96)
     model = build(hidden)
-    guard = Guard(directory or str(tmp_path / "ckpt"),
-                  history=history_path or str(tmp_path / "history.jsonl"), save=4, log_every=1,
-                  **options)
+    guard = Guard(
+        directory or str(tmp_path / "ckpt"),
+        history=history_path or str(tmp_path / "history.jsonl"),
+        save=4,
+        log_every=1,
+        **options,
+    )
     try:
-        model.fit(x, y, batch_size=16, epochs=epochs, shuffle=True,
-                  validation_data=(x[:32], y[:32]), verbose=0, callbacks=[guard, *callbacks])
+        model.fit(
+            x,
+            y,
+            batch_size=16,
+            epochs=epochs,
+            shuffle=True,
+            validation_data=(x[:32], y[:32]),
+            verbose=0,
+            callbacks=[guard, *callbacks],
+        )
     except RuntimeError:
         guard.core.close()  # as the guard's exit hook would when the exception ends the process
         raise
@@ -76,8 +104,9 @@ def weights(model) -> list:
 
 
 def same(a: list, b: list) -> bool:
-    return len(a) == len(b) and all(x.dtype == y.dtype and np.array_equal(x, y)
-                                    for x, y in zip(a, b, strict=True))
+    return len(a) == len(b) and all(
+        x.dtype == y.dtype and np.array_equal(x, y) for x, y in zip(a, b, strict=True)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -124,8 +153,7 @@ def test_the_history_has_train_and_val_splits(baseline):
     assert set(records[-1][3]) == {"loss", "accuracy"}
 
 
-def test_an_epoch_boundary_checkpoint_resumes_exactly_and_a_finished_run_stays_finished(
-        tmp_path, baseline):
+def test_an_epoch_boundary_checkpoint_resumes_exactly_and_a_finished_run_stays_finished(tmp_path, baseline):
     with pytest.raises(RuntimeError):
         fit(tmp_path, At(15, crash), **{})  # the epoch-end save at 12 (save=4) is the newest
     model, guard = fit(tmp_path)
@@ -140,8 +168,10 @@ def test_an_array_that_would_need_pickle_is_refused_by_name(tmp_path):
     buffer = io.BytesIO()
     np.savez(buffer, **{"model.0": np.array([{"payload": 1}], dtype=object)})
     meta = {"epoch": 0, "batch": 4, "rng": {}, "paths": {"model": ["x"], "optimizer": []}}
-    commit(tmp_path / "ckpt" / "step-000000004",
-           {STATE_FILE: buffer.getvalue(), META_FILE: json.dumps(meta).encode()})
+    commit(
+        tmp_path / "ckpt" / "step-000000004",
+        {STATE_FILE: buffer.getvalue(), META_FILE: json.dumps(meta).encode()},
+    )
     with pytest.raises(CheckpointError, match=f"step-000000004/{STATE_FILE}: not a readable"):
         fit(tmp_path)
 

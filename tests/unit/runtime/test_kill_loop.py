@@ -17,8 +17,7 @@ CONFIGS = [
 
 @pytest.mark.parametrize("config", CONFIGS)
 def test_random_sigkills_never_lose_the_newest_complete_checkpoint(tmp_path, config):
-    runs = kill_loop(str(tmp_path / "ck"), kills=5, seed=hash(str(config)) % 1000,
-                     size=1 << 20, **config)
+    runs = kill_loop(str(tmp_path / "ck"), kills=5, seed=hash(str(config)) % 1000, size=1 << 20, **config)
     assert sum(1 for r in runs if r["done"]) >= 2, runs  # the kills landed among saves
 
 

@@ -50,8 +50,10 @@ class Tiny(L.LightningModule):
 def loaders():
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(96, 8, generator=g), torch.randint(0, 3, (96,), generator=g)
-    return (DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True),
-            DataLoader(TensorDataset(x[:32], y[:32]), batch_size=16))
+    return (
+        DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True),
+        DataLoader(TensorDataset(x[:32], y[:32]), batch_size=16),
+    )
 
 
 class At(L.Callback):
@@ -69,17 +71,35 @@ def crash():
     raise RuntimeError("the VM went away")
 
 
-def fit(tmp_path, *callbacks, epochs: int = 3, save: int = 4, directory: str = "",
-        history_path: str = "", **options):
+def fit(
+    tmp_path,
+    *callbacks,
+    epochs: int = 3,
+    save: int = 4,
+    directory: str = "",
+    history_path: str = "",
+    **options,
+):
     L.seed_everything(0, verbose=False)
     model = Tiny()
-    guard = Guard(directory or str(tmp_path / "ckpt"),
-                  history=history_path or str(tmp_path / "history.jsonl"), save=save, **options)
+    guard = Guard(
+        directory or str(tmp_path / "ckpt"),
+        history=history_path or str(tmp_path / "history.jsonl"),
+        save=save,
+        **options,
+    )
     own = any(isinstance(c, L.pytorch.callbacks.ModelCheckpoint) for c in callbacks)
-    trainer = L.Trainer(max_epochs=epochs, accelerator="cpu", logger=False,
-                        enable_checkpointing=own, enable_progress_bar=False,
-                        enable_model_summary=False, log_every_n_steps=1, num_sanity_val_steps=0,
-                        callbacks=[guard, *callbacks])
+    trainer = L.Trainer(
+        max_epochs=epochs,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=own,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        log_every_n_steps=1,
+        num_sanity_val_steps=0,
+        callbacks=[guard, *callbacks],
+    )
     trainer.fit(model, *loaders())
     return model, trainer, guard
 
@@ -193,8 +213,7 @@ def test_another_frameworks_checkpoint_is_refused_and_left_alone(tmp_path):
 
 
 def test_the_users_own_model_checkpoint_still_writes_its_files(tmp_path):
-    own = L.pytorch.callbacks.ModelCheckpoint(dirpath=tmp_path / "own", every_n_train_steps=5,
-                                              save_top_k=-1)
+    own = L.pytorch.callbacks.ModelCheckpoint(dirpath=tmp_path / "own", every_n_train_steps=5, save_top_k=-1)
     fit(tmp_path, own, epochs=1)
     assert sorted(p.name for p in (tmp_path / "own").iterdir()) == ["epoch=0-step=5.ckpt"]
     assert Path(committed(tmp_path, 4)).exists()
@@ -208,9 +227,16 @@ def test_hyper_parameters_that_are_not_plain_data_do_not_stop_a_save(tmp_path):
 
     L.seed_everything(0, verbose=False)
     guard = Guard(str(tmp_path / "ckpt"), history=False, save=3)
-    trainer = L.Trainer(max_steps=3, accelerator="cpu", logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False,
-                        num_sanity_val_steps=0, callbacks=[guard])
+    trainer = L.Trainer(
+        max_steps=3,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        callbacks=[guard],
+    )
     trainer.fit(WithHparams(where=tmp_path), *loaders())
     state = torch.load(committed(tmp_path, 3), weights_only=True)
     assert state["hyper_parameters"]["where"] == repr(tmp_path)

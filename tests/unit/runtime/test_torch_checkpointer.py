@@ -27,8 +27,7 @@ from trainguard.runtime.torch_state import STATE_FILE  # noqa: E402
 
 def setup(seed=0):
     torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Dropout(0.3),
-                                torch.nn.Linear(16, 2))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Dropout(0.3), torch.nn.Linear(16, 2))
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=4, gamma=0.5)
     return model, opt, sched
@@ -38,8 +37,15 @@ def train(directory, steps=12, stop_at=None, history=None, **kwargs):
     """Trains ``steps`` steps under a TorchCheckpointer; with ``stop_at``, a SIGTERM arrives at that
     step (the run saves and stops). Returns the model."""
     model, opt, sched = setup(seed=123)  # a fresh process: other weights until restored
-    ckpt = TorchCheckpointer(model, opt, sched, directory=str(directory), history=history,
-                             exit_on_preemption=False, **{"save": 5, **kwargs})
+    ckpt = TorchCheckpointer(
+        model,
+        opt,
+        sched,
+        directory=str(directory),
+        history=history,
+        exit_on_preemption=False,
+        **{"save": 5, **kwargs},
+    )
     start = ckpt.restore()
     if not start.resumed:
         torch.manual_seed(0)
@@ -69,15 +75,15 @@ def weights(model):
 @pytest.mark.parametrize("async_save", [True, False])
 def test_a_preempted_loop_resumes_bit_identical(tmp_path, async_save):
     expected = weights(train(tmp_path / "a", history=str(tmp_path / "a.jsonl")))
-    assert train(tmp_path / "b", stop_at=7, async_save=async_save,
-                 history=str(tmp_path / "b.jsonl")) is None
+    assert train(tmp_path / "b", stop_at=7, async_save=async_save, history=str(tmp_path / "b.jsonl")) is None
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back after the save
     got = weights(train(tmp_path / "b", async_save=async_save, history=str(tmp_path / "b.jsonl")))
     assert all(torch.equal(a, b) for a, b in zip(expected, got, strict=True))
 
     def rows(name):
-        return [(r["step"], r["split"], r["metrics"]) for r in
-                read_history_records((tmp_path / name).read_text())]
+        return [
+            (r["step"], r["split"], r["metrics"]) for r in read_history_records((tmp_path / name).read_text())
+        ]
 
     assert rows("b.jsonl") == rows("a.jsonl")
 
@@ -94,8 +100,7 @@ def test_sigterm_saves_then_exits_143(tmp_path):
 
 
 def test_the_best_checkpoint_by_val_loss_is_kept_with_its_metric(tmp_path):
-    train(tmp_path, steps=12,
-          retention=RetentionPolicy(keep_last=1, keep_best=1, metric="val_loss"))
+    train(tmp_path, steps=12, retention=RetentionPolicy(keep_last=1, keep_best=1, metric="val_loss"))
     kept = TorchCheckpointer(*setup(), directory=str(tmp_path)).manager.checkpoints()
     scored = [c for c in kept if "val_loss" in c.metrics]
     assert kept[-1].step == 12 and scored
@@ -117,8 +122,7 @@ class Planted:
         return (os.system, ("touch planted-ran",))
 
 
-def test_a_crafted_newest_checkpoint_is_refused_and_the_previous_still_restores(tmp_path,
-                                                                              monkeypatch):
+def test_a_crafted_newest_checkpoint_is_refused_and_the_previous_still_restores(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     train(tmp_path / "ck", steps=10)
     ckpt = TorchCheckpointer(*setup(), directory=str(tmp_path / "ck"))
@@ -139,8 +143,7 @@ def test_a_crafted_newest_checkpoint_is_refused_and_the_previous_still_restores(
 def test_a_crafted_sharded_metadata_is_refused_without_running_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     model, opt, sched = setup()
-    ckpt = TorchCheckpointer(model, opt, sched, directory=str(tmp_path / "ck"), sharded=True,
-                             save=1)
+    ckpt = TorchCheckpointer(model, opt, sched, directory=str(tmp_path / "ck"), sharded=True, save=1)
     ckpt.restore()
     model(torch.randn(2, 8)).sum().backward()
     opt.step()
@@ -151,18 +154,24 @@ def test_a_crafted_sharded_metadata_is_refused_without_running_it(tmp_path, monk
     found = again.manager.checkpoint(1)
     assert found.format == "torch-dcp" and ".metadata" in found.files
     plant(Path(found.path(".metadata")), pickle.dumps(Planted()))
-    with pytest.raises(CheckpointError, match=r"\.metadata: not torch.distributed.checkpoint "
-                                              "metadata that loads safely"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"\.metadata: not torch.distributed.checkpoint "
+        "metadata that loads safely",
+    ):
         TorchCheckpointer(*setup(), directory=str(tmp_path / "ck"), sharded=True).restore()
     assert not (tmp_path / "planted-ran").exists()
 
 
-@pytest.mark.parametrize(("name", "what"), [
-    ("epoch=3-step=100.ckpt", "Lightning"),
-    ("100/_CHECKPOINT_METADATA", "orbax"),
-    ("model.safetensors", "safetensors"),
-    ("dcp/.metadata", "DCP"),
-])
+@pytest.mark.parametrize(
+    ("name", "what"),
+    [
+        ("epoch=3-step=100.ckpt", "Lightning"),
+        ("100/_CHECKPOINT_METADATA", "orbax"),
+        ("model.safetensors", "safetensors"),
+        ("dcp/.metadata", "DCP"),
+    ],
+)
 def test_another_frameworks_checkpoint_in_the_directory_is_refused(tmp_path, name, what):
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / name).write_bytes(b"x")
@@ -203,8 +212,7 @@ def test_a_torn_save_alone_starts_afresh_with_a_note(tmp_path, capsys):
 def test_a_full_disk_says_so_and_keeps_the_previous_checkpoint(tmp_path):
     if not shutil.which("unshare"):
         pytest.skip("needs unshare (util-linux) to mount a small tmpfs without root")
-    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"],
-                           capture_output=True)
+    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip("user namespaces are not available here")
     disk = tmp_path / "disk"
@@ -224,9 +232,23 @@ def test_a_full_disk_says_so_and_keeps_the_previous_checkpoint(tmp_path):
         print("LATEST", TorchCheckpointer(model, directory=sys.argv[1]).restore().step)
     """)
     result = subprocess.run(
-        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
-         'mount -t tmpfs -o size=2m tmpfs "$1" && exec "$2" -c "$3" "$1"', "sh", str(disk),
-         sys.executable, script], capture_output=True, text=True, timeout=120)
+        [
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "sh",
+            "-c",
+            'mount -t tmpfs -o size=2m tmpfs "$1" && exec "$2" -c "$3" "$1"',
+            "sh",
+            str(disk),
+            sys.executable,
+            script,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "ERROR checkpoint step 2: no space left on " + str(disk) in result.stdout, result.stderr
     assert "unexpected pos" not in result.stdout
     assert "LATEST 1" in result.stdout, result.stdout + result.stderr

@@ -53,11 +53,12 @@ def load_job(rank, world, tmp: Path, kind):
 
 
 def same(a: dict, b: dict) -> bool:
-    return (a["model"].keys() == b["model"].keys()
-            and all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
-            and a["optim"].keys() == b["optim"].keys()
-            and all(torch.equal(a["optim"][k][n], b["optim"][k][n])
-                    for k in a["optim"] for n in a["optim"][k]))
+    return (
+        a["model"].keys() == b["model"].keys()
+        and all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+        and a["optim"].keys() == b["optim"].keys()
+        and all(torch.equal(a["optim"][k][n], b["optim"][k][n]) for k in a["optim"] for n in a["optim"][k])
+    )
 
 
 @pytest.mark.parametrize("kind", ["ddp", "fsdp"])
@@ -74,8 +75,7 @@ def test_saved_on_two_ranks_restored_on_one_and_on_four(tmp_path, kind):
 
 
 def test_a_rank_killed_mid_save_leaves_no_checkpoint_restore_would_pick(tmp_path):
-    codes, _, errors = run_job(save_job, 2, tmp_path, "fsdp", 6, 2, 4, kill_all_on_death=True,
-                               timeout=90)
+    codes, _, errors = run_job(save_job, 2, tmp_path, "fsdp", 6, 2, 4, kill_all_on_death=True, timeout=90)
     assert codes[1] == -signal.SIGKILL, errors
     # The chief's save failed with its peer gone: no COMMIT (and it removed the torn shards).
     assert not (tmp_path / "ck" / "step-000000004" / "COMMIT").exists()

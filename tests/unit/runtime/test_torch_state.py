@@ -22,8 +22,7 @@ from trainguard.runtime.torch_state import (  # noqa: E402
 
 def setup(seed=0):
     torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Dropout(0.5),
-                                torch.nn.Linear(16, 2))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Dropout(0.5), torch.nn.Linear(16, 2))
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
     return model, opt, sched
@@ -154,8 +153,9 @@ def test_rng_states_stay_on_the_cpu_whatever_map_location_says():
     blob = serialize(snapshot(model, opt, sched, {"epoch": 1}))
     expected = (torch.rand(3), random.random(), float(np.random.rand()))
     with torch.device("meta"):
-        meta_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Dropout(0.5),
-                                         torch.nn.Linear(16, 2))
+        meta_model = torch.nn.Sequential(
+            torch.nn.Linear(8, 16), torch.nn.Dropout(0.5), torch.nn.Linear(16, 2)
+        )
     meta_opt = torch.optim.Adam(meta_model.parameters(), lr=0.01)
     torch.manual_seed(99)
     random.seed(99)
@@ -183,8 +183,9 @@ def test_a_crafted_state_file_is_refused_without_running_it(tmp_path, monkeypatc
     crafted = tmp_path / "state.pt"
     torch.save({"model": {}, "rng": Planted()}, crafted)
     model, opt, sched = setup()
-    with pytest.raises(CheckpointError, match=f"{crafted}: not a checkpoint this runtime loads "
-                                              "safely.*could run code"):
+    with pytest.raises(
+        CheckpointError, match=f"{crafted}: not a checkpoint this runtime loads safely.*could run code"
+    ):
         restore(str(crafted), model, opt, sched)
     assert not (tmp_path / "planted-ran").exists()
 

@@ -16,8 +16,7 @@ def test_a_thousand_series_and_huge_values_keep_the_report_bounded(tmp_path):
             metrics = {f"m{i}": 1.0 / step + i for i in range(1200)}
             metrics["loss"] = 1e307 * step  # overflows in sums: read as far worse, not a warning
             handle.write(json.dumps({"step": step, "split": "train", "metrics": metrics}) + "\n")
-            handle.write(json.dumps({"step": step, "split": "val", "metrics": {"loss": 1e300}})
-                         + "\n")
+            handle.write(json.dumps({"step": step, "split": "val", "metrics": {"loss": 1e300}}) + "\n")
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         outcome = run_cli("validate", path)

@@ -61,8 +61,7 @@ def judge(scenario: str, path: Path) -> Row:
     expected = expect.split(":", 1)[1].strip() if ":" in expect else None
     verdict = validate(path)
     warned = tuple(dict.fromkeys(f.failure_class for f in verdict.warnings))
-    return Row(scenario, path.name, kind, expected, verdict.failure_class, warned,
-               verdict.series["format"])
+    return Row(scenario, path.name, kind, expected, verdict.failure_class, warned, verdict.series["format"])
 
 
 @pytest.fixture(scope="module")
@@ -74,15 +73,18 @@ def figures(rows: list[Row]) -> str:
     lines = [f"{'scenario':26} {'history':14} {'expected':22} {'verdict':14} status"]
     for r in rows:
         expected = r.expected if r.kind != "passes" else "pass"
-        lines.append(f"{r.scenario:26} {r.history:14} {r.kind + ' ' + expected:22} "
-                     f"{r.found or 'pass':14} {r.status}")
+        lines.append(
+            f"{r.scenario:26} {r.history:14} {r.kind + ' ' + expected:22} {r.found or 'pass':14} {r.status}"
+        )
     failing = [r for r in rows if r.kind == "fails"]
     healthy = [r for r in rows if r.kind == "passes"]
     warning = [r for r in rows if r.kind == "warns"]
-    lines.append(f"detection: {sum(r.ok for r in failing)}/{len(failing)} failing histories "
-                 f"caught with their class; false alarms: {sum(not r.ok for r in healthy)}/"
-                 f"{len(healthy)} healthy histories; expected warnings: "
-                 f"{sum(r.ok for r in warning)}/{len(warning)}")
+    lines.append(
+        f"detection: {sum(r.ok for r in failing)}/{len(failing)} failing histories "
+        f"caught with their class; false alarms: {sum(not r.ok for r in healthy)}/"
+        f"{len(healthy)} healthy histories; expected warnings: "
+        f"{sum(r.ok for r in warning)}/{len(warning)}"
+    )
     return "\n".join(lines)
 
 
@@ -101,7 +103,12 @@ def test_the_corpus_covers_every_format_and_framework(rows) -> None:
     for scenario in SCENARIOS:
         formats = {r.fmt for r in rows if r.scenario == scenario}
         assert formats == {"jsonl", "keras_csv", "lightning_csv", "tensorboard"}, scenario
-    hard = [r for r in rows if r.kind == "passes" and any(
-        word in SCENARIOS[r.scenario]["expect"] for word in ("resampled", "noisy", "spike",
-                                                           "warm-up"))]
+    hard = [
+        r
+        for r in rows
+        if r.kind == "passes"
+        and any(
+            word in SCENARIOS[r.scenario]["expect"] for word in ("resampled", "noisy", "spike", "warm-up")
+        )
+    ]
     assert len({r.scenario for r in hard}) >= 10  # the hard healthy patterns

@@ -73,8 +73,9 @@ def test_format_is_detected(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["history.jsonl", "metrics.csv", "tb_torch"])
 def test_non_finite_points_at_the_first_nan_step(name: str) -> None:
-    first_nan = next(r["step"] for r in records("nan")
-                     if r["split"] == "train" and math.isnan(r["metrics"]["loss"]))
+    first_nan = next(
+        r["step"] for r in records("nan") if r["split"] == "train" and math.isnan(r["metrics"]["loss"])
+    )
     verdict = validate(FIXTURES / "nan" / name)
     train_finding = next(f for f in verdict.findings if f.series == verdict.series["train"]["name"])
     assert train_finding.step_range[0] == first_nan
@@ -95,8 +96,7 @@ def test_overfit_names_the_best_validation_step(name: str) -> None:
     assert f"best validation step, {best_step} " in finding.remedy
     assert finding.step_range == (best_step, verdict.series["val"]["last_step"])
     assert verdict.summary_metrics()["best_step"] == best_step
-    assert verdict.summary_metrics()["best_val_loss"] == pytest.approx(best["metrics"]["loss"],
-                                                                      rel=1e-6)
+    assert verdict.summary_metrics()["best_val_loss"] == pytest.approx(best["metrics"]["loss"], rel=1e-6)
 
 
 def test_divergence_starts_after_the_best_and_runs_to_the_end() -> None:
@@ -146,4 +146,5 @@ def test_mode_max_without_a_training_accuracy_says_overfit_was_not_judged() -> N
     assert verdict.series["train"] is None  # the trainer logs no training accuracy
     assert verdict.not_judged["overfit"] == "no training series to compare with"
     assert verdict.summary_metrics()["best_val_accuracy"] == max(
-        r["metrics"]["accuracy"] for r in records("overfit") if r["split"] == "val")
+        r["metrics"]["accuracy"] for r in records("overfit") if r["split"] == "val"
+    )

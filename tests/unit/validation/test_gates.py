@@ -21,12 +21,15 @@ def records(scenario: str, split: str) -> list[dict]:
     return [r for r in map(json.loads, text.splitlines()) if r["split"] == split]
 
 
-@pytest.mark.parametrize("text,metric,op,bound,at", [
-    ("val_accuracy>=0.9", "val_accuracy", ">=", 0.9, "best"),
-    (" val/loss <= 0.3 @last", "val/loss", "<=", 0.3, "last"),
-    ("accuracy>0.5@BEST", "accuracy", ">", 0.5, "best"),
-    ("loss<1e-2", "loss", "<", 0.01, "best"),
-])
+@pytest.mark.parametrize(
+    "text,metric,op,bound,at",
+    [
+        ("val_accuracy>=0.9", "val_accuracy", ">=", 0.9, "best"),
+        (" val/loss <= 0.3 @last", "val/loss", "<=", 0.3, "last"),
+        ("accuracy>0.5@BEST", "accuracy", ">", 0.5, "best"),
+        ("loss<1e-2", "loss", "<", 0.01, "best"),
+    ],
+)
 def test_gate_forms(text: str, metric: str, op: str, bound: float, at: str) -> None:
     (gate,) = parse_gates([text])
     assert (gate.metric, gate.op, gate.bound, str(gate.at)) == (metric, op, bound, at)
@@ -37,15 +40,18 @@ def test_the_default_place_and_several_gates_in_one_string() -> None:
     assert [str(g.at) for g in gates] == ["last", "best"]
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("val_accuracy=>0.9", "use METRIC>=VALUE"),
-    ("val_accuracy>=", "use METRIC>=VALUE"),
-    (">=0.9", "use METRIC>=VALUE"),
-    ("val_accuracy == 0.9", "use METRIC>=VALUE"),
-    ("val_accuracy>=high", "'high' is not a finite number"),
-    ("val_accuracy>=nan", "'nan' is not a finite number"),
-    ("val_accuracy>=0.9@middle", "'middle' is not one of: best, last"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("val_accuracy=>0.9", "use METRIC>=VALUE"),
+        ("val_accuracy>=", "use METRIC>=VALUE"),
+        (">=0.9", "use METRIC>=VALUE"),
+        ("val_accuracy == 0.9", "use METRIC>=VALUE"),
+        ("val_accuracy>=high", "'high' is not a finite number"),
+        ("val_accuracy>=nan", "'nan' is not a finite number"),
+        ("val_accuracy>=0.9@middle", "'middle' is not one of: best, last"),
+    ],
+)
 def test_malformed_gates_say_the_form(text: str, needle: str) -> None:
     with pytest.raises(ConfigError, match=needle.replace("(", r"\(")):
         parse_gates([text])
@@ -63,7 +69,8 @@ def test_a_gate_at_the_best_step_reads_the_checkpoint_that_ships() -> None:
     assert finding.failure_class == "gate" and finding.step_range == (best["step"], best["step"])
     assert finding.message == (
         f"gate val_accuracy >= 0.99 missed: val/accuracy was {best['metrics']['accuracy']:.4g} "
-        f"at step {best['step']} (the best validation step)")
+        f"at step {best['step']} (the best validation step)"
+    )
     assert "train longer or tune" in finding.remedy
 
 
@@ -77,8 +84,9 @@ def test_a_gate_at_the_last_value() -> None:
 
 
 def test_gates_met_pass_and_are_reported() -> None:
-    verdict = validate(FIXTURES / "healthy" / "history.jsonl",
-                       gates=["val_accuracy>=0.9", "val_loss<=0.3@last"])
+    verdict = validate(
+        FIXTURES / "healthy" / "history.jsonl", gates=["val_accuracy>=0.9", "val_loss<=0.3@last"]
+    )
     assert verdict.passed and [g["passed"] for g in verdict.gates] == [True, True]
     assert verdict.headline.endswith("; 2 gate(s) met")
     text = render_markdown(verdict)
@@ -92,15 +100,17 @@ def test_an_overfit_is_named_before_the_gate_it_made_the_run_miss() -> None:
     assert verdict.headline.endswith("[1 more failing: gate in val/loss]")
 
 
-@pytest.mark.parametrize("name,gate,series", [
-    ("keras_log.csv", "val_accuracy>=0.5", "val_accuracy"),
-    ("keras_log.csv", "loss<=9", "loss"),  # Keras' own column: the training loss
-    ("tb_keras", "val_accuracy>=0.5", "validation/epoch_accuracy"),
-    ("metrics.csv", "val_acc>=0.5", "val_acc"),
-    ("history.jsonl", "accuracy>=0.5", "val/accuracy"),  # the only accuracy there is
-])
-def test_the_metric_is_found_whatever_the_format_calls_it(name: str, gate: str,
-                                                          series: str) -> None:
+@pytest.mark.parametrize(
+    "name,gate,series",
+    [
+        ("keras_log.csv", "val_accuracy>=0.5", "val_accuracy"),
+        ("keras_log.csv", "loss<=9", "loss"),  # Keras' own column: the training loss
+        ("tb_keras", "val_accuracy>=0.5", "validation/epoch_accuracy"),
+        ("metrics.csv", "val_acc>=0.5", "val_acc"),
+        ("history.jsonl", "accuracy>=0.5", "val/accuracy"),  # the only accuracy there is
+    ],
+)
+def test_the_metric_is_found_whatever_the_format_calls_it(name: str, gate: str, series: str) -> None:
     verdict = validate(FIXTURES / "healthy" / name, gates=[gate])
     assert verdict.gates[0]["series"] == series
 
@@ -112,8 +122,11 @@ def test_a_nan_never_clears_a_gate() -> None:
 
 
 def test_a_gate_on_a_metric_the_history_lacks_names_those_it_has() -> None:
-    with pytest.raises(ConfigError, match="gate metric 'val_f1' is not in .*; the history has: "
-                                          "train/loss, train/lr, val/accuracy, val/loss"):
+    with pytest.raises(
+        ConfigError,
+        match="gate metric 'val_f1' is not in .*; the history has: "
+        "train/loss, train/lr, val/accuracy, val/loss",
+    ):
         validate(FIXTURES / "healthy" / "history.jsonl", gates=["val_f1>=0.8"])
 
 
@@ -128,9 +141,16 @@ def test_gates_judge_even_a_history_too_short_for_the_rules(tmp_path) -> None:
 
 
 def test_cli_gate_missed_exits_1_and_says_where(tmp_path) -> None:
-    out = run_cli("validate", FIXTURES / "healthy" / "history.jsonl", "--gate",
-                  "val_accuracy>=0.99", "--gate", "val_loss<=0.3@last", "--json",
-                  tmp_path / "v.json")
+    out = run_cli(
+        "validate",
+        FIXTURES / "healthy" / "history.jsonl",
+        "--gate",
+        "val_accuracy>=0.99",
+        "--gate",
+        "val_loss<=0.3@last",
+        "--json",
+        tmp_path / "v.json",
+    )
     assert_contract(out, max_seconds=120)
     assert out.exit_code == 1
     assert "FAILED (gate): gate val_accuracy >= 0.99 missed: val/accuracy was" in out.stdout
@@ -138,15 +158,18 @@ def test_cli_gate_missed_exits_1_and_says_where(tmp_path) -> None:
     assert [g["passed"] for g in data["gates"]] == [False, True]
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--gate", "val_accuracy=>0.9"], "use METRIC>=VALUE"),
-    (["--gate", "val_f1>=0.9"], "the history has: train/loss, train/lr, val/accuracy, val/loss"),
-    (["--gate-at", "middle"], "--gate-at 'middle' is not one of: best, last"),
-    (["--threshold", "patience=5"], "unknown threshold(s) patience; valid names: warmup_steps, "),
-    (["--threshold", "overfit_patience"], "use NAME=VALUE; valid names: warmup_steps,"),
-    (["--threshold", "overfit_patience=soon"], "overfit_patience must be a number"),
-    (["--direction", "accuracy=up"], "is not one of: min, max"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--gate", "val_accuracy=>0.9"], "use METRIC>=VALUE"),
+        (["--gate", "val_f1>=0.9"], "the history has: train/loss, train/lr, val/accuracy, val/loss"),
+        (["--gate-at", "middle"], "--gate-at 'middle' is not one of: best, last"),
+        (["--threshold", "patience=5"], "unknown threshold(s) patience; valid names: warmup_steps, "),
+        (["--threshold", "overfit_patience"], "use NAME=VALUE; valid names: warmup_steps,"),
+        (["--threshold", "overfit_patience=soon"], "overfit_patience must be a number"),
+        (["--direction", "accuracy=up"], "is not one of: min, max"),
+    ],
+)
 def test_cli_bad_gates_and_thresholds_exit_2_with_the_valid_names(args, needle) -> None:
     out = run_cli("validate", FIXTURES / "healthy" / "history.jsonl", *args)
     assert_contract(out, max_seconds=120)
@@ -156,8 +179,9 @@ def test_cli_bad_gates_and_thresholds_exit_2_with_the_valid_names(args, needle) 
 def test_cli_thresholds_change_the_verdict() -> None:
     path = FIXTURES / "overfit" / "history.jsonl"
     assert run_cli("validate", path).exit_code == 1
-    out = run_cli("validate", path, "--threshold", "overfit_min_rise=0.5", "--threshold",
-                  "overfit_patience=40")
+    out = run_cli(
+        "validate", path, "--threshold", "overfit_min_rise=0.5", "--threshold", "overfit_patience=40"
+    )
     assert out.exit_code == 0, out.output
     assert "PASSED" in out.stdout
 

@@ -27,18 +27,36 @@ def _dump(record: dict, style: str) -> str:
 def _random_records(rng: random.Random, n: int) -> list[dict]:
     out = []
     for step in range(1, n + 1):
-        metrics: dict[str, object] = {"loss": rng.choice([
-            rng.random() * 3, rng.random() * 1e-8, -rng.random(), rng.randint(0, 5),
-            math.nan, math.inf, -math.inf, 1e300, 5e-324, 2**53 + 1, 10**30])}
+        metrics: dict[str, object] = {
+            "loss": rng.choice(
+                [
+                    rng.random() * 3,
+                    rng.random() * 1e-8,
+                    -rng.random(),
+                    rng.randint(0, 5),
+                    math.nan,
+                    math.inf,
+                    -math.inf,
+                    1e300,
+                    5e-324,
+                    2**53 + 1,
+                    10**30,
+                ]
+            )
+        }
         if rng.random() < 0.5:
             metrics["accuracy"] = rng.random()
         if rng.random() < 0.1:
             metrics["note"] = rng.choice([None, "text"])
         if rng.random() < 0.1:
             metrics[f"a_rather_long_metric_name_{rng.randint(0, 3)}"] = rng.random()
-        record: dict[str, object] = {"step": step, "epoch": rng.choice([step // 10, None]),
-                                     "split": rng.choice(["train", "train", "val", "tést"]),
-                                     "time": 1732981000.5 + step, "metrics": metrics}
+        record: dict[str, object] = {
+            "step": step,
+            "epoch": rng.choice([step // 10, None]),
+            "split": rng.choice(["train", "train", "val", "tést"]),
+            "time": 1732981000.5 + step,
+            "metrics": metrics,
+        }
         if rng.random() < 0.1:
             del record["split"]  # defaults to train
         if rng.random() < 0.05:
@@ -67,37 +85,40 @@ def test_arrow_reads_what_json_reads(style: str, seed: int) -> None:
     _same(fast, parse_lines_json(data))
 
 
-@pytest.mark.parametrize("line", [
-    '{"step":1,"step":2,"metrics":{"loss":1.0}}',  # a repeated key: json keeps the last
-    '{"step":1,"metrics":{"loss":1.0,"loss":2.0}}',
-    '{"step":1,"metrics":{"loss":1e999}}',  # json: inf; pyarrow: too big
-    '{"step":1,"metrics":{"loss":"1.5"}}',  # a type change within the column
-    '{"step":1,"metrics":{"loss":true}}',
-    '{"step":1,"metrics":{"loss":{"nested":1}}}',
-    '{"step":1,"split":"tr\\"ain","metrics":{"loss":1.0}}',  # an escape
-    '{"step":1,"split":"\\ud800","metrics":{"loss":1.0}}',  # a lone surrogate
-    '{"step":1,"metrics":{"loss":1.0}} {"step":1,"metrics":{"loss":1.0}}',  # two on a line
-    '{"step":1,"metrics":5}',
-    '{"step":1,"metrics":null}',
-    '{"step":"1","metrics":{"loss":1.0}}',
-    '{"step":1,"split":7,"metrics":{"loss":1.0}}',
-    '{"metrics":{"loss":1.0}}',
-    '{"step":null,"metrics":{"loss":1.0}}',
-    '{"step":NaN,"metrics":{"loss":1.0}}',
-    '{"step":1,"metrics":{"loss":0x10}}',  # not JSON
-    '{"step":1,"metrics":{"loss":nan}}',
-    '{"step":1,"metrics":{"loss":Inf}}',  # pyarrow takes it, json does not
-    '{"step":1,"metrics":{"loss":-NaN}}',
-    '{"step":1,"metrics":{"loss":1.2.3}}',
-    '{"step":1,"metrics":{"loss":1.0},}',
-    '  {"step":1,"metrics":{"loss":1.0}}',
-    '{"step":1,\r"metrics":{"loss":1.0}}',
-    '{"step":1,"metrics":{"loss":1.0}}\x00',
-    '{"step":1,"x":' + "[" * 20000 + "]" * 20000 + ',"metrics":{"loss":1.0}}',  # deep nesting
-    '[1, 2]',
-    '5',
-    'garbage',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"step":1,"step":2,"metrics":{"loss":1.0}}',  # a repeated key: json keeps the last
+        '{"step":1,"metrics":{"loss":1.0,"loss":2.0}}',
+        '{"step":1,"metrics":{"loss":1e999}}',  # json: inf; pyarrow: too big
+        '{"step":1,"metrics":{"loss":"1.5"}}',  # a type change within the column
+        '{"step":1,"metrics":{"loss":true}}',
+        '{"step":1,"metrics":{"loss":{"nested":1}}}',
+        '{"step":1,"split":"tr\\"ain","metrics":{"loss":1.0}}',  # an escape
+        '{"step":1,"split":"\\ud800","metrics":{"loss":1.0}}',  # a lone surrogate
+        '{"step":1,"metrics":{"loss":1.0}} {"step":1,"metrics":{"loss":1.0}}',  # two on a line
+        '{"step":1,"metrics":5}',
+        '{"step":1,"metrics":null}',
+        '{"step":"1","metrics":{"loss":1.0}}',
+        '{"step":1,"split":7,"metrics":{"loss":1.0}}',
+        '{"metrics":{"loss":1.0}}',
+        '{"step":null,"metrics":{"loss":1.0}}',
+        '{"step":NaN,"metrics":{"loss":1.0}}',
+        '{"step":1,"metrics":{"loss":0x10}}',  # not JSON
+        '{"step":1,"metrics":{"loss":nan}}',
+        '{"step":1,"metrics":{"loss":Inf}}',  # pyarrow takes it, json does not
+        '{"step":1,"metrics":{"loss":-NaN}}',
+        '{"step":1,"metrics":{"loss":1.2.3}}',
+        '{"step":1,"metrics":{"loss":1.0},}',
+        '  {"step":1,"metrics":{"loss":1.0}}',
+        '{"step":1,\r"metrics":{"loss":1.0}}',
+        '{"step":1,"metrics":{"loss":1.0}}\x00',
+        '{"step":1,"x":' + "[" * 20000 + "]" * 20000 + ',"metrics":{"loss":1.0}}',  # deep nesting
+        "[1, 2]",
+        "5",
+        "garbage",
+    ],
+)
 def test_arrow_agrees_with_json_or_steps_aside(line: str) -> None:
     data = ('{"step":0,"split":"train","metrics":{"loss":0.5}}\n' + line + "\n").encode()
     fast = parse_lines_arrow(data)
@@ -120,9 +141,12 @@ def test_not_utf8_goes_to_json() -> None:
 
 def test_non_finite_spellings(tmp_path) -> None:
     path = tmp_path / "h.jsonl"
-    path.write_text("".join(
-        json.dumps({"step": i, "split": "train", "metrics": {"loss": v}}) + "\n"
-        for i, v in enumerate([1.0, math.nan, math.inf, -math.inf, 2.0])))
+    path.write_text(
+        "".join(
+            json.dumps({"step": i, "split": "train", "metrics": {"loss": v}}) + "\n"
+            for i, v in enumerate([1.0, math.nan, math.inf, -math.inf, 2.0])
+        )
+    )
     values = load_history(path).series["train/loss"].values
     assert values[0] == 1.0 and math.isnan(values[1]) and values[2] == math.inf
     assert values[3] == -math.inf and values[4] == 2.0
@@ -144,9 +168,11 @@ def test_chunk_boundaries_do_not_matter(tmp_path, monkeypatch) -> None:
 
 def test_torn_last_line_is_skipped_with_a_note(tmp_path) -> None:
     path = tmp_path / "h.jsonl"
-    path.write_text('{"step":1,"split":"train","metrics":{"loss":2.0}}\n'
-                    '{"step":2,"split":"train","metrics":{"loss":1.5}}\n'
-                    '{"step":3,"split":"train","metr')
+    path.write_text(
+        '{"step":1,"split":"train","metrics":{"loss":2.0}}\n'
+        '{"step":2,"split":"train","metrics":{"loss":1.5}}\n'
+        '{"step":3,"split":"train","metr'
+    )
     history = load_history(path)
     assert history.series["train/loss"].values.tolist() == [2.0, 1.5]
     assert any("truncated last line (line 3)" in note for note in history.notes)
@@ -160,8 +186,7 @@ def test_last_line_without_newline_is_kept(tmp_path) -> None:
 
 def test_a_broken_line_mid_file_is_named(tmp_path) -> None:
     path = tmp_path / "h.jsonl"
-    path.write_text('{"step":1,"metrics":{"loss":2.0}}\n{"step":2,"metr\n'
-                    '{"step":3,"metrics":{"loss":1.0}}\n')
+    path.write_text('{"step":1,"metrics":{"loss":2.0}}\n{"step":2,"metr\n{"step":3,"metrics":{"loss":1.0}}\n')
     with pytest.raises(HistoryError, match=r"h\.jsonl: line 2: not JSON"):
         load_history(path)
 
@@ -169,8 +194,11 @@ def test_a_broken_line_mid_file_is_named(tmp_path) -> None:
 def test_the_line_is_named_in_a_later_block(tmp_path, monkeypatch) -> None:
     path = tmp_path / "h.jsonl"
     good = '{"step":%d,"metrics":{"loss":1.0}}\n'
-    path.write_text("".join(good % i for i in range(1, 500)) + '{"step":500,"metrics":{"loss":tru}}\n'
-                    + "".join(good % i for i in range(501, 600)))
+    path.write_text(
+        "".join(good % i for i in range(1, 500))
+        + '{"step":500,"metrics":{"loss":tru}}\n'
+        + "".join(good % i for i in range(501, 600))
+    )
     monkeypatch.setattr(collect, "READ_BYTES", 3000)
     monkeypatch.setattr(collect, "CHUNK_BYTES", 1000)
     with pytest.raises(HistoryError, match="line 500: not JSON"):
@@ -179,8 +207,10 @@ def test_the_line_is_named_in_a_later_block(tmp_path, monkeypatch) -> None:
 
 def test_two_records_on_one_line_are_an_error(tmp_path) -> None:
     path = tmp_path / "h.jsonl"
-    path.write_text('{"step":1,"metrics":{"loss":2.0}} {"step":2,"metrics":{"loss":1.0}}\n'
-                    '{"step":3,"metrics":{"loss":1.0}}\n')
+    path.write_text(
+        '{"step":1,"metrics":{"loss":2.0}} {"step":2,"metrics":{"loss":1.0}}\n'
+        '{"step":3,"metrics":{"loss":1.0}}\n'
+    )
     with pytest.raises(HistoryError, match="line 1: not JSON"):
         load_history(path)
 
@@ -194,9 +224,11 @@ def test_a_record_without_step_is_named(tmp_path) -> None:
 
 def test_null_split_is_train_and_null_metrics_no_points(tmp_path) -> None:
     path = tmp_path / "h.jsonl"
-    path.write_text('{"step":1,"split":null,"metrics":{"loss":2.0}}\n'
-                    '{"step":2,"split":"train","metrics":null}\n'
-                    '{"step":3,"metrics":{"loss":1.0}}\n')
+    path.write_text(
+        '{"step":1,"split":null,"metrics":{"loss":2.0}}\n'
+        '{"step":2,"split":"train","metrics":null}\n'
+        '{"step":3,"metrics":{"loss":1.0}}\n'
+    )
     history = load_history(path)
     assert history.series["train/loss"].steps.tolist() == [1, 3]
     assert history.records == 3
@@ -204,8 +236,7 @@ def test_null_split_is_train_and_null_metrics_no_points(tmp_path) -> None:
 
 def test_an_integer_past_float_range_is_infinite(tmp_path) -> None:
     path = tmp_path / "h.jsonl"
-    path.write_text('{"step":1,"metrics":{"loss":1.0}}\n{"step":2,"metrics":{"loss":1%s}}\n'
-                    % ("0" * 400))
+    path.write_text('{"step":1,"metrics":{"loss":1.0}}\n{"step":2,"metrics":{"loss":1%s}}\n' % ("0" * 400))
     assert load_history(path).series["train/loss"].values.tolist() == [1.0, math.inf]
 
 
@@ -228,8 +259,7 @@ def test_relogged_steps_keep_the_later_value(tmp_path) -> None:
     # A run restarted from step 2 without truncating its history logs steps 3-4 again.
     path = tmp_path / "h.jsonl"
     lines = [(1, 2.0), (2, 1.8), (3, 9.9), (4, 9.9), (3, 1.6), (4, 1.5), (5, 1.4)]
-    path.write_text("".join(json.dumps({"step": s, "metrics": {"loss": v}}) + "\n"
-                            for s, v in lines))
+    path.write_text("".join(json.dumps({"step": s, "metrics": {"loss": v}}) + "\n" for s, v in lines))
     history = load_history(path)
     series = history.series["train/loss"]
     assert series.steps.tolist() == [1, 2, 3, 4, 5]
@@ -239,8 +269,9 @@ def test_relogged_steps_keep_the_later_value(tmp_path) -> None:
 
 def test_byte_order_mark_and_crlf(tmp_path) -> None:
     path = tmp_path / "h.jsonl"
-    path.write_bytes(b'\xef\xbb\xbf{"step":1,"metrics":{"loss":2.0}}\r\n'
-                     b'{"step":2,"metrics":{"loss":1.0}}\r\n')
+    path.write_bytes(
+        b'\xef\xbb\xbf{"step":1,"metrics":{"loss":2.0}}\r\n{"step":2,"metrics":{"loss":1.0}}\r\n'
+    )
     assert load_history(path).series["train/loss"].values.tolist() == [2.0, 1.0]
 
 
@@ -252,8 +283,9 @@ def test_a_line_without_end_is_refused_without_reading_it_all(tmp_path) -> None:
 
 
 def test_read_jsonl_bytes_names_its_source() -> None:
-    history = read_jsonl_bytes(b'{"step":1,"metrics":{"loss":2.0}}\n{"step":2,"metr',
-                               "gs://b/h.jsonl (from line 10)")
+    history = read_jsonl_bytes(
+        b'{"step":1,"metrics":{"loss":2.0}}\n{"step":2,"metr', "gs://b/h.jsonl (from line 10)"
+    )
     assert history.source == "gs://b/h.jsonl (from line 10)"
     assert history.series["train/loss"].values.tolist() == [2.0]
     with pytest.raises(HistoryError, match=r"\(from line 10\): line 1: not JSON"):
@@ -263,8 +295,7 @@ def test_read_jsonl_bytes_names_its_source() -> None:
 def test_too_many_series_is_not_a_history(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(collect, "MAX_SERIES", 50)
     path = tmp_path / "h.jsonl"
-    path.write_text("".join(json.dumps({"step": i, "metrics": {f"m{i}": 1.0}}) + "\n"
-                            for i in range(60)))
+    path.write_text("".join(json.dumps({"step": i, "metrics": {f"m{i}": 1.0}}) + "\n" for i in range(60)))
     with pytest.raises(HistoryError, match="more than 50 distinct series"):
         load_history(path)
 
@@ -272,8 +303,9 @@ def test_too_many_series_is_not_a_history(tmp_path, monkeypatch) -> None:
 def test_overlong_names_are_left_out_with_a_note(tmp_path) -> None:
     path = tmp_path / "h.jsonl"
     long_name = "x" * 5000
-    path.write_text("".join(json.dumps({"step": i, "metrics": {"loss": 1.0, long_name: 2.0}})
-                            + "\n" for i in range(3)))
+    path.write_text(
+        "".join(json.dumps({"step": i, "metrics": {"loss": 1.0, long_name: 2.0}}) + "\n" for i in range(3))
+    )
     history = load_history(path)
     assert list(history.series) == ["train/loss"]
     assert any("ignored 1 series with names longer than" in note for note in history.notes)
@@ -281,8 +313,9 @@ def test_overlong_names_are_left_out_with_a_note(tmp_path) -> None:
 
 def test_a_record_with_many_metrics_stays_on_the_arrow_path() -> None:
     metrics = {f"layer_{i}_grad_norm": i / 7 for i in range(300)}
-    data = "".join(json.dumps({"step": s, "split": "train", "metrics": metrics}) + "\n"
-                   for s in range(5)).encode()
+    data = "".join(
+        json.dumps({"step": s, "split": "train", "metrics": metrics}) + "\n" for s in range(5)
+    ).encode()
     fast = parse_lines_arrow(data)
     assert fast is not None and len(fast.groups) == 300
     _same(fast, parse_lines_json(data))
@@ -309,11 +342,10 @@ def test_whole_lines_cut_only_at_line_ends(monkeypatch, read: int, chunk: int) -
     assert all(p.endswith(b"\n") and len(p) <= max(chunk, 151) for p in pieces)
 
 
-
 def test_an_integer_of_thousands_of_digits_reads_as_pyarrow_reads_it() -> None:
     # json refuses ints past 4300 digits (ValueError) where pyarrow reads inf: the json path
     # once said "not UTF-8 text" for such a line, which it was.
-    data = b'{"step": 1' + b"0" * 5000 + b', "metrics": {"loss": 1' + b"0" * 5000 + b'}}\n'
+    data = b'{"step": 1' + b"0" * 5000 + b', "metrics": {"loss": 1' + b"0" * 5000 + b"}}\n"
     fast, exact = parse_lines_arrow(data), parse_lines_json(data)
     assert fast is not None
     _same(fast, exact)

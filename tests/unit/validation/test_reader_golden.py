@@ -43,8 +43,7 @@ def fixture_inputs() -> list[str]:
     out = []
     for path in sorted(FIXTURES.rglob("*")):
         rel = path.relative_to(FIXTURES).as_posix()
-        history_file = path.is_file() and (path.suffix in (".jsonl", ".csv")
-                                           or "tfevents" in path.name)
+        history_file = path.is_file() and (path.suffix in (".jsonl", ".csv") or "tfevents" in path.name)
         log_dir = path.is_dir() and path.name.startswith("tb") and any(path.rglob("*tfevents*"))
         if history_file or log_dir:
             out.append(rel)
@@ -56,8 +55,13 @@ def fingerprint(history) -> dict:
     for name, s in history.series.items():
         digest = hashlib.sha256(s.steps.astype("<f8").tobytes() + s.values.astype("<f8").tobytes())
         series.append([name, s.split, s.metric, s.granularity, len(s), digest.hexdigest()])
-    return {"format": history.format, "x_label": history.x_label, "records": history.records,
-            "notes": list(history.notes), "series": series}
+    return {
+        "format": history.format,
+        "x_label": history.x_label,
+        "records": history.records,
+        "notes": list(history.notes),
+        "series": series,
+    }
 
 
 def read(rel: str) -> dict:
@@ -82,8 +86,10 @@ def verdict_summary(rel: str) -> dict | None:
     return {
         "passed": verdict.passed,
         "failure_class": verdict.failure_class,
-        "findings": [[f.failure_class, f.severity, f.series, [float(x) for x in f.step_range]]
-                     for f in verdict.findings],
+        "findings": [
+            [f.failure_class, f.severity, f.series, [float(x) for x in f.step_range]]
+            for f in verdict.findings
+        ],
         "train": (verdict.series.get("train") or {}).get("name"),
         "val": (verdict.series.get("val") or {}).get("name"),
     }
@@ -113,13 +119,20 @@ def test_same_points_and_verdict_as_the_old_readers(rel: str) -> None:
 def _baseline_fingerprints(rev: str) -> dict:
     """Runs :func:`read` on every fixture with the readers of ``rev``, in a child interpreter."""
     with tempfile.TemporaryDirectory(prefix="tg-golden-") as tmp:
-        archive = subprocess.run(["git", "archive", rev, "trainguard"], cwd=ROOT,
-                                 capture_output=True, check=True)
+        archive = subprocess.run(
+            ["git", "archive", rev, "trainguard"], cwd=ROOT, capture_output=True, check=True
+        )
         with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
             tar.extractall(tmp, filter="data")
         env = {**os.environ, "PYTHONPATH": tmp}
-        out = subprocess.run([sys.executable, __file__, "--fingerprints"], env=env, cwd=tmp,
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--fingerprints"],
+            env=env,
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     return json.loads(out.stdout)
 
 
@@ -149,6 +162,7 @@ if __name__ == "__main__":
         sys.exit(0)
     sys.path.insert(0, str(ROOT))
     if "--record" in sys.argv:
-        sys.exit(_record(sys.argv[sys.argv.index("--baseline") + 1]
-                         if "--baseline" in sys.argv else BASELINE_REV))
+        sys.exit(
+            _record(sys.argv[sys.argv.index("--baseline") + 1] if "--baseline" in sys.argv else BASELINE_REV)
+        )
     print(__doc__)

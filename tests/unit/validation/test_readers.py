@@ -31,8 +31,12 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_keras_csv_reads_epochs_and_splits(tmp_path) -> None:
-    path = write(tmp_path, "log.csv", "epoch,accuracy,loss,val_accuracy,val_loss\n"
-                                      "0,0.5,2.0,0.6,1.9\n1,0.7,1.5,0.7,1.6\n2,0.8,nan,0.75,inf\n")
+    path = write(
+        tmp_path,
+        "log.csv",
+        "epoch,accuracy,loss,val_accuracy,val_loss\n"
+        "0,0.5,2.0,0.6,1.9\n1,0.7,1.5,0.7,1.6\n2,0.8,nan,0.75,inf\n",
+    )
     history = load_history(path)
     assert history.format == "keras_csv" and history.x_label == "epoch"
     train, val = select_series(history)
@@ -88,9 +92,26 @@ def test_repeated_header_is_skipped(tmp_path) -> None:
 
 
 def _csv_cells(rng: random.Random) -> str:
-    return rng.choice([repr(rng.random()), repr(-rng.random() * 1e-9), str(rng.randint(0, 9)),
-                       "nan", "NaN", "inf", "-inf", "Infinity", "1e300", "5e-324", "1E5", " 0.5",
-                       "", "", "9007199254740993", "0.30000000000000004"])
+    return rng.choice(
+        [
+            repr(rng.random()),
+            repr(-rng.random() * 1e-9),
+            str(rng.randint(0, 9)),
+            "nan",
+            "NaN",
+            "inf",
+            "-inf",
+            "Infinity",
+            "1e300",
+            "5e-324",
+            "1E5",
+            " 0.5",
+            "",
+            "",
+            "9007199254740993",
+            "0.30000000000000004",
+        ]
+    )
 
 
 @pytest.mark.parametrize("fmt", ["keras_csv", "lightning_csv"])
@@ -98,12 +119,15 @@ def _csv_cells(rng: random.Random) -> str:
 @pytest.mark.parametrize("ending", ["\n", "\r\n"])
 def test_arrow_csv_reads_what_the_csv_module_reads(fmt: str, seed: int, ending: str) -> None:
     rng = random.Random(seed)
-    header = (["epoch", "loss", "val_loss", "lr"] if fmt == "keras_csv"
-              else ["epoch", "step", "train_loss_step", "val_loss", "val_acc"])
+    header = (
+        ["epoch", "loss", "val_loss", "lr"]
+        if fmt == "keras_csv"
+        else ["epoch", "step", "train_loss_step", "val_loss", "val_acc"]
+    )
     rows = []
     for i in range(400):
         x = [str(i)] if fmt == "keras_csv" else [str(i // 50), str(i * 7)]
-        rows.append(",".join(x + [_csv_cells(rng) for _ in header[len(x):]]))
+        rows.append(",".join(x + [_csv_cells(rng) for _ in header[len(x) :]]))
     text = ending.join([",".join(header), *rows]) + rng.choice([ending, "", ending + ending])
     data = text.encode()
     fast = read_csv_arrow(iter([data]), "log.csv", fmt)
@@ -115,17 +139,20 @@ def test_arrow_csv_reads_what_the_csv_module_reads(fmt: str, seed: int, ending: 
         np.testing.assert_array_equal(series.values, fast.series[name].values)
 
 
-@pytest.mark.parametrize("text", [
-    'epoch,loss\n0,"1.5"\n1,2.0\n',  # quoted
-    "epoch,loss\n0,1.5\repoch,loss\n1,2.0\n",  # a bare carriage return
-    "epoch,loss\n0,nan(1)\n",  # float() refuses what strtod takes
-    "epoch,loss\n0,1_000\n",  # float() takes what pyarrow refuses
-    "epoch,loss\n0,1.5\nepoch,loss\n1,2.0\n",  # a repeated header
-    "epoch,loss\n0,1.5\n,\n1,2.0\n",  # a row of empty cells
-    "epoch,loss,loss\n0,1.5,2.5\n",  # two columns, one name
-    "epoch,loss,phase\n0,1.5,warmup\n",  # a text column
-    "epoch,loss\n0,1.5\n1\n",  # a short last row with its line end
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        'epoch,loss\n0,"1.5"\n1,2.0\n',  # quoted
+        "epoch,loss\n0,1.5\repoch,loss\n1,2.0\n",  # a bare carriage return
+        "epoch,loss\n0,nan(1)\n",  # float() refuses what strtod takes
+        "epoch,loss\n0,1_000\n",  # float() takes what pyarrow refuses
+        "epoch,loss\n0,1.5\nepoch,loss\n1,2.0\n",  # a repeated header
+        "epoch,loss\n0,1.5\n,\n1,2.0\n",  # a row of empty cells
+        "epoch,loss,loss\n0,1.5,2.5\n",  # two columns, one name
+        "epoch,loss,phase\n0,1.5,warmup\n",  # a text column
+        "epoch,loss\n0,1.5\n1\n",  # a short last row with its line end
+    ],
+)
 def test_irregular_csv_is_read_by_the_csv_module(tmp_path, text: str) -> None:
     path = write(tmp_path, "log.csv", text)
     with pytest.raises(_Irregular):
@@ -146,10 +173,13 @@ def test_irregular_csv_is_read_by_the_csv_module(tmp_path, text: str) -> None:
 
 
 def test_lightning_sparse_rows(tmp_path) -> None:
-    path = write(tmp_path, "metrics.csv",
-                 "epoch,step,train_loss_epoch,train_loss_step,val_loss\n"
-                 "0,49,,2.1,\n0,99,,1.8,\n0,107,,,1.7\n0,107,1.95,,\n"
-                 "1,149,,1.5,\n1,199,,1.4,\n1,215,,,1.45\n1,215,1.45,,\n")
+    path = write(
+        tmp_path,
+        "metrics.csv",
+        "epoch,step,train_loss_epoch,train_loss_step,val_loss\n"
+        "0,49,,2.1,\n0,99,,1.8,\n0,107,,,1.7\n0,107,1.95,,\n"
+        "1,149,,1.5,\n1,199,,1.4,\n1,215,,,1.45\n1,215,1.45,,\n",
+    )
     history = load_history(path)
     assert history.format == "lightning_csv"
     train, val = select_series(history)
@@ -222,15 +252,24 @@ def test_a_crafted_tensor_shape_is_not_expanded(tmp_path) -> None:
 
     def value(tag: str, dims: list[int]) -> summary_pb2.Summary.Value:
         shape = tensor_shape_pb2.TensorShapeProto(
-            dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in dims])
-        return summary_pb2.Summary.Value(tag=tag, tensor=tensor_pb2.TensorProto(
-            dtype=types_pb2.DT_FLOAT, tensor_shape=shape, float_val=[0.5]))
+            dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in dims]
+        )
+        return summary_pb2.Summary.Value(
+            tag=tag,
+            tensor=tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, tensor_shape=shape, float_val=[0.5]),
+        )
 
     writer = EventFileWriter(str(tmp_path))
     for step in (1, 2):
         # One float_val with a shape of 10**8 elements: make_ndarray would fill all (400 MB).
-        writer.add_event(event_pb2.Event(step=step, summary=summary_pb2.Summary(
-            value=[value("bomb", [10**8]), value("loss", []), value("acc", [1, 1])])))
+        writer.add_event(
+            event_pb2.Event(
+                step=step,
+                summary=summary_pb2.Summary(
+                    value=[value("bomb", [10**8]), value("loss", []), value("acc", [1, 1])]
+                ),
+            )
+        )
     writer.close()
     history, peak = peak_memory(lambda: load_history(tmp_path))
     assert sorted(history.series) == ["acc", "loss"]
@@ -285,8 +324,10 @@ def test_an_unreadable_file_is_a_history_error(tmp_path) -> None:
         load_history(path)
 
 
-@pytest.mark.parametrize("head", [b"epoch,lo\rss\n0,1\n", b"a\rb,c\n", b"\r\n\r", b"x,\x00y\n",
-                                  b'"a,b\n', b"epoch,loss\r0,1.5\r1,1.0\r"])
+@pytest.mark.parametrize(
+    "head",
+    [b"epoch,lo\rss\n0,1\n", b"a\rb,c\n", b"\r\n\r", b"x,\x00y\n", b'"a,b\n', b"epoch,loss\r0,1.5\r1,1.0\r"],
+)
 def test_carriage_returns_and_nul_bytes_in_the_first_line(tmp_path, head: bytes) -> None:
     path = tmp_path / "log.csv"
     path.write_bytes(head)
@@ -340,7 +381,7 @@ class _BucketStore(storage.LocalStore):
         self.root = root
 
     def _local(self, uri: str) -> str:
-        return str(self.root / uri[len("gs://"):])
+        return str(self.root / uri[len("gs://") :])
 
     def read_bytes(self, uri: str) -> bytes:
         return super().read_bytes(self._local(uri))
@@ -349,8 +390,7 @@ class _BucketStore(storage.LocalStore):
         super().download_file(self._local(uri), local_path)
 
     def list(self, prefix: str) -> list[str]:
-        return ["gs://" + str(Path(p).relative_to(self.root))
-                for p in super().list(self._local(prefix))]
+        return ["gs://" + str(Path(p).relative_to(self.root)) for p in super().list(self._local(prefix))]
 
 
 @pytest.fixture
@@ -386,8 +426,9 @@ def test_messages_and_notes_stay_short_with_many_series(tmp_path) -> None:
     path = tmp_path / "h.jsonl"
     names = [f"metric_number_{i:04d}_with_a_long_name" for i in range(2000)]
     # Every series logs step 2 before step 1: each gets a re-ordering note.
-    path.write_text("".join(json.dumps({"step": s, "metrics": dict.fromkeys(names, 1.0)}) + "\n"
-                            for s in (2, 1)))
+    path.write_text(
+        "".join(json.dumps({"step": s, "metrics": dict.fromkeys(names, 1.0)}) + "\n" for s in (2, 1))
+    )
     history = load_history(path)
     assert len(history.series) == 2000 and len(history.notes) == 11
     assert "1990 more series" in history.notes[-1]
@@ -407,11 +448,13 @@ def _secret_named(tmp_path: Path, fmt: str) -> Path:
     if fmt == "jsonl":
         lines = []
         for s in range(1, 41):
-            lines.append(json.dumps({"step": s, "split": "train",
-                                     "metrics": {"loss": 1 / s, _TOKEN: 1.0, _DB_URL: 2.0}}))
+            lines.append(
+                json.dumps(
+                    {"step": s, "split": "train", "metrics": {"loss": 1 / s, _TOKEN: 1.0, _DB_URL: 2.0}}
+                )
+            )
             if s % 4 == 0:
-                lines.append(json.dumps({"step": s, "split": "val",
-                                         "metrics": {"loss": 1.1 / s, _AWS: 3.0}}))
+                lines.append(json.dumps({"step": s, "split": "val", "metrics": {"loss": 1.1 / s, _AWS: 3.0}}))
         return write(tmp_path, "h.jsonl", "\n".join(lines) + "\n")
     rows = "".join(f"{i},{1 / (i + 1)},{1.1 / (i + 1)},1,2\n" for i in range(20))
     return write(tmp_path, "log.csv", f"epoch,loss,val_loss,{_TOKEN},{_AWS}\n{rows}")
@@ -423,38 +466,55 @@ def test_a_series_named_like_a_credential_never_reaches_a_report(tmp_path, fmt) 
     # and every message derived from the name (lower-cased, re-joined) must not carry it.
     from trainguard.stages import validate_stage
 
-    verdict = validate_stage(str(_secret_named(tmp_path, fmt)), raise_on_fail=False,
-                             json_path=str(tmp_path / "v.json"),
-                             markdown_path=str(tmp_path / "v.md"))
+    verdict = validate_stage(
+        str(_secret_named(tmp_path, fmt)),
+        raise_on_fail=False,
+        json_path=str(tmp_path / "v.json"),
+        markdown_path=str(tmp_path / "v.md"),
+    )
     written = (tmp_path / "v.json").read_text() + (tmp_path / "v.md").read_text()
     for text in (written, str(verdict.history.describe())):
-        for secret in ("seriesSECRET", "seriessecret", "hunter2pw", "ABCDEFGHIJKLMNOP",
-                       "abcdefghijklmnop"):
+        for secret in ("seriesSECRET", "seriessecret", "hunter2pw", "ABCDEFGHIJKLMNOP", "abcdefghijklmnop"):
             assert secret not in text
     assert "[REDACTED]" in written
 
 
 def test_a_split_named_like_a_credential_is_redacted_in_the_message(tmp_path) -> None:
-    path = write(tmp_path, "h.jsonl", "".join(
-        json.dumps({"step": s, "split": "https://u:pw0SECRET@x.com", "metrics": {"loss": 1 / s}})
-        + "\n" for s in range(1, 20)))
+    path = write(
+        tmp_path,
+        "h.jsonl",
+        "".join(
+            json.dumps({"step": s, "split": "https://u:pw0SECRET@x.com", "metrics": {"loss": 1 / s}}) + "\n"
+            for s in range(1, 20)
+        ),
+    )
     with pytest.raises(HistoryError) as caught:
         validate(path)
     assert "pw0SECRET" not in str(caught.value) and "[REDACTED]" in str(caught.value)
 
 
 def test_two_secrets_that_redact_alike_stay_two_series(tmp_path) -> None:
-    path = write(tmp_path, "h.jsonl", "".join(
-        json.dumps({"step": s, "split": "train",
-                    "metrics": {"loss": 1 / s, "ghp_" + "a" * 36: 1.0, "ghp_" + "b" * 36: 2.0}})
-        + "\n" for s in range(1, 20)))
+    path = write(
+        tmp_path,
+        "h.jsonl",
+        "".join(
+            json.dumps(
+                {
+                    "step": s,
+                    "split": "train",
+                    "metrics": {"loss": 1 / s, "ghp_" + "a" * 36: 1.0, "ghp_" + "b" * 36: 2.0},
+                }
+            )
+            + "\n"
+            for s in range(1, 20)
+        ),
+    )
     history = load_history(path)
     assert sorted(history.series) == ["train/[REDACTED]", "train/[REDACTED] #2", "train/loss"]
 
 
 @pytest.mark.parametrize("name", ["keras_log.csv", "metrics.csv"])
-def test_a_csv_with_more_columns_than_series_allowed_is_refused_from_its_header(tmp_path,
-                                                                                name) -> None:
+def test_a_csv_with_more_columns_than_series_allowed_is_refused_from_its_header(tmp_path, name) -> None:
     # 200,000 columns in a 1.9 MB file once took 1.1 GB and 2.8 s to be refused.
     from tests.fuzz.contract import peak_memory
 
@@ -480,7 +540,11 @@ def test_an_empty_history_path_says_none_was_given(value) -> None:
 
 
 def test_a_history_path_given_as_bytes_is_read(tmp_path) -> None:
-    path = write(tmp_path, "h.jsonl", "".join(
-        json.dumps({"step": s, "split": "train", "metrics": {"loss": 1 / s}}) + "\n"
-        for s in range(1, 20)))
+    path = write(
+        tmp_path,
+        "h.jsonl",
+        "".join(
+            json.dumps({"step": s, "split": "train", "metrics": {"loss": 1 / s}}) + "\n" for s in range(1, 20)
+        ),
+    )
     assert load_history(bytes(path)).series["train/loss"].values.size == 19

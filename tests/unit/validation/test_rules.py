@@ -22,8 +22,11 @@ EPOCHS = 30
 STEPS_PER_EPOCH = 20
 
 
-def history(train: tuple[np.ndarray, np.ndarray] | None,
-            val: tuple[np.ndarray, np.ndarray] | None, metric: str = "loss") -> History:
+def history(
+    train: tuple[np.ndarray, np.ndarray] | None,
+    val: tuple[np.ndarray, np.ndarray] | None,
+    metric: str = "loss",
+) -> History:
     parts = {}
     for split, data in (("train", train), ("val", val)):
         if data is not None:
@@ -39,7 +42,7 @@ def healthy_curves(seed: int = 0, batch_noise: float = 0.5, val_noise: float = 0
     steps = np.arange(1, EPOCHS * STEPS_PER_EPOCH + 1, dtype=float)
     trend = 2.2 * np.exp(-steps / 150) + 0.08
     train = trend * (1 + batch_noise * rng.uniform(-1, 1, steps.size))
-    val_steps = steps[STEPS_PER_EPOCH - 1::STEPS_PER_EPOCH]
+    val_steps = steps[STEPS_PER_EPOCH - 1 :: STEPS_PER_EPOCH]
     val_trend = 2.2 * np.exp(-val_steps / 150) + 0.12
     val = val_trend * (1 + val_noise * rng.standard_normal(val_steps.size))
     return (steps, train), (val_steps, val)
@@ -75,7 +78,7 @@ def test_validation_below_training_passes() -> None:
 
 def test_warm_up_bump_passes() -> None:
     (ts, tv), (vs, vv) = healthy_curves(2)
-    bump = 1 + 0.4 * np.exp(-((ts - 40) / 15) ** 2)  # loss rises early while LR ramps up
+    bump = 1 + 0.4 * np.exp(-(((ts - 40) / 15) ** 2))  # loss rises early while LR ramps up
     vv = vv.copy()
     vv[1] *= 1.3
     assert classes(validate(history((ts, tv * bump), (vs, vv)))) == []
@@ -228,8 +231,7 @@ def test_overfit_in_mode_max() -> None:
     epochs = np.arange(1, 31, dtype=float)
     train_acc = 1 - 0.9 * np.exp(-epochs / 5)
     val_acc = 0.95 - 0.002 * (epochs - 10) ** 2
-    verdict = validate(history((epochs, train_acc), (epochs, val_acc), metric="accuracy"),
-                       mode="max")
+    verdict = validate(history((epochs, train_acc), (epochs, val_acc), metric="accuracy"), mode="max")
     assert verdict.failure_class == "overfit"
     assert verdict.findings[0].evidence["best_step"] == 10
     assert "fell" in verdict.findings[0].message
@@ -252,7 +254,8 @@ def test_too_few_points_are_reported_not_judged() -> None:
     assert "needs" in verdict.not_judged["overfit"]
     assert verdict.undecided == (
         "3 points of train/loss and 3 points of val/loss: nothing can be judged; log at least 4 "
-        "finite points (8 for every rule, and 5 validation evaluations for overfit)")
+        "finite points (8 for every rule, and 5 validation evaluations for overfit)"
+    )
     assert verdict.headline.startswith("NOT JUDGED: 3 points of train/loss")
 
 
@@ -260,8 +263,9 @@ def test_too_few_points_are_reported_not_judged() -> None:
 
 
 def test_threshold_overrides() -> None:
-    cfg = RuleConfig().with_overrides({"overfit_patience": "5", "overfit_gap_ratio": "off",
-                                       "divergence_factor": 1.0})
+    cfg = RuleConfig().with_overrides(
+        {"overfit_patience": "5", "overfit_gap_ratio": "off", "divergence_factor": 1.0}
+    )
     assert cfg.overfit_patience == 5 and cfg.overfit_gap_ratio is None
     assert cfg.divergence_factor == 1.0
     assert set(cfg.to_dict()) == set(RuleConfig.names())
@@ -306,7 +310,7 @@ def test_rolling_mean_matches_a_naive_one(n: int, window: int) -> None:
     values = np.random.default_rng(n).random(n)
     w = max(1, min(window, n))
     half = w // 2
-    naive = [values[max(i - half, 0):min(i - half + w, n)].mean() for i in range(n)]
+    naive = [values[max(i - half, 0) : min(i - half + w, n)].mean() for i in range(n)]
     np.testing.assert_allclose(rules.rolling_mean(values, window), naive)
 
 
@@ -404,11 +408,13 @@ def multi_metric_history(val_accuracy: np.ndarray | None = None) -> History:
     acc = 1 - 0.9 * np.exp(-vs / 150)
     parts = {}
     for name, split, steps, values in (
-            ("train/loss", "train", ts, tv), ("val/loss", "val", vs, vv),
-            ("train/lr", "train", ts, np.full(ts.size, 1e-3)),
-            ("train/accuracy", "train", ts, 1 - 0.9 * np.exp(-ts / 150)),
-            ("val/accuracy", "val", vs, acc if val_accuracy is None else val_accuracy),
-            ("val/temperature", "val", vs, np.linspace(1, 2, vs.size))):
+        ("train/loss", "train", ts, tv),
+        ("val/loss", "val", vs, vv),
+        ("train/lr", "train", ts, np.full(ts.size, 1e-3)),
+        ("train/accuracy", "train", ts, 1 - 0.9 * np.exp(-ts / 150)),
+        ("val/accuracy", "val", vs, acc if val_accuracy is None else val_accuracy),
+        ("val/temperature", "val", vs, np.linspace(1, 2, vs.size)),
+    ):
         part = SeriesParts(name.split("/")[1], split)
         part.add(steps, values)
         parts[name] = part
@@ -433,8 +439,7 @@ def test_an_accuracy_that_collapses_is_found_beside_a_healthy_loss() -> None:
     verdict = validate(multi_metric_history(acc))
     assert verdict.failure_class == "overfit"
     assert [(f.failure_class, f.series) for f in verdict.findings] == [("overfit", "val/accuracy")]
-    assert verdict.findings[0].message.startswith("val/accuracy fell 89% below its best (0.8934 at "
-                                                  "step 320)")
+    assert verdict.findings[0].message.startswith("val/accuracy fell 89% below its best (0.8934 at step 320)")
 
 
 def test_a_direction_the_name_does_not_give_can_be_said() -> None:
@@ -457,10 +462,23 @@ def test_the_direction_of_a_named_metric_comes_from_its_name() -> None:
     assert verdict.series["mode"] == "max" and verdict.failure_class == "overfit"
 
 
-@pytest.mark.parametrize("name,mode", [
-    ("loss", "min"), ("val_loss", "min"), ("top_1_error", "min"), ("perplexity", "min"),
-    ("accuracy", "max"), ("acc", "max"), ("f1_score", "max"), ("auc", "max"),
-    ("precision", "max"), ("recall", "max"), ("lr", None), ("temperature", None)])
+@pytest.mark.parametrize(
+    "name,mode",
+    [
+        ("loss", "min"),
+        ("val_loss", "min"),
+        ("top_1_error", "min"),
+        ("perplexity", "min"),
+        ("accuracy", "max"),
+        ("acc", "max"),
+        ("f1_score", "max"),
+        ("auc", "max"),
+        ("precision", "max"),
+        ("recall", "max"),
+        ("lr", None),
+        ("temperature", None),
+    ],
+)
 def test_direction_words(name: str, mode: str | None) -> None:
     from trainguard.validation import infer_mode
 
@@ -502,11 +520,11 @@ def test_threshold_assignments() -> None:
     from trainguard.validation import parse_assignments
 
     assert parse_assignments(["a=1", "b = 2,c=3"], "--threshold") == {"a": "1", "b": "2", "c": "3"}
-    with pytest.raises(ConfigError, match="--threshold 'overfit_patience': use NAME=VALUE; "
-                                          "valid names: x, y"):
+    with pytest.raises(
+        ConfigError, match="--threshold 'overfit_patience': use NAME=VALUE; valid names: x, y"
+    ):
         parse_assignments(["overfit_patience"], "--threshold", ("x", "y"))
     with pytest.raises(ConfigError, match="given twice"):
         parse_assignments("a=1,a=2", "--threshold")
-    cfg = RuleConfig().with_overrides(parse_assignments("warmup_steps=200,overfit_noise_k=2",
-                                                        "--threshold"))
+    cfg = RuleConfig().with_overrides(parse_assignments("warmup_steps=200,overfit_noise_k=2", "--threshold"))
     assert cfg.warmup_steps == 200 and cfg.overfit_noise_k == 2

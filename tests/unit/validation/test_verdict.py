@@ -40,24 +40,20 @@ def test_json_is_strict_json_even_with_nan(nan_verdict: Verdict) -> None:
     back = json.loads(text)
     assert back["passed"] is False and back["failure_class"] == "non_finite"
     finding = back["findings"][0]
-    assert set(finding) >= {"failure_class", "severity", "step_range", "evidence", "message",
-                            "remedy"}
+    assert set(finding) >= {"failure_class", "severity", "step_range", "evidence", "message", "remedy"}
     assert finding["step_range"] == [15, 69]
     assert back["series"]["train"]["name"] == "train/loss"
     assert back["series"]["train"]["finite_points"] < back["series"]["train"]["points"]
     assert back["not_judged"] == {"overfit": "val/loss: 0 validation points (needs 5)"}
 
 
-def test_summary_metrics_are_finite_numbers(nan_verdict: Verdict,
-                                            overfit_verdict: Verdict) -> None:
+def test_summary_metrics_are_finite_numbers(nan_verdict: Verdict, overfit_verdict: Verdict) -> None:
     for verdict in (nan_verdict, overfit_verdict):
         metrics = verdict.summary_metrics()
         assert all(isinstance(v, float) and np.isfinite(v) for v in metrics.values())
     metrics = overfit_verdict.summary_metrics()
-    assert {"best_step", "best_val_loss", "final_train_loss", "final_val_loss",
-            "final_gap"} <= set(metrics)
-    assert metrics["final_gap"] == pytest.approx(metrics["final_val_loss"]
-                                                 - metrics["final_train_loss"])
+    assert {"best_step", "best_val_loss", "final_train_loss", "final_val_loss", "final_gap"} <= set(metrics)
+    assert metrics["final_gap"] == pytest.approx(metrics["final_val_loss"] - metrics["final_train_loss"])
     assert "best_val_loss" not in nan_verdict.summary_metrics()  # all validation points NaN
 
 
@@ -72,8 +68,15 @@ def test_markdown_gives_remedy_trap_and_what_was_read(overfit_verdict: Verdict) 
 
 def test_html_is_self_contained_and_escaped(overfit_verdict: Verdict) -> None:
     finding = overfit_verdict.findings[0]
-    hostile = Finding(finding.failure_class, finding.severity, finding.step_range,
-                      finding.evidence, "<script>alert(1)</script>", finding.remedy, "x")
+    hostile = Finding(
+        finding.failure_class,
+        finding.severity,
+        finding.step_range,
+        finding.evidence,
+        "<script>alert(1)</script>",
+        finding.remedy,
+        "x",
+    )
     verdict = Verdict(False, "overfit", [hostile], overfit_verdict.series)
     page = render_html(verdict, PNG + b"rest")
     assert "<script>alert" not in page and "&lt;script&gt;" in page
@@ -133,8 +136,9 @@ def test_validation_modules_import_each_other_without_a_cycle() -> None:
     assert not (folder / "report.py").exists()  # one report.py in the project: preflight's
 
     def reaches(start: str, goal: str, seen: set[str]) -> bool:
-        return any(n == goal or (n not in seen and reaches(n, goal, seen | {n}))
-                   for n in graph.get(start, ()))
+        return any(
+            n == goal or (n not in seen and reaches(n, goal, seen | {n})) for n in graph.get(start, ())
+        )
 
     cycles = [m for m in graph if m != "__init__" and reaches(m, m, set())]
     assert cycles == []
@@ -154,10 +158,14 @@ def test_every_pair_is_in_the_report() -> None:
     text = render_markdown(verdict)
     assert "- Also judged: accuracy (max): `train/accuracy` / `val/accuracy`" in text
     assert [(f.failure_class, f.series) for f in verdict.findings] == [
-        ("overfit", "val/loss"), ("overfit", "val/accuracy")]
+        ("overfit", "val/loss"),
+        ("overfit", "val/accuracy"),
+    ]
     pairs = verdict.to_dict()["series"]["pairs"]
     assert [(p["metric"], p["mode"], p["primary"]) for p in pairs] == [
-        ("loss", "min", True), ("accuracy", "max", False)]
+        ("loss", "min", True),
+        ("accuracy", "max", False),
+    ]
 
 
 def test_a_one_point_history_is_bad_input_not_a_pass(tmp_path) -> None:
@@ -171,14 +179,15 @@ def test_a_one_point_history_is_bad_input_not_a_pass(tmp_path) -> None:
     out = run_cli("validate", path, "--json", tmp_path / "v.json")
     assert_contract(out, max_seconds=120)
     assert out.exit_code == 2
-    assert ("1 point of train/loss: nothing can be judged; log at least 4 finite points (8 for "
-            "every rule, and 5 validation evaluations for overfit)") in out.output
+    assert (
+        "1 point of train/loss: nothing can be judged; log at least 4 finite points (8 for "
+        "every rule, and 5 validation evaluations for overfit)"
+    ) in out.output
     assert not (tmp_path / "v.json").exists()
     # once enough is logged, the same file is judged
     with path.open("a") as handle:
         for step in range(2, 10):
-            handle.write(f'{{"step": {step}, "split": "train", "metrics": {{"loss": '
-                         f'{2.3 / step}}}}}\n')
+            handle.write(f'{{"step": {step}, "split": "train", "metrics": {{"loss": {2.3 / step}}}}}\n')
     assert run_cli("validate", path).exit_code == 0
 
 

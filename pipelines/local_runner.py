@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainguard.errors import ConfigError
-from trainguard.pipelines.task_logs import TaskEvent, TaskLogSplitter
+from trainguard.pipelines.task_logs import RedactingStream, TaskEvent, TaskLogSplitter
 from trainguard.spec import JobSpec
 
 __all__ = ["LocalOutcome", "run_local", "TaskEvent"]
@@ -223,8 +223,14 @@ def run_local(
 @contextlib.contextmanager
 def _captured(directory: Path | None, on_event: Callable[[TaskEvent], None] | None):
     """sys.stdout → one log file per task, while the runner runs (nothing when not asked)."""
-    if directory is None or on_event is None:
-        yield None
+    if directory is None or on_event is None:  # verbose: all of it, but never a secret
+        previous = sys.stdout
+        sys.stdout = RedactingStream(previous)
+        try:
+            yield None
+        finally:
+            sys.stdout.flush()
+            sys.stdout = previous
         return
     splitter = TaskLogSplitter(directory, on_event)
     previous = sys.stdout

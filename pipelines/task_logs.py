@@ -20,7 +20,7 @@ from typing import TextIO
 
 from trainguard.redaction import redact
 
-__all__ = ["TaskEvent", "TaskLogSplitter", "TaskReporter", "strip_ansi"]
+__all__ = ["RedactingStream", "TaskEvent", "TaskLogSplitter", "TaskReporter", "strip_ansi"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _START = re.compile(r"Executing task '([\w.-]+)'")
@@ -140,3 +140,32 @@ class TaskReporter:
             self._status = None
         mark = "passed" if event.status == "SUCCESS" else "FAILED"
         self._console.print(f"{self._indent}{event.task}: {mark} in {event.seconds:.1f} s", markup=False)
+
+
+class RedactingStream(io.TextIOBase):
+    """A text stream that passes whole lines on to ``target``, each through the redaction table
+    (``trainguard run --verbose``: the executor prints the job spec, env values included)."""
+
+    def __init__(self, target: TextIO) -> None:
+        super().__init__()
+        self._target = target
+        self._partial = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            self._target.write(redact(line) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+    def close(self) -> None:
+        if self._partial:
+            self._target.write(redact(self._partial))
+            self._partial = ""
+        self.flush()
+        super().close()

@@ -482,12 +482,34 @@ def run(
 
 
 def main() -> None:
-    """Entry point of the ``trainguard`` command."""
+    """Entry point of the ``trainguard`` command.
+
+    Usage errors (an unknown option, a value not among the choices) are printed by us rather than
+    by click: the value echoed goes through the one redaction table and is bounded, like every
+    other message (a token pasted into the wrong flag must not reach a CI log).
+    """
+    try:  # typer vendors click; older typer releases use click itself
+        from typer._click import exceptions as click_exc
+    except ImportError:  # pragma: no cover
+        from click import exceptions as click_exc  # type: ignore[no-redef]
+
     try:
-        app()
+        code = app(standalone_mode=False)
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except click_exc.ClickException as exc:
+        from trainguard.redaction import bound, printable, redact
+
+        exc.message = printable(bound(redact(exc.message), 2000))
+        from typer import rich_utils
+
+        rich_utils.rich_format_error(exc)
+        sys.exit(exc.exit_code)
+    except click_exc.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -61,3 +61,16 @@ def test_a_secret_the_executor_echoes_from_the_job_spec_is_not_filed(tmp_path):
     train = (tmp_path / "train.log").read_text()
     assert "0123456789abcdefghij" not in train and "pw0rdXYZ" not in train
     assert '"name": "HF_TOKEN"' in train and "[REDACTED]" in train
+
+
+def test_the_verbose_stream_passes_everything_but_secrets():
+    from trainguard.pipelines.task_logs import RedactingStream
+
+    out = io.StringIO()
+    stream = RedactingStream(out)
+    stream.write('{"env": [{"name": "HF_TOKEN", "value": "hf_abcdefghijklmnopqrstuvwxyz0123"}]}\nep')
+    stream.write("och 1 loss 0.5\nAuthorization: Bearer ya29.a0AfH6SMBsecretsecret\n")
+    stream.close()
+    text = out.getvalue()
+    assert "epoch 1 loss 0.5" in text and "HF_TOKEN" in text
+    assert "hf_abcdefghijklmnopqrstuvwxyz0123" not in text and "ya29.a0AfH6SMB" not in text

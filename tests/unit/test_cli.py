@@ -293,3 +293,16 @@ def test_local_runs_need_no_cloud_names_and_vertex_runs_say_which_are_missing(tm
         env=env_free,
     )
     assert "local runs default to" in " ".join(proc.stdout.split())
+
+
+def test_a_secret_in_a_usage_error_is_never_echoed_and_the_exit_is_2():
+    token = "ya29.a0AfH6SMBqwertyuiopasdfghjklzxcvbnm"
+    for args in (
+        ["preflight", "examples/l4.yaml", "--backend", token],
+        ["validate", "h.jsonl", f"--no-such-flag={token}"],
+    ):
+        proc = cli(*args)
+        assert proc.returncode == 2, proc.stderr
+        assert token not in proc.stdout + proc.stderr
+        assert "Invalid value" in proc.stderr or "No such option" in proc.stderr
+        no_traceback(proc)

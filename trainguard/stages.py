@@ -9,17 +9,18 @@ module never imports kfp: the components pass their artifacts in.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from trainguard.errors import ConfigError, PreflightFailed, TrainingFailed, ValidationFailed
+from trainguard.errors import CheckpointError, ConfigError, PreflightFailed, TrainingFailed, ValidationFailed
 from trainguard.launch.base import TrainResult, Watcher, diagnose_result
 from trainguard.preflight import Report, run_preflight
 from trainguard.spec import JobSpec, load_spec, parse_spec
 
-__all__ = ["make_spec", "preflight_stage", "train_stage", "validate_stage", "split_names"]
+__all__ = ["make_spec", "preflight_stage", "train_stage", "validate_stage", "split_names", "refused_input"]
 
 
 def split_names(value: str | list[str] | tuple[str, ...] | None) -> list[str]:
@@ -227,6 +228,10 @@ def train_stage(
             diagnosis,
         )
     if not result.succeeded and not early_stopped(result):
+        refused = refused_input(result)
+        if refused:  # the trainer said its input (a checkpoint) is unusable: bad input, exit 2
+            _write(diagnosis_path, f"# The training job refused its input\n\n{refused}\n")
+            raise CheckpointError(f"training job {result.job_name} stopped on bad input: {refused}")
         diagnosis = diagnose_result(result)
         if diagnosis is not None:
             _write(diagnosis_path, diagnosis.to_markdown())
@@ -238,6 +243,23 @@ def train_stage(
             f"training job {result.job_name} ended {result.state}: {result.error}{detail}", result, diagnosis
         )
     return result
+
+
+# How trainguard's runtime, inside a training job, says its input cannot be used (a checkpoint
+# that is crafted, damaged or of another framework; a full disk) before exiting with status 2.
+_REFUSAL = re.compile(r"^(?:\[[\w.:-]+\] )?trainguard: (.+)$")
+
+
+def refused_input(result: TrainResult) -> str:
+    """The runtime's own bad-input message when a replica exited 2 with one, else ''."""
+    exited_2 = 2 in result.exit_codes.values() or "non-zero status of 2." in result.error
+    if not exited_2:
+        return ""
+    for line in reversed(result.log_tail.splitlines()):
+        m = _REFUSAL.match(line.strip())
+        if m:
+            return m.group(1)
+    return ""
 
 
 def validate_stage(

@@ -225,3 +225,45 @@ def test_the_trainer_refuses_a_crafted_checkpoint_with_exit_2(tmp_path):
     assert f"trainguard: {path}: not a checkpoint this runtime loads safely" in proc.stderr
     assert "To resume from step 5" in proc.stderr
     assert not (tmp_path / "planted-ran").exists()
+
+
+def test_trainguard_train_reports_a_crafted_checkpoint_as_bad_input_with_exit_2(tmp_path):
+    import pickle
+
+    from trainguard.runtime.checkpoint import CheckpointManager
+
+    out = tmp_path / "out"
+    good = CheckpointManager(str(out / "checkpoints"), async_save=False)
+    good.save(5, {"state.pt": b"(an older checkpoint)"}, format="torch")
+    good.save(10, {"state.pt": pickle.dumps({"model": {}, "rng": Planted()})}, format="torch")
+    spec = JobSpec.create(
+        "local-project",
+        "us-central1",
+        machine_type="n1-standard-4",
+        image_uri="img",
+        command=["python", str(TRAINER)],
+        args=["--epochs=1"],
+    )
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(spec.to_dict()))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainguard.cli",
+            "train",
+            str(spec_file),
+            "--output-dir",
+            str(out),
+            "--guard",
+            "off",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2, (proc.stdout + proc.stderr)[-3000:]
+    assert "bad input" in proc.stderr and "not a checkpoint this runtime loads safely" in proc.stderr
+    assert "To resume from step 5" in proc.stderr
+    assert not (tmp_path / "planted-ran").exists() and not (out / "planted-ran").exists()

@@ -506,7 +506,7 @@ def main() -> None:
 
         rich_utils.rich_format_error(exc)
         sys.exit(exc.exit_code)
-    except click_exc.Abort:
+    except typer.Abort:
         err.print("aborted")
         sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)

@@ -146,7 +146,7 @@ def load(text: str, where: str) -> Any:
         _precheck(text, where)
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
-        message = bound(redact(str(exc)), 2000)
+        message = bound(redact(_one_line(exc)), 2000)
         raise SpecError(f"is not valid YAML or JSON: {message}", where) from None
     except (ValueError, OverflowError, RecursionError) as exc:  # e.g. an int of 5,000 digits
         raise SpecError(f"is not valid YAML or JSON: {bound(redact(str(exc)), 300)}", where) from None
@@ -178,3 +178,13 @@ def check_shape(data: Any, where: str) -> None:
             pending.extend((item, depth + 1) for item in items)
         if values > MAX_VALUES or chars > MAX_CHARS:
             raise _too_big(where, values, chars)
+
+
+def _one_line(exc: yaml.YAMLError) -> str:
+    """``line 2, column 18: did not find expected ',' or '}' (while parsing a flow mapping)``."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is None or not problem:
+        return " ".join(str(exc).split())
+    context = getattr(exc, "context", None)
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" + (f" ({context})" if context else "")

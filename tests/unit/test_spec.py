@@ -613,3 +613,13 @@ def test_a_spec_that_is_not_utf8_says_so_and_what_to_do(tmp_path, data, needle):
     with pytest.raises(SpecError, match="save the YAML or JSON spec as UTF-8") as info:
         load_spec(path, project=P, region=R)
     assert needle in str(info.value)
+
+
+def test_broken_yaml_is_one_line_naming_where_it_broke(tmp_path):
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("workerPoolSpecs:\n  - machineSpec: {machineType: n1-standard-4\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(bad, project="my-project", region="us-central1")
+    message = str(info.value)
+    assert "\n" not in message
+    assert "line 3, column 1: did not find expected ',' or '}'" in message

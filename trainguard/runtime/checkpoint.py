@@ -61,6 +61,8 @@ __all__ = [
     "FORMAT_FILES",
     "attempt_name",
     "safe_relative_name",
+    "save_policy",
+    "note",
 ]
 
 COMMIT_MARKER = "COMMIT"
@@ -119,6 +121,17 @@ class SavePolicy:
         if self.every_steps and step % self.every_steps == 0:
             return True
         return bool(self.every_seconds and now - last_time >= self.every_seconds)
+
+
+def save_policy(save: SavePolicy | int | None) -> SavePolicy:
+    """A :class:`SavePolicy` from ``save``: a policy, N (every N steps), or None (every 100)."""
+    if save is None:
+        return SavePolicy(every_steps=100)
+    if isinstance(save, SavePolicy):
+        return save
+    if isinstance(save, int) and not isinstance(save, bool) and save >= 1:
+        return SavePolicy(every_steps=save)
+    raise ValueError(f"save={save!r}: pass N >= 1 (save every N steps) or a SavePolicy")
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from trainguard.runtime.checkpoint import (
     Sharded,
     attempt_name,
     note,
+    save_policy,
 )
 from trainguard.runtime.env import VertexEnv
 from trainguard.runtime.history import HistoryWriter
@@ -121,12 +122,7 @@ class Checkpointer:
         handle_sigterm: bool = True,
         deadline_s: float | None = None,
     ) -> None:
-        if isinstance(save, bool):
-            raise ValueError(f"save={save}: save every N >= 1 steps, or pass a SavePolicy")
-        if isinstance(save, int):
-            if save < 1:
-                raise ValueError(f"save={save}: save every N >= 1 steps, or pass a SavePolicy")
-            save = SavePolicy(every_steps=save)
+        save = save_policy(save)
         if not 0 <= rank < max(1, world_size):
             raise ValueError(f"rank {rank} is outside world size {world_size}")
         self.rank, self.world_size = rank, max(1, world_size)

@@ -28,7 +28,16 @@ from collections.abc import Mapping
 from typing import Any, BinaryIO
 
 from trainguard.errors import CheckpointError
-from trainguard.runtime.checkpoint import Checkpoint, CheckpointManager, RetentionPolicy, SavePolicy
+from trainguard.runtime.checkpoint import (
+    Checkpoint,
+    CheckpointManager,
+    RetentionPolicy,
+    SavePolicy,
+    note,
+    safe_relative_name,
+    save_policy,
+)
+from trainguard.runtime.checkpointer import PREEMPTED_EXIT
 from trainguard.runtime.env import VertexEnv
 from trainguard.runtime.history import HistoryWriter
 from trainguard.runtime.storage import join, store_for
@@ -42,11 +51,7 @@ __all__ = [
     "load_torch",
     "note",
     "save_policy",
-    "safe_file_name",
 ]
-
-#: The exit status after a SIGTERM save (128 + SIGTERM), as a process killed by it would report.
-PREEMPTED_EXIT = 143
 
 # Metric-name prefixes that say which split a logged value belongs to (Lightning's ``val_loss``,
 # ``val/acc``, Hugging Face's ``eval_loss``, Keras' ``val_accuracy``). One table for every guard.
@@ -68,11 +73,6 @@ _SPLIT_PREFIXES: tuple[tuple[str, str], ...] = (
 )
 
 
-def note(message: str) -> None:
-    """One line for the job's log (stderr: what Vertex and the local backend keep)."""
-    print(f"trainguard: {message}", file=sys.stderr, flush=True)
-
-
 def split_metric(name: str) -> tuple[str, str]:
     """``(split, name without the split prefix)`` of a logged metric; unprefixed names are train.
 
@@ -84,27 +84,6 @@ def split_metric(name: str) -> tuple[str, str]:
         if lower.startswith(prefix) and len(name) > len(prefix):
             return split, name[len(prefix) :]
     return "train", name
-
-
-def save_policy(save: SavePolicy | int | None) -> SavePolicy:
-    """A :class:`SavePolicy` from ``save``: a policy, N (every N steps), or None (every 100)."""
-    if save is None:
-        return SavePolicy(every_steps=100)
-    if isinstance(save, SavePolicy):
-        return save
-    if isinstance(save, int) and not isinstance(save, bool) and save >= 1:
-        return SavePolicy(every_steps=save)
-    raise ValueError(f"save={save!r}: pass N >= 1 (save every N steps) or a SavePolicy")
-
-
-def safe_file_name(name: object) -> bool:
-    """True for a plain relative file name (``a/b.bin``): no ``..``, no absolute path, no oddities."""
-    if not isinstance(name, str) or not name or len(name) > 500 or name.startswith("/"):
-        return False
-    return all(
-        part not in ("", ".", "..") and all(c.isalnum() or c in "._-=+" for c in part)
-        for part in name.split("/")
-    )
 
 
 # -- RNG states as plain data --
@@ -272,7 +251,7 @@ class GuardCore:
         symbolic links are refused)."""
         import io
 
-        if not safe_file_name(name) or name not in checkpoint.files:
+        if not safe_relative_name(name) or name not in checkpoint.files:
             raise CheckpointError(f"{checkpoint.uri}: no file {name!r} in the checkpoint")
         path = join(self.root(checkpoint), name)
         if path.startswith("gs://"):

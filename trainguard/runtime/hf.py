@@ -56,9 +56,9 @@ from transformers import TrainerCallback
 
 from trainguard.errors import CheckpointError
 from trainguard.runtime import checkpoint as checkpoint_module
-from trainguard.runtime.checkpoint import Checkpoint, RetentionPolicy, Stream
+from trainguard.runtime.checkpoint import Checkpoint, RetentionPolicy, Stream, safe_relative_name
 from trainguard.runtime.env import VertexEnv
-from trainguard.runtime.guard_base import GuardCore, load_torch, note, safe_file_name, split_metric
+from trainguard.runtime.guard_base import GuardCore, load_torch, note, split_metric
 from trainguard.runtime.storage import join, store_for
 
 __all__ = ["Guard", "STATE_FILE", "LEFT_OUT"]
@@ -154,7 +154,7 @@ class Guard(TrainerCallback):
     def _local_copy(self, checkpoint: Checkpoint) -> str:
         root = GuardCore.root(checkpoint)
         for name in checkpoint.files:
-            if not safe_file_name(name):
+            if not safe_relative_name(name):
                 raise CheckpointError(
                     f"{checkpoint.uri}: its COMMIT names {name!r}, not a plain "
                     "relative file name; move the checkpoint out of the "
@@ -307,7 +307,7 @@ class Guard(TrainerCallback):
         """Hard links to the checkpoint's files: the Trainer may delete its folder meanwhile."""
         shutil.rmtree(staging, ignore_errors=True)
         for name in self._names(folder):
-            if name in LEFT_OUT or not safe_file_name(name):
+            if name in LEFT_OUT or not safe_relative_name(name):
                 continue
             _link_or_copy(folder / name, staging / name)
         self._staged.append(staging)

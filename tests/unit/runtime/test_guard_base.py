@@ -8,10 +8,9 @@ import random
 
 import pytest
 
-from trainguard.runtime.checkpoint import SavePolicy
+from trainguard.runtime.checkpoint import SavePolicy, safe_relative_name
 from trainguard.runtime.guard_base import (
     rng_state,
-    safe_file_name,
     save_policy,
     set_rng_state,
     split_metric,
@@ -81,4 +80,4 @@ def test_save_accepts_a_step_count_or_a_policy_and_refuses_the_rest():
     ],
 )
 def test_checkpoint_file_names_are_plain_relative_names(name, ok):
-    assert safe_file_name(name) is ok
+    assert safe_relative_name(name) is ok

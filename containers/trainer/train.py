@@ -244,9 +244,11 @@ def setup_device(args: argparse.Namespace, env: VertexEnv, distributed: bool) ->
             # collective waits for the slowest: one thread each keeps them in step. Tiny model.
             torch.set_num_threads(1)
     if device.type == "cuda":
+        # The CPU kernels this model uses are deterministic already; the switch (which also
+        # imports torch._inductor: ~1 s at every start and restart) matters on CUDA.
         torch.backends.cudnn.deterministic = True
         torch.backends.cuda.matmul.allow_tf32 = False
-    torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.use_deterministic_algorithms(True, warn_only=True)
     return device
 
 

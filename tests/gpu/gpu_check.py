@@ -402,6 +402,17 @@ def stall(device: str, tmp: Path, dry: bool) -> dict:
     return report
 
 
+def _prewarm() -> None:
+    """Imports here, once, what each forked dry-run worker would import again: the workers'
+    ``torch.use_deterministic_algorithms`` alone imports ``torch._inductor`` (~1 s a run)."""
+    import torch._inductor.config  # noqa: F401
+    import torch.distributed.checkpoint  # noqa: F401
+    import torch.distributed.checkpoint.state_dict  # noqa: F401
+    import torch.distributed.fsdp  # noqa: F401
+
+    import trainguard.runtime.torch_dcp  # noqa: F401
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "worker":
@@ -430,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
         + (f" ({torch.cuda.get_device_name(0)})" if not dry else " (dry run)"),
         flush=True,
     )
+    if dry:
+        _prewarm()
     with tempfile.TemporaryDirectory(prefix="tg-gpu-") as tmp:
         checks = kill_and_resume(device, Path(tmp), dry, random.Random(5))
         report = {"torch": torch.__version__, "device": device, "dry_run": dry, "checks": checks}

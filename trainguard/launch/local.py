@@ -102,6 +102,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _thread_share(world: int) -> dict[str, str]:
+    """``OMP_NUM_THREADS`` for replicas that share this machine's cores (as torchrun sets it), so
+    that their intra-op thread pools do not spin against each other; the user's own setting (in
+    this environment or the pool's ``env``) wins. Nothing for a single replica."""
+    if world <= 1:
+        return {}
+    return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // world))}
+
+
 def contract_env(
     spec: JobSpec,
     base: str,
@@ -247,10 +256,12 @@ class LocalBackend:
         world = check_replicas(spec)
         ports = {(p.index, r): _free_port() for p in pools for r in range(p.replica_count)}
         workers, rank = [], 0
+        shared = _thread_share(world)
         for pool in pools:
             argv = resolve_command(pool)
             for replica in range(pool.replica_count):
                 env = {
+                    **shared,
                     **os.environ,
                     **self.extra_env,
                     **contract_env(spec, base, pool, replica, rank, world, ports, job_id),

@@ -172,6 +172,25 @@ def test_pool_env_reaches_the_worker(tmp_path):
     assert "LR=0.1" in result.log_tail
 
 
+def test_replicas_sharing_this_machine_split_its_cores_unless_the_user_set_threads(tmp_path, monkeypatch):
+    echo = script(
+        tmp_path, "import os; print(os.environ['RANK'], 'threads', os.environ.get('OMP_NUM_THREADS'))\n"
+    )
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    two = LocalBackend().run(spec(["python", echo], str(tmp_path / "two"), replicas=2))
+    assert "0 threads 4" in two.log_tail and "1 threads 4" in two.log_tail
+    one = LocalBackend().run(spec(["python", echo], str(tmp_path / "one")))
+    assert "0 threads None" in one.log_tail  # a single replica keeps the library's default
+    mine = LocalBackend().run(
+        spec(["python", echo], str(tmp_path / "mine"), replicas=2, env={"OMP_NUM_THREADS": "3"})
+    )
+    assert "0 threads 3" in mine.log_tail and "1 threads 3" in mine.log_tail
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    outer = LocalBackend().run(spec(["python", echo], str(tmp_path / "outer"), replicas=2))
+    assert "0 threads 2" in outer.log_tail and "1 threads 2" in outer.log_tail
+
+
 def test_preemption_can_be_triggered_by_a_log_line(tmp_path):
     worker = script(
         tmp_path,

@@ -38,15 +38,15 @@ import math
 import os
 import re
 import secrets
-import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from trainguard.errors import CheckpointError, UserError
+from trainguard.runtime.preemption import SigtermFlag
 from trainguard.runtime.storage import FileStore, join, store_for
 
 __all__ = [
@@ -259,9 +259,7 @@ class CheckpointManager:
         self._last_time = time.monotonic()
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
-        self._preempted = threading.Event()
-        self._previous_handler: Any = None
-        self._handler_installed = False
+        self._sigterm = SigtermFlag()
 
     # -- reading --
 
@@ -572,24 +570,15 @@ class CheckpointManager:
     @property
     def preempted(self) -> bool:
         """True once SIGTERM arrived: save now (``should_save`` says so) and exit."""
-        return self._preempted.is_set()
+        return self._sigterm.is_set
 
     def install_sigterm_handler(self) -> None:
         """On SIGTERM, flag a preemption instead of dying mid-step (main thread only)."""
-
-        def handler(signum, frame):
-            self._preempted.set()
-
-        self._previous_handler = signal.signal(signal.SIGTERM, handler)
-        self._handler_installed = True
+        self._sigterm.install()
 
     def uninstall_sigterm_handler(self) -> None:
         """Puts back the SIGTERM handler that was there before ``install_sigterm_handler``."""
-        if self._handler_installed:
-            previous = self._previous_handler
-            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-            self._handler_installed = False
-            self._previous_handler = None
+        self._sigterm.uninstall()
 
     def __enter__(self) -> CheckpointManager:
         return self

@@ -21,9 +21,7 @@ import inspect
 import os
 import pickle
 import random
-import signal
 import sys
-import threading
 from collections.abc import Mapping
 from typing import Any, BinaryIO
 
@@ -40,6 +38,7 @@ from trainguard.runtime.checkpoint import (
 from trainguard.runtime.checkpointer import PREEMPTED_EXIT
 from trainguard.runtime.env import VertexEnv
 from trainguard.runtime.history import HistoryWriter
+from trainguard.runtime.preemption import SigtermFlag
 from trainguard.runtime.storage import join, store_for
 
 __all__ = [
@@ -210,9 +209,7 @@ class GuardCore:
         self.directory = self.manager.directory
         self.history_path = env.history_path if history is None or history is True else (history or "")
         self.history: HistoryWriter | None = None
-        self._preempted = threading.Event()
-        self._previous_handler: Any = None
-        self._handler_installed = False
+        self._sigterm = SigtermFlag()
         self._formats = "format" in inspect.signature(self.manager.save).parameters
         self.last_saved: int | None = None  # the step of the newest checkpoint, restored or saved
         self._at_exit = False
@@ -312,30 +309,19 @@ class GuardCore:
     @property
     def preempted(self) -> bool:
         """True once SIGTERM arrived."""
-        return self._preempted.is_set()
+        return self._sigterm.is_set
 
     def mark_preempted(self) -> None:
         """Acts as if SIGTERM had arrived (another process of the job got it)."""
-        self._preempted.set()
+        self._sigterm.set()
 
     def install_sigterm_handler(self) -> None:
         """On SIGTERM, set the flag the guard checks at its next save point (main thread only)."""
-        if self._handler_installed or threading.current_thread() is not threading.main_thread():
-            return
-
-        def handler(signum, frame) -> None:
-            self._preempted.set()
-
-        self._previous_handler = signal.signal(signal.SIGTERM, handler)
-        self._handler_installed = True
+        self._sigterm.install(main_thread_only=True)
 
     def uninstall_sigterm_handler(self) -> None:
         """Puts back the SIGTERM handler that was there before."""
-        if self._handler_installed:
-            previous = self._previous_handler
-            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-            self._handler_installed = False
-            self._previous_handler = None
+        self._sigterm.uninstall()
 
     def preempted_exit(self, step: int, exit: bool = True) -> None:
         """After the SIGTERM save: close and exit 143 (or return with ``exit=False``)."""

@@ -28,7 +28,7 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -168,7 +168,8 @@ def parse_lines_arrow(data: bytes) -> Batch | None:
         )
     except (pa.ArrowException, ValueError):  # not JSON, a type change in a column, ...
         return None
-    lines, records = layout
+    lines, starts, ends = layout
+    records = int(starts.size)
     if table.num_rows != records:  # two objects on one line, or one over two lines
         return None
     steps = _steps(table)
@@ -176,11 +177,13 @@ def parse_lines_arrow(data: bytes) -> Batch | None:
     metrics = _metric_columns(table)
     if steps is None or labels_codes is None or metrics is None:
         return None
-    return Batch(records, lines, _groups(steps, *labels_codes, metrics))
+    groups = _groups(steps, *labels_codes, metrics, lambda row: data[starts[row] : ends[row]])
+    return Batch(records, lines, groups)
 
 
-def _simple_layout(data: bytes) -> tuple[int, int] | None:
-    """(lines, records) when every non-blank line is one short ``{...}`` (CRLF allowed)."""
+def _simple_layout(data: bytes) -> tuple[int, np.ndarray, np.ndarray] | None:
+    """(lines, each record's start, each record's end) when every non-blank line is one short
+    ``{...}`` (CRLF allowed)."""
     buf = np.frombuffer(data, dtype=np.uint8)
     ends = np.flatnonzero(buf == ord("\n"))
     if ends.size == 0 or ends[-1] != buf.size - 1:
@@ -198,7 +201,7 @@ def _simple_layout(data: bytes) -> tuple[int, int] | None:
         starts, ends, crlf = starts[text], ends[text], crlf[text]
     if np.any(buf[starts] != ord("{")) or np.any(buf[ends - 1 - crlf] != ord("}")):
         return None
-    return int(text.size), int(starts.size)
+    return int(text.size), starts, ends
 
 
 def _shallow(data: bytes, starts: np.ndarray, ends: np.ndarray, length: np.ndarray) -> bool:
@@ -296,6 +299,7 @@ def _groups(
     labels: list[str],
     codes: np.ndarray | None,
     metrics: list[tuple[str, np.ndarray, np.ndarray | None]],
+    line: Callable[[int], bytes],
 ) -> list:
     by_label = [None] * len(labels) if codes is None else [codes == k for k in range(len(labels))]
     found = []
@@ -308,8 +312,24 @@ def _groups(
             index = np.flatnonzero(mask)
             if index.size:
                 found.append((int(index[0]), order, label, name, steps[index], values[index]))
-    found.sort(key=lambda item: item[:2])  # first appearance, as json would meet them
-    return [(label, name, s, v) for _, _, label, name, s, v in found]
+    found.sort(key=lambda item: item[:2])
+    return [(label, name, s, v) for _, _, label, name, s, v in _as_json_meets_them(found, line)]
+
+
+def _as_json_meets_them(found: list, line: Callable[[int], bytes]) -> list:
+    """``found`` (sorted by first record, then the schema's field order) in the order json meets
+    the points: by first record, then by the key's place in that record. The schema lists fields
+    as the block first met them, so a record that lists its keys in another order than the
+    records before it (``"loss"`` after ``"acc"`` there, before it here) is read once more, by
+    json, for its key order."""
+    out: list = []
+    for _, same_row in itertools.groupby(found, key=lambda item: item[0]):
+        items = list(same_row)
+        if len(items) > 1:
+            keys = {name: place for place, name in enumerate(json.loads(line(items[0][0]))["metrics"])}
+            items.sort(key=lambda item: keys.get(item[3], len(keys)))
+        out.extend(items)
+    return out
 
 
 # --- json: the reference, and what names a bad line -------------------------------------------

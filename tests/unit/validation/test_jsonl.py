@@ -132,6 +132,25 @@ def test_arrow_agrees_with_json_or_steps_aside(line: str) -> None:
             _same(fast, exact)
 
 
+def test_a_record_listing_its_keys_in_another_order_keeps_jsons_series_order() -> None:
+    # Found by the fuzzer: the block's schema lists "acc" before "loss" (the first record has no
+    # "loss"), the first train record lists "loss" first; the report lists series as json meets them.
+    data = (
+        b'{"step":0,"split":"val","metrics":{"acc":0.1,"val_loss":0.2}}\n'
+        b'{"step":1,"split":"train","metrics":{"loss":0.3,"acc":0.4}}\n'
+        b'{"step":2,"split":"train","metrics":{"acc":0.5,"loss":0.6}}\n'
+    )
+    fast = parse_lines_arrow(data)
+    assert fast is not None
+    assert [g[:2] for g in fast.groups] == [
+        ("val", "acc"),
+        ("val", "val_loss"),
+        ("train", "loss"),
+        ("train", "acc"),
+    ]
+    _same(fast, parse_lines_json(data))
+
+
 def test_not_utf8_goes_to_json() -> None:
     data = b'{"step":1,"split":"\xff","metrics":{"loss":1.0}}\n'
     assert parse_lines_arrow(data) is None

@@ -1,10 +1,24 @@
-"""Settings for the whole suite."""
+"""Settings for the whole suite (read by the xdist controller before it starts the workers, so
+the workers and every process they start inherit them)."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 # Three xdist workers share two cores, and many tests start trainers of their own: one intra-op
 # thread per process stops them spinning against each other (torchrun sets the same for its
 # workers). Set before any test module imports torch.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# One XLA compilation cache for the suite: the JAX tests restart processes (that is what they
+# prove), and every start compiled the same programs again (~2 s of CPU each). The cache is
+# JAX's own (keyed by program, flags and versions); its programs are the ones a fresh compile
+# makes, and the byte-identical resume tests check exactly that.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    _xla_cache = tempfile.mkdtemp(prefix="trainguard-tests-xla-")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _xla_cache
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # our programs compile fast
+    atexit.register(shutil.rmtree, _xla_cache, True)

@@ -21,6 +21,7 @@ import sys
 import time
 import zipfile
 
+import digits
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -73,15 +74,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def load_data(train_fraction: float, seed: int):
     """The digits (8x8 images, 10 classes), scaled to [0, 1], split as the PyTorch trainer does."""
-    from sklearn.datasets import load_digits
-
-    x, y = load_digits(return_X_y=True)
-    x = (x / 16.0).astype(np.float32)
-    order = np.random.RandomState(seed).permutation(len(x))
-    x, y = x[order], y[order].astype(np.int32)
-    n_train = max(10, int(len(x) * train_fraction))
-    n_val = min(len(x) - n_train, 360)
-    return x[:n_train], y[:n_train], x[len(x) - n_val :], y[len(x) - n_val :]
+    x_train, y_train, x_val, y_val = digits.load(train_fraction, seed)
+    return x_train, y_train.astype(np.int32), x_val, y_val.astype(np.int32)
 
 
 def spec_for(shape: tuple[int, ...], devices: int) -> P:

@@ -21,8 +21,8 @@ os.environ.setdefault("KERAS_BACKEND", "torch")
 # one; conditional numerical reproducibility makes a resumed CPU run bit-identical.
 os.environ.setdefault("MKL_CBWR", "COMPATIBLE")
 
+import digits  # noqa: E402
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 
 from trainguard.runtime import VertexEnv  # noqa: E402
 from trainguard.runtime.keras import Guard  # noqa: E402
@@ -65,22 +65,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def digits(seed: int, train_fraction: float, label_noise: float):
-    from sklearn.datasets import load_digits
-
-    x, y = load_digits(return_X_y=True)
-    x = (x / 16.0).astype(np.float32)
-    order = np.random.RandomState(seed).permutation(len(x))
-    x, y = x[order], y[order].astype(np.int64)
-    n_train, n_val = max(10, int(len(x) * train_fraction)), 360
-    y_train = y[:n_train].copy()
-    if label_noise > 0:
-        rs = np.random.RandomState(seed + 1)
-        flip = rs.rand(n_train) < label_noise
-        y_train[flip] = rs.randint(0, 10, flip.sum())
-    return (x[:n_train], y_train), (x[-n_val:], y[-n_val:])
-
-
 class Report(keras.callbacks.Callback):
     """Prints each epoch's validation loss; sleeps per step when asked (preemption tests)."""
 
@@ -100,7 +84,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     env = VertexEnv.from_environ(default_base=args.output_dir)
     keras.utils.set_random_seed(args.seed)
-    (x, y), (x_val, y_val) = digits(args.seed, args.train_fraction, args.label_noise)
+    x, y, x_val, y_val = digits.load(args.train_fraction, args.seed, args.label_noise)
     model = keras.Sequential(
         [
             keras.Input((64,)),

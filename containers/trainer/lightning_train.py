@@ -19,8 +19,8 @@ import time
 # one; conditional numerical reproducibility makes a resumed CPU run bit-identical.
 os.environ.setdefault("MKL_CBWR", "COMPATIBLE")
 
+import digits  # noqa: E402
 import lightning as L  # noqa: E402
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
@@ -66,22 +66,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def digits(seed: int, train_fraction: float, label_noise: float):
-    from sklearn.datasets import load_digits
-
-    x, y = load_digits(return_X_y=True)
-    x = (x / 16.0).astype(np.float32)
-    order = np.random.RandomState(seed).permutation(len(x))
-    x, y = x[order], y[order].astype(np.int64)
-    n_train, n_val = max(10, int(len(x) * train_fraction)), 360
-    y_train = y[:n_train].copy()
-    if label_noise > 0:
-        rs = np.random.RandomState(seed + 1)
-        flip = rs.rand(n_train) < label_noise
-        y_train[flip] = rs.randint(0, 10, flip.sum())
-    return (
-        TensorDataset(torch.from_numpy(x[:n_train]), torch.from_numpy(y_train)),
-        TensorDataset(torch.from_numpy(x[-n_val:]), torch.from_numpy(y[-n_val:])),
+def datasets(seed: int, train_fraction: float, label_noise: float):
+    x, y, x_val, y_val = digits.load(train_fraction, seed, label_noise)
+    return TensorDataset(torch.from_numpy(x), torch.from_numpy(y)), TensorDataset(
+        torch.from_numpy(x_val), torch.from_numpy(y_val)
     )
 
 
@@ -132,7 +120,7 @@ def main(argv=None) -> int:
     env = VertexEnv.from_environ(default_base=args.output_dir)
     L.seed_everything(args.seed, verbose=False)
     torch.use_deterministic_algorithms(True, warn_only=True)
-    train, val = digits(args.seed, args.train_fraction, args.label_noise)
+    train, val = datasets(args.seed, args.train_fraction, args.label_noise)
     model = Classifier(args.hidden, args.dropout, args.lr, args.step_sleep)
     trainer = L.Trainer(
         max_epochs=args.epochs,

@@ -30,6 +30,7 @@ import time
 # one; conditional numerical reproducibility makes a resumed CPU run bit-identical.
 os.environ.setdefault("MKL_CBWR", "COMPATIBLE")
 
+import digits  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -123,26 +124,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def load_data(train_fraction: float, seed: int, label_noise: float, raw: bool = False):
-    from sklearn.datasets import load_digits
-
-    x, y = load_digits(return_X_y=True)
-    x = (x if raw else x / 16.0).astype(np.float32)
-    order = np.random.RandomState(seed).permutation(len(x))
-    x, y = x[order], y[order]
-    n_train = max(10, int(len(x) * train_fraction))
-    n_val = min(len(x) - n_train, 360)
-    x_train, y_train = x[:n_train], y[:n_train].copy()
-    if label_noise > 0:
-        rs = np.random.RandomState(seed + 1)
-        flip = rs.rand(len(y_train)) < label_noise
-        y_train[flip] = rs.randint(0, 10, flip.sum())
-    x_val, y_val = x[len(x) - n_val :], y[len(x) - n_val :]
-    return (
-        torch.from_numpy(x_train),
-        torch.from_numpy(y_train).long(),
-        torch.from_numpy(x_val),
-        torch.from_numpy(y_val).long(),
-    )
+    x_train, y_train, x_val, y_val = digits.load(train_fraction, seed, label_noise, raw)
+    return tuple(torch.from_numpy(a) for a in (x_train, y_train, x_val, y_val))
 
 
 def lr_spike(text: str) -> tuple[int, float, int]:

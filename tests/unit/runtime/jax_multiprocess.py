@@ -46,6 +46,14 @@ def local(state) -> dict:
     }
 
 
+def result(value: dict) -> None:
+    """``RESULT <json>`` in one write: Gloo's C++ logging shares this stdout, and with
+    PYTHONUNBUFFERED ``print`` writes the text and its newline separately (a log line once
+    landed between them)."""
+    sys.stdout.write(f"RESULT {json.dumps(value)}\n")
+    sys.stdout.flush()
+
+
 ckpt = JaxCheckpointer(directory=directory, save=2, handle_sigterm=False)
 start = ckpt.restore(state_of(-100))
 if mode == "save":
@@ -54,20 +62,16 @@ if mode == "save":
         ckpt.step(step, state=state_of(step), extra={"step": step}, loss=float(step))
         draw = float(np.random.rand())
     ckpt.close()
-    print("RESULT " + json.dumps({"rank": ckpt.rank, "world": ckpt.world_size, "draw": draw}), flush=True)
+    result({"rank": ckpt.rank, "world": ckpt.world_size, "draw": draw})
 else:
     ckpt.close()
-    print(
-        "RESULT "
-        + json.dumps(
-            {
-                "rank": ckpt.rank,
-                "step": start.step,
-                "extra": start.extra,
-                "next_draw": float(np.random.rand()),
-                "shards": local(start.state),
-                "expected": local(state_of(4)),
-            }
-        ),
-        flush=True,
+    result(
+        {
+            "rank": ckpt.rank,
+            "step": start.step,
+            "extra": start.extra,
+            "next_draw": float(np.random.rand()),
+            "shards": local(start.state),
+            "expected": local(state_of(4)),
+        }
     )

@@ -29,6 +29,9 @@ install: $(STAMP) ## create .venv and install trainguard with the dev and torch 
 # 2 cores of a CI machine keeps both busy; worksteal rebalances the long tests at the end.
 PYTEST_WORKERS ?= 3
 
+# Python caches compiled modules (and pytest its rewritten tests) unless PYTHONDONTWRITEBYTECODE is
+# set, as it is on some machines: the suite starts ~150 processes that import trainguard.
+test: export PYTHONDONTWRITEBYTECODE :=
 test: lint ## lint, then the test suite (unit, integration on loopback servers, pipelines), in parallel
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 

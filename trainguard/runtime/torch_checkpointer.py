@@ -11,6 +11,7 @@ scheduler go with each rank; everything loads with ``weights_only=True``.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 
@@ -36,6 +37,7 @@ __all__ = ["TorchCheckpointer", "FORMAT_TORCH", "FORMAT_DCP"]
 FORMAT_TORCH = "torch"
 FORMAT_DCP = "torch-dcp"
 _RANK_KEY = re.compile(r"rank(\d+)$")
+_PLAN_KEYS = itertools.count()  # one key in DCP's plan cache per checkpointer
 
 
 def _has_dtensor(model) -> bool:
@@ -110,6 +112,7 @@ class TorchCheckpointer(Checkpointer):
         # collectives (saver thread). Two threads must never share a group: collectives pair up
         # by order of issue.
         self._ctl = self._io = None
+        self._plans = str(next(_PLAN_KEYS))
         if initialised:
             if self.world_size > 1:
                 self._ctl = dist.new_group(backend="gloo")
@@ -201,12 +204,13 @@ class TorchCheckpointer(Checkpointer):
     def _dcp_save(self, staged, uri: str) -> None:
         import torch.distributed.checkpoint as dcp
 
-        from trainguard.runtime.torch_dcp import writer_for
+        from trainguard.runtime.torch_dcp import save_planner, writer_for
 
         state = staged.result()
         writer = writer_for(uri, self.manager.store)
         if self._io is not None:
-            dcp.save(state, storage_writer=writer, process_group=self._io)
+            planner = save_planner(self._plans)
+            dcp.save(state, storage_writer=writer, planner=planner, process_group=self._io)
         else:
             dcp.save(state, storage_writer=writer, no_dist=True)
 

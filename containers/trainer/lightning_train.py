@@ -68,9 +68,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def datasets(seed: int, train_fraction: float, label_noise: float):
     x, y, x_val, y_val = digits.load(train_fraction, seed, label_noise)
-    return TensorDataset(torch.from_numpy(x), torch.from_numpy(y)), TensorDataset(
-        torch.from_numpy(x_val), torch.from_numpy(y_val)
-    )
+    train = TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
+    return train, TensorDataset(torch.from_numpy(x_val), torch.from_numpy(y_val))
 
 
 class Classifier(L.LightningModule):

@@ -42,7 +42,10 @@ def test_reading_them_does_not_import_scikit_learn():
 
 
 def test_without_the_bundled_file_load_digits_reads_them(digits, monkeypatch):
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "sklearn" else real(name, *a)
+    )
     x, _ = digits.raw_digits()
     assert x.shape == (1797, 64)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import csv
 
 from trainguard.errors import HistoryError
@@ -32,6 +33,11 @@ def detect_format(name: str, head: bytes) -> str:
         raise HistoryError(f"{name}: the file is empty; the training wrote no history")
     if text.startswith(b"{"):
         return "jsonl"
+    if not _is_text(text):
+        raise HistoryError(
+            f"{name}: binary data (or text not in UTF-8), not a history: JSONL records, a Keras or "
+            f"Lightning CSV, or TensorBoard event files; is it the right file (not compressed)?"
+        )
     columns = _first_row(text)
     if len(columns) > 1:
         if "step" in columns:
@@ -48,6 +54,17 @@ def detect_format(name: str, head: bytes) -> str:
         f"{name}: not a history in a known format (JSONL records, a Keras or Lightning CSV, or "
         f"TensorBoard event files); force one with --format"
     )
+
+
+def _is_text(head: bytes) -> bool:
+    """No NUL byte, and UTF-8 (a character cut at the end of the head allowed)."""
+    if b"\x00" in head:
+        return False
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _first_row(text: bytes) -> list[str]:

@@ -347,6 +347,16 @@ def test_random_binary_is_a_history_error(tmp_path) -> None:
             load_history(path)
 
 
+@pytest.mark.parametrize("name", ["history.jsonl.gz", "log.csv", "metrics"])
+def test_a_compressed_or_binary_file_is_named_binary(tmp_path, name) -> None:
+    import gzip
+
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(b"epoch,loss\n0,1.5\n1,1.0\n" * 50))
+    with pytest.raises(HistoryError, match=r"binary data .*not compressed"):
+        load_history(path)
+
+
 def test_unknown_format(tmp_path) -> None:
     with pytest.raises(ConfigError, match="unknown history format 'parquet'"):
         load_history(FIXTURES / "healthy" / "history.jsonl", format="parquet")

@@ -3,7 +3,8 @@
 (a) training-thread stall of an async save vs a synchronous save of the same ~200 MB PyTorch state
     (goal: async stall ≤ 5 % of the synchronous one);
 (b) save throughput vs a raw write of the same bytes (open/write/fsync) and a file copy
-    (goal ≥ 0.8×);
+    (goal ≥ 0.8×; checkpoint files are written out while written, see ``runtime/writeback.py``,
+    so a save can beat a plain write-then-fsync);
 (c) restore time (find the newest complete checkpoint and read it back);
 (d) sharded save (FSDP2 on 2 ranks, torch.distributed.checkpoint through TorchCheckpointer) vs a raw
     write of the same bytes by the same 2 processes (open/write/fsync, in parallel) (goal ≥ 0.8×).
@@ -169,6 +170,7 @@ def _sharded_rank(rank: int, world: int, root: str, total_mb: int, results) -> N
         retention=RetentionPolicy(keep_last=100),
     )
     ckpt.save(1, blocking=True)  # warm-up; and the size of this rank's shard files
+    dist.barrier()  # the chief writes COMMIT after the other ranks' part of the save returned
     size = sum(v for k, v in ckpt.manager.checkpoint(1).sizes.items() if k.startswith(f"__{rank}_"))
     sizes = [0] * world
     dist.all_gather_object(sizes, size)

@@ -1,6 +1,7 @@
 """A very small filesystem seam for the runtime: local/FUSE paths and ``gs://`` URIs.
 
-Local writes are atomic (temporary file + ``os.replace`` + directory fsync); a GCS object write is
+Local writes are atomic (temporary file + ``os.replace`` + directory fsync) and reach the disk while
+they are made (:mod:`~trainguard.runtime.writeback`); a GCS object write is
 atomic by itself (an object appears whole or not at all), which is why checkpoints use a commit
 marker rather than a rename. ``google-cloud-storage`` is imported only when a ``gs://`` URI is
 used; it honours ``STORAGE_EMULATOR_HOST``.
@@ -24,6 +25,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
+
+from trainguard.runtime.writeback import WritebackFile
 
 __all__ = [
     "FileStore",
@@ -158,7 +161,7 @@ class LocalStore(FileStore):
         watch = None
         try:
             with os.fdopen(fd, "wb") as handle:
-                watch = _SpaceWatch(handle)
+                watch = _SpaceWatch(WritebackFile(handle))  # type: ignore[arg-type]
                 writer(watch)  # type: ignore[arg-type]  # a file-like proxy of the handle
                 handle.flush()
                 os.fsync(handle.fileno())

@@ -26,11 +26,12 @@ from collections.abc import Collection, Iterator
 import torch
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
-from torch.distributed.checkpoint.filesystem import FileSystemBase
+from torch.distributed.checkpoint.filesystem import FileSystem, FileSystemBase
 
 from trainguard.errors import CheckpointError
 from trainguard.runtime.checkpoint import safe_relative_name
 from trainguard.runtime.storage import FileStore, join
+from trainguard.runtime.writeback import WritebackFile
 
 __all__ = ["SafeReader", "SafeLoadPlanner", "writer_for", "reader_for", "safe_metadata", "save_planner"]
 
@@ -181,6 +182,16 @@ class _StoreFileSystem(FileSystemBase):
         return self.store.list(os.fspath(path))
 
 
+class _WritebackFileSystem(FileSystem):
+    """DCP's local file system, its shard files written out while DCP serialises the rest (see
+    :mod:`~trainguard.runtime.writeback`): the fsync at the end waits for the last few MB only."""
+
+    @contextlib.contextmanager
+    def create_stream(self, path, mode: str) -> Iterator[io.IOBase]:
+        with super().create_stream(path, mode) as stream:
+            yield WritebackFile(stream) if "w" in mode else stream
+
+
 def _threads() -> int:
     # DCP writes one file per thread; one thread serialises and writes at ~half a disk's speed.
     return max(1, min(4, os.cpu_count() or 1))
@@ -190,7 +201,9 @@ def writer_for(uri: str, store: FileStore) -> FileSystemWriter:
     """DCP's writer for an attempt directory: local/FUSE as is (fsynced), ``gs://`` over ``store``
     (an object is durable once its upload completes: no fsync). Several writer threads per rank."""
     if not uri.startswith("gs://"):
-        return FileSystemWriter(uri, sync_files=True, thread_count=_threads())
+        writer = FileSystemWriter(uri, sync_files=True, thread_count=_threads())
+        writer.fs = _WritebackFileSystem()
+        return writer
     writer = FileSystemWriter(uri, sync_files=False, thread_count=_threads())
     writer.fs = _StoreFileSystem(store)
     writer.path = uri

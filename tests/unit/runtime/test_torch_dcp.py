@@ -119,3 +119,28 @@ def test_positions_that_differ_per_rank_cannot_move_to_another_world_size(tmp_pa
     assert codes == [1]
     assert "each of its 2 ranks saved a different data position" in errors
     assert "resume on 2 ranks" in errors
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # DCP says so even with no_dist
+def test_shard_files_are_written_out_while_dcp_writes_them_and_read_back_whole(tmp_path, monkeypatch):
+    import torch.distributed.checkpoint as dcp
+
+    from trainguard.runtime import writeback
+    from trainguard.runtime.storage import LocalStore
+    from trainguard.runtime.torch_dcp import reader_for, writer_for
+
+    asked: list[str] = []
+    real = writeback.start_writeback
+
+    def record(fd: int, offset: int, length: int) -> bool:
+        asked.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        return real(fd, offset, length)
+
+    monkeypatch.setattr(writeback, "start_writeback", record)
+    state = {f"w{i}": torch.randn(1024, 1024) for i in range(6)}  # 24 MiB
+    dcp.save(state, storage_writer=writer_for(str(tmp_path / "s"), LocalStore()), no_dist=True)
+    back = {k: torch.zeros_like(v) for k, v in state.items()}
+    dcp.load(back, storage_reader=reader_for(str(tmp_path / "s"), LocalStore()), no_dist=True)
+    assert all(torch.equal(back[k], state[k]) for k in state)
+    assert asked and all(name.endswith(".distcp") for name in asked)
+    assert len(asked) >= 2  # every 8 MiB of the 24 MiB the shard files hold

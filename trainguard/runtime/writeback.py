@@ -73,9 +73,8 @@ def start_writeback(fd: int, offset: int, length: int) -> bool:
 class WritebackFile:
     """A binary file-object wrapper that starts the disk writing every :data:`WRITEBACK_BYTES`.
 
-    ``write``, ``tell``, ``flush``, ``fileno`` and ``close`` behave as the wrapped file's (``tell``
-    without a system call); anything else is passed through. Wrap a file opened for writing from
-    its start (``"wb"``)."""
+    ``write``, ``tell``, ``seek``, ``flush``, ``fileno`` and ``close`` behave as the wrapped file's
+    (``tell`` without a system call); anything else is passed through."""
 
     def __init__(self, handle: BinaryIO, every: int = WRITEBACK_BYTES) -> None:
         self._handle = handle
@@ -106,6 +105,12 @@ class WritebackFile:
         return written
 
     def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        """As the file's; a writer that patches what it wrote (``zipfile`` rewrites each member's
+        header) may seek back: ranges already handed to the kernel are simply dirty again."""
+        self._pos = self._handle.seek(offset, whence)
         return self._pos
 
     def writable(self) -> bool:

@@ -8,6 +8,7 @@ import doctest
 import itertools
 import os
 import sys
+import zipfile
 
 import pytest
 
@@ -44,6 +45,21 @@ def test_the_file_holds_exactly_what_was_written_small_large_and_typed_writes(tm
     expected = b"".join(bytes(p) for p in pieces)
     assert counts == [len(bytes(p)) for p in pieces]
     assert path.read_bytes() == expected
+
+
+def test_a_writer_that_seeks_back_to_patch_what_it_wrote_makes_a_valid_file(tmp_path, requests):
+    # zipfile (numpy's savez, Keras checkpoints) rewrites each member's header after its data.
+    members = {f"m{i}": os.urandom(10_000 + i) for i in range(5)}
+    with open(tmp_path / "a.zip", "wb") as raw:
+        handle = WritebackFile(raw, every=4096)
+        with zipfile.ZipFile(handle, "w") as archive:  # type: ignore[arg-type]
+            for name, data in members.items():
+                with archive.open(name, "w", force_zip64=True) as member:
+                    member.write(data)
+        assert handle.tell() == raw.tell()
+    with zipfile.ZipFile(tmp_path / "a.zip") as archive:
+        assert {name: archive.read(name) for name in archive.namelist()} == members
+    assert requests  # and the file was written out along the way
 
 
 def test_each_range_is_handed_to_the_kernel_once_in_order_after_it_was_flushed(tmp_path, requests):

@@ -36,7 +36,8 @@ from typing import BinaryIO
 __all__ = ["WritebackFile", "WRITEBACK_BYTES", "start_writeback"]
 
 #: Written bytes between two writeback requests: large enough that the requests cost nothing,
-#: small enough that the disk starts early (measured: 2, 8 and 32 MiB alike on a 200 MB-per-rank sharded save).
+#: small enough that the disk starts early (measured: 2, 8 and 32 MiB alike on a sharded save of
+#: 200 MB per rank).
 WRITEBACK_BYTES = 8 << 20
 
 _SYNC_FILE_RANGE_WRITE = 2  # <fcntl.h>: start write-out of dirty pages not already under write-out

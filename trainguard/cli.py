@@ -84,8 +84,9 @@ def _write_json(path: Path | None, data: dict) -> None:
             _fail(exc)
 
 
-def _cloud_names(project: str, region: str, *, local: bool) -> tuple[str, str]:
+def _cloud_names(project: str, region: str, *, local: bool, local_flag: str = "--local") -> tuple[str, str]:
     """(project, region): placeholders for a job that runs here, required for Vertex.
+    ``local_flag`` is how this command asks for a local run (named in the message).
 
     Raises:
         ConfigError: a Vertex command without --project or --region.
@@ -96,7 +97,7 @@ def _cloud_names(project: str, region: str, *, local: bool) -> tuple[str, str]:
     if missing:
         raise ConfigError(
             f"{' and '.join(missing)} required for Vertex AI (or set "
-            "GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_REGION); a --local run needs none"
+            f"GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_REGION); a {local_flag} run needs none"
         )
     return project, region
 
@@ -157,7 +158,9 @@ def preflight(
     from trainguard.stages import preflight_stage
 
     try:
-        project, region = _cloud_names(project, region, local=backend == Backend.LOCAL)
+        project, region = _cloud_names(
+            project, region, local=backend == Backend.LOCAL, local_flag="--backend local"
+        )
         report = preflight_stage(
             spec,
             project=project,

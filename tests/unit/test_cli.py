@@ -268,10 +268,10 @@ def test_local_runs_need_no_cloud_names_and_vertex_runs_say_which_are_missing(tm
     )
     assert proc.returncode == 0, proc.stderr
     assert "local-project" in proc.stdout  # the placeholder, said where it shows
-    for args in (
-        ["train", EXAMPLES / "l4.yaml", "--vertex"],
-        ["preflight", EXAMPLES / "l4.yaml"],
-        ["run", EXAMPLES / "l4.yaml", "--vertex"],
+    for args, local_flag in (  # the message names the flag this command takes for a local run
+        (["train", EXAMPLES / "l4.yaml", "--vertex"], "--local"),
+        (["preflight", EXAMPLES / "l4.yaml"], "--backend local"),
+        (["run", EXAMPLES / "l4.yaml", "--vertex"], "--local"),
     ):
         proc = subprocess.run(
             [sys.executable, "-m", "trainguard.cli", *map(str, args), "-p", "my-project"],
@@ -283,6 +283,7 @@ def test_local_runs_need_no_cloud_names_and_vertex_runs_say_which_are_missing(tm
         )
         assert proc.returncode == 2, (args, proc.stderr)
         assert "--region required for Vertex AI" in proc.stderr
+        assert f"a {local_flag} run needs none" in proc.stderr
         no_traceback(proc)
     proc = subprocess.run(
         [sys.executable, "-m", "trainguard.cli", "train", "--help"],

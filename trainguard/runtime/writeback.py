@@ -92,9 +92,10 @@ class WritebackFile:
         if view.nbytes <= self._every:
             return self._write(view)
         view = view.cast("B")  # one large write (a whole payload): written out piece by piece
-        for start in range(0, view.nbytes, self._every):
-            self._write(view[start : start + self._every])
-        return view.nbytes
+        done = 0
+        while done < view.nbytes:  # an unbuffered file may take less than it was given
+            done += self._write(view[done : done + self._every])
+        return done
 
     def _write(self, view: memoryview) -> int:
         written = self._handle.write(view)

@@ -47,6 +47,24 @@ def test_the_file_holds_exactly_what_was_written_small_large_and_typed_writes(tm
     assert path.read_bytes() == expected
 
 
+def test_an_unbuffered_file_that_takes_part_of_a_large_write_gets_the_rest(tmp_path):
+    class Partial:  # a raw file whose write takes at most 3000 bytes, as os.write may
+        def __init__(self, raw):
+            self.raw = raw
+
+        def write(self, data) -> int:
+            return self.raw.write(bytes(data)[:3000])
+
+        def __getattr__(self, name):
+            return getattr(self.raw, name)
+
+    data = os.urandom(50_000)
+    with open(tmp_path / "f.bin", "wb", buffering=0) as raw:
+        handle = WritebackFile(Partial(raw), every=4096)  # type: ignore[arg-type]
+        assert handle.write(data) == len(data)
+    assert (tmp_path / "f.bin").read_bytes() == data
+
+
 def test_a_writer_that_seeks_back_to_patch_what_it_wrote_makes_a_valid_file(tmp_path, requests):
     # zipfile (numpy's savez, Keras checkpoints) rewrites each member's header after its data.
     members = {f"m{i}": os.urandom(10_000 + i) for i in range(5)}

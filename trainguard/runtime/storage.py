@@ -36,6 +36,7 @@ __all__ = [
     "join",
     "STORAGE_DEADLINE_S",
     "no_space_message",
+    "fsync_dir",
 ]
 
 #: The retry deadline of storage calls inside a training job (seconds): long, since giving up
@@ -174,7 +175,7 @@ class LocalStore(FileStore):
             if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
                 raise OSError(errno.ENOSPC, no_space_message(str(path.parent), written)) from exc
             raise
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return size
 
     def upload_file(self, local_path: str, uri: str) -> None:
@@ -246,8 +247,9 @@ def _size(path: str) -> int | None:
         return None
 
 
-def _fsync_dir(path: Path) -> None:
-    # The rename is durable only once the directory is; some FUSE mounts refuse: best effort.
+def fsync_dir(path: Path | str) -> None:
+    """Makes a directory's entries (files created or renamed in it) durable; best effort, as some
+    FUSE mounts refuse."""
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
         try:

@@ -30,7 +30,7 @@ from torch.distributed.checkpoint.filesystem import FileSystem, FileSystemBase
 
 from trainguard.errors import CheckpointError
 from trainguard.runtime.checkpoint import safe_relative_name
-from trainguard.runtime.storage import FileStore, join
+from trainguard.runtime.storage import FileStore, fsync_dir, join
 from trainguard.runtime.writeback import WritebackFile
 
 __all__ = ["SafeReader", "SafeLoadPlanner", "writer_for", "reader_for", "safe_metadata", "save_planner"]
@@ -183,13 +183,25 @@ class _StoreFileSystem(FileSystemBase):
 
 
 class _WritebackFileSystem(FileSystem):
-    """DCP's local file system, its shard files written out while DCP serialises the rest (see
-    :mod:`~trainguard.runtime.writeback`): the fsync at the end waits for the last few MB only."""
+    """DCP's local file system, made faster and durable:
+
+    * shard files are written out while DCP serialises the rest (see
+      :mod:`~trainguard.runtime.writeback`): the fsync at the end waits for the last few MB only;
+    * DCP fsyncs ``.metadata`` with its bytes still in Python's buffer (the fsync syncs nothing);
+      ``WritebackFile.fileno()`` flushes first;
+    * DCP never fsyncs the directory, so after a crash the shard files' and ``.metadata``'s names
+      could be gone though their bytes were synced: the rename of ``.metadata`` (DCP's last step,
+      once every rank has written) fsyncs it.
+    """
 
     @contextlib.contextmanager
     def create_stream(self, path, mode: str) -> Iterator[io.IOBase]:
         with super().create_stream(path, mode) as stream:
             yield WritebackFile(stream) if "w" in mode else stream
+
+    def rename(self, path, new_path) -> None:
+        super().rename(path, new_path)
+        fsync_dir(os.path.dirname(os.fspath(new_path)))
 
 
 def _threads() -> int:

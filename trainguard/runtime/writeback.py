@@ -18,17 +18,15 @@ Example::
     >>> path = os.path.join(tempfile.mkdtemp(), "state.bin")
     >>> with open(path, "wb") as raw:
     ...     handle = WritebackFile(raw)
-    ...     _ = handle.write(b"x" * 100)
-    ...     handle.flush()
-    ...     os.fsync(handle.fileno())
-    >>> os.path.getsize(path), handle.tell()
-    (100, 100)
+    ...     handle.write(b"x" * 100)
+    ...     os.fsync(handle.fileno())  # fileno() flushes: the fsync covers all 100 bytes
+    100
+    >>> os.path.getsize(path)
+    100
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import sys
 from collections.abc import Callable
 from typing import BinaryIO
@@ -47,9 +45,10 @@ def _load_sync_file_range() -> Callable[[int, int, int], bool] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        function = libc.sync_file_range
-    except (OSError, AttributeError):
+        import ctypes
+
+        function = ctypes.CDLL(None).sync_file_range  # this process's own libc: no ldconfig run
+    except (ImportError, OSError, AttributeError):  # a Python without ctypes, a libc without it
         return None
     function.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
     function.restype = ctypes.c_int
@@ -74,68 +73,66 @@ def start_writeback(fd: int, offset: int, length: int) -> bool:
 class WritebackFile:
     """A binary file-object wrapper that starts the disk writing every :data:`WRITEBACK_BYTES`.
 
-    ``write``, ``tell``, ``seek``, ``flush``, ``fileno`` and ``close`` behave as the wrapped file's
-    (``tell`` without a system call); anything else is passed through."""
+    Everything but ``write``, ``writelines`` and ``fileno`` is the wrapped file's own (``tell``,
+    ``seek``: a writer such as ``zipfile`` that seeks back to patch a header just makes those pages
+    dirty again). ``fileno()`` flushes first, so a caller that fsyncs the descriptor makes all it
+    wrote durable: DCP fsyncs its ``.metadata`` that way with the bytes still in Python's buffer."""
 
     def __init__(self, handle: BinaryIO, every: int = WRITEBACK_BYTES) -> None:
         self._handle = handle
         self._every = every
+        self._unrequested = 0  # bytes written since the last request
         try:
-            self._pos = handle.tell()
-            self._enabled = True
-        except (OSError, AttributeError):  # a pipe or socket: nothing to write out
-            self._pos, self._enabled = 0, False
-        self._started = self._pos  # bytes before this offset have been handed to the kernel
+            self._started = handle.tell()  # bytes before this offset have been handed to the kernel
+            self._enabled = _sync_file_range is not None
+        except (OSError, AttributeError, ValueError):  # a pipe or socket: nothing to write out
+            self._started, self._enabled = 0, False
 
     def write(self, data) -> int:
-        view = memoryview(data)
-        if view.nbytes <= self._every:
-            return self._write(view)
-        view = view.cast("B")  # one large write (a whole payload): written out piece by piece
-        done = 0
-        while done < view.nbytes:  # an unbuffered file may take less than it was given
-            done += self._write(view[done : done + self._every])
-        return done
+        with memoryview(data) as view:
+            if view.nbytes <= self._every:
+                return self._write(view)
+            with view.cast("B") as octets:  # one large write (a payload): written out piece by piece
+                done = 0
+                while done < octets.nbytes:  # an unbuffered file may take less than it was given
+                    with octets[done : done + self._every] as piece:  # released even on error
+                        done += self._write(piece)
+                return done
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
 
     def _write(self, view: memoryview) -> int:
         written = self._handle.write(view)
-        self._pos += written
-        if self._enabled and self._pos - self._started >= self._every:
-            self._handle.flush()  # the buffered tail must be in the kernel to be written out
-            self._enabled = start_writeback(self._handle.fileno(), self._started, self._pos - self._started)
-            self._started = self._pos
+        if not written and view.nbytes:
+            raise OSError(f"the file took none of {view.nbytes} bytes")
+        self._unrequested += written
+        if self._enabled and self._unrequested >= self._every:
+            self._request()
         return written
 
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        """As the file's; a writer that patches what it wrote (``zipfile`` rewrites each member's
-        header) may seek back: ranges already handed to the kernel are simply dirty again."""
-        self._pos = self._handle.seek(offset, whence)
-        return self._pos
-
-    def writable(self) -> bool:
-        return True
-
-    def flush(self) -> None:
-        self._handle.flush()
+    def _request(self) -> None:
+        self._unrequested = 0
+        try:
+            self._handle.flush()  # the buffered tail must be in the kernel to be written out
+            fd, end = self._handle.fileno(), self._handle.tell()
+        except (OSError, AttributeError, ValueError):  # no descriptor (an in-memory file)
+            self._enabled = False
+            return
+        if end > self._started:  # not after a seek back: those pages were asked for already
+            self._enabled = start_writeback(fd, self._started, end - self._started)
+            self._started = end
 
     def fileno(self) -> int:
+        self._handle.flush()
         return self._handle.fileno()
-
-    def close(self) -> None:
-        self._handle.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._handle.closed
 
     def __enter__(self) -> WritebackFile:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.close()
+        self._handle.close()
 
     def __getattr__(self, name: str):
         return getattr(self._handle, name)

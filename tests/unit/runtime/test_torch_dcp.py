@@ -122,7 +122,7 @@ def test_positions_that_differ_per_rank_cannot_move_to_another_world_size(tmp_pa
 
 
 @pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # DCP says so even with no_dist
-def test_shard_files_are_written_out_while_dcp_writes_them_and_read_back_whole(tmp_path, monkeypatch):
+def test_shard_files_are_written_out_early_synced_whole_named_durably_and_read_back(tmp_path, monkeypatch):
     import torch.distributed.checkpoint as dcp
 
     from trainguard.runtime import writeback
@@ -136,11 +136,30 @@ def test_shard_files_are_written_out_while_dcp_writes_them_and_read_back_whole(t
         asked.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
         return real(fd, offset, length)
 
+    synced: list[tuple[str, int, set[str]]] = []  # (what, bytes in it or its names, when fsynced)
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        names = set(os.listdir(path)) if os.path.isdir(path) else set()
+        synced.append((os.path.basename(path), os.fstat(fd).st_size, names))
+        real_fsync(fd)
+
     monkeypatch.setattr(writeback, "start_writeback", record)
+    monkeypatch.setattr(os, "fsync", fsync)
     state = {f"w{i}": torch.randn(1024, 1024) for i in range(6)}  # 24 MiB
-    dcp.save(state, storage_writer=writer_for(str(tmp_path / "s"), LocalStore()), no_dist=True)
+    where = tmp_path / "s"
+    dcp.save(state, storage_writer=writer_for(str(where), LocalStore()), no_dist=True)
     back = {k: torch.zeros_like(v) for k, v in state.items()}
-    dcp.load(back, storage_reader=reader_for(str(tmp_path / "s"), LocalStore()), no_dist=True)
+    dcp.load(back, storage_reader=reader_for(str(where), LocalStore()), no_dist=True)
     assert all(torch.equal(back[k], state[k]) for k in state)
     assert asked and all(name.endswith(".distcp") for name in asked)
     assert len(asked) >= 2  # every 8 MiB of the 24 MiB the shard files hold
+    # Durable: every file held all its bytes when fsynced (DCP fsyncs .metadata before flushing
+    # it), and the directory was fsynced once .metadata had its name.
+    final = {p.name: p.stat().st_size for p in where.iterdir()}
+    final[".metadata.tmp"] = final[".metadata"]
+    files = [(name, size) for name, size, names in synced if not names]
+    assert {name for name, _ in files} == set(final) - {".metadata"} | {".metadata.tmp"}
+    assert all(size == final[name] for name, size in files), (files, final)
+    assert any(name == "s" and set(final) - {".metadata.tmp"} <= names for name, _, names in synced)

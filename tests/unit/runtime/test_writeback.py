@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import array
 import doctest
+import io
 import itertools
 import os
+import re
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +25,8 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sy
 @pytest.fixture
 def requests(monkeypatch):
     """Every writeback request (fd, offset, length, bytes in the file when asked), passed on."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("sync_file_range is Linux's")
     seen: list[tuple[int, int, int, int]] = []
     real = writeback.start_writeback
 
@@ -110,15 +115,23 @@ def test_the_kernel_accepts_the_request_for_a_file_and_refuses_it_for_a_pipe(tmp
 
 
 @linux_only
-def test_a_file_that_refuses_writeback_is_written_and_not_asked_again(requests):
-    with open(os.devnull, "wb") as raw:  # a character device: sync_file_range says ESPIPE
+def test_a_file_whose_system_refuses_writeback_is_written_whole_and_not_asked_again(tmp_path, monkeypatch):
+    asked = []
+
+    def refuse(fd: int, offset: int, length: int) -> bool:  # as a FUSE mount without it would
+        asked.append(offset)
+        return False
+
+    monkeypatch.setattr(writeback, "start_writeback", refuse)
+    data = os.urandom(10_000)
+    with open(tmp_path / "f.bin", "wb") as raw:
         handle = WritebackFile(raw, every=1024)
-        assert sum(handle.write(b"y" * 1000) for _ in range(8)) == 8000
-        assert handle.tell() == 8000
-    assert len(requests) == 1  # refused once, then left alone
+        assert sum(handle.write(data[i : i + 1000]) for i in range(0, 10_000, 1000)) == 10_000
+    assert (tmp_path / "f.bin").read_bytes() == data
+    assert asked == [0]  # refused once, then left alone
 
 
-def test_a_pipe_is_written_whole_without_writeback(requests):
+def test_a_pipe_and_an_in_memory_file_are_written_whole_without_writeback(requests):
     read_end, write_end = os.pipe()
     got = bytearray()
     with os.fdopen(write_end, "wb") as raw:
@@ -127,10 +140,41 @@ def test_a_pipe_is_written_whole_without_writeback(requests):
             handle.write(b"y" * 1000)
             handle.flush()
             got += os.read(read_end, 1 << 16)
-        assert handle.tell() == 8000
     os.close(read_end)
     assert bytes(got) == b"y" * 8000
+    memory = io.BytesIO()
+    handle = WritebackFile(memory, every=1024)  # type: ignore[arg-type]
+    handle.writelines([b"z" * 1000] * 8)
+    assert memory.getvalue() == b"z" * 8000 and handle.tell() == 8000
     assert requests == []
+
+
+def test_fileno_flushes_so_an_fsync_of_it_makes_everything_written_durable(tmp_path):
+    # DCP writes its .metadata with pickle.dump, then fsyncs the descriptor: the bytes must be
+    # in the kernel by then, not in Python's buffer.
+    with open(tmp_path / "m", "wb") as raw:
+        handle = WritebackFile(raw)
+        handle.write(b"m" * 1678)
+        fd = handle.fileno()
+        assert os.fstat(fd).st_size == 1678
+
+
+@linux_only
+def test_the_request_flag_is_the_systems_start_write_out_flag():
+    headers = [
+        p
+        for p in (
+            "/usr/include/x86_64-linux-gnu/bits/fcntl-linux.h",
+            "/usr/include/bits/fcntl-linux.h",
+            "/usr/include/aarch64-linux-gnu/bits/fcntl-linux.h",
+        )
+        if os.path.exists(p)
+    ]
+    if not headers:
+        pytest.skip("no C headers here to read SYNC_FILE_RANGE_WRITE from")
+    text = Path(headers[0]).read_text()
+    value = re.search(r"#\s*define\s+SYNC_FILE_RANGE_WRITE\s+(\d+)", text)
+    assert value and int(value.group(1)) == writeback._SYNC_FILE_RANGE_WRITE
 
 
 def test_local_checkpoint_files_are_written_out_while_written(tmp_path, requests):

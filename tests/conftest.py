@@ -8,6 +8,10 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
+from tests.schedule import slow_at_the_heads
+
 # Three xdist workers share two cores, and many tests start trainers of their own: one intra-op
 # thread per process stops them spinning against each other (torchrun sets the same for its
 # workers). Set before any test module imports torch.
@@ -22,3 +26,10 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     os.environ["JAX_COMPILATION_CACHE_DIR"] = _xla_cache
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # our programs compile fast
     atexit.register(shutil.rmtree, _xla_cache, True)
+
+
+@pytest.hookimpl(trylast=True)  # after `-m` and `-k` have deselected: the runs are cut from what is left
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``slow`` (they start trainers) first, spread over the xdist workers' shares."""
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    items[:] = slow_at_the_heads(items, lambda item: item.get_closest_marker("slow") is not None, workers)

@@ -15,6 +15,7 @@ pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_the_gpu_script_runs_end_to_end_on_the_cpu(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable, "OUT": str(tmp_path), "TRAINGUARD_GPU_BLOCK_IMPORTS": "1"}
     proc = subprocess.run(

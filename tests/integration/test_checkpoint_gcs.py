@@ -68,6 +68,7 @@ def test_history_on_gcs_survives_a_resume(bucket):
     assert [r["step"] for r in records] == [1, 2, 3, 4, 5, 6]
 
 
+@pytest.mark.slow
 def test_the_trainer_checkpoints_to_gcs_and_resumes_bit_identical(bucket, tmp_path):
     args = ["--epochs=2", "--checkpoint-every=5", "--step-sleep=0.03"]
 
@@ -120,6 +121,7 @@ def test_validate_reads_histories_from_gcs(bucket):
     assert verdict.series["val"]["name"] == "validation/epoch_loss"
 
 
+@pytest.mark.slow
 def test_random_sigkills_on_gcs_never_lose_the_newest_complete_checkpoint(bucket, emulator):
     # Re-saves of the restored step, keep_last=1, async: what lost whole runs before.
     runs = kill_loop(

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tests.fuzz.contract import run_cli
+from tests.once import built_once
 from tests.unit.runtime.framework_helpers import history
 from trainguard.launch.local import LocalBackend
 from trainguard.spec import JobSpec
@@ -75,12 +76,11 @@ def after_epoch(epoch: int, delay: float) -> tuple[str, float]:
 @pytest.fixture(scope="module")
 def baselines(tmp_path_factory):
     """Each example spec, uninterrupted, as a user runs it: ``trainguard train SPEC --local``."""
-    cache: dict[str, Path] = {}
 
     def get(name: str) -> Path:
         needs(name)
-        if name not in cache:
-            base = tmp_path_factory.mktemp(f"{name}-baseline")
+
+        def build(base: Path) -> None:
             with pytest.MonkeyPatch.context() as mp:
                 mp.chdir(ROOT)  # the spec names its trainer relative to the repository
                 outcome = run_cli(
@@ -95,12 +95,13 @@ def baselines(tmp_path_factory):
                     base,
                 )
             assert outcome.exit_code == 0, outcome.output[-4000:]
-            cache[name] = base
-        return cache[name]
+
+        return built_once(tmp_path_factory, f"{name}-baseline", build)
 
     return get
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_the_example_spec_trains_and_validate_reads_its_history(name, baselines, tmp_path):
     base = baselines(name)
@@ -111,6 +112,7 @@ def test_the_example_spec_trains_and_validate_reads_its_history(name, baselines,
     assert {r[1] for r in history(base / "history.jsonl")} == {"train", "val"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_preempted_twice_mid_epoch_ends_bit_identical(name, baselines, tmp_path):
     base = baselines(name)

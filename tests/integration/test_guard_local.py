@@ -41,6 +41,7 @@ def last_step(history: Path) -> int:
     return max(json.loads(x)["step"] for x in history.read_text().splitlines() if x.strip())
 
 
+@pytest.mark.slow
 def test_the_diverging_example_stops_early_and_the_task_exits_1(tmp_path):
     spec = example("local-diverging.yaml")
     unguarded = train_stage(
@@ -69,6 +70,7 @@ def test_the_diverging_example_stops_early_and_the_task_exits_1(tmp_path):
     print(f"diverging example: {stopped_at} steps guarded, {full} unguarded")
 
 
+@pytest.mark.slow
 def test_the_overfitting_example_ends_early_with_the_best_checkpoint_as_the_model(tmp_path):
     # The pause per step gives the guard (1 s polls) time to act before the run's natural end.
     spec = example("local-overfitting.yaml", "--step-sleep=0.05")

@@ -34,6 +34,7 @@ def test_guard_and_model_choice_are_parameters_of_train_and_of_the_pipeline(comp
     assert shipped["taskOutputParameter"] == {"outputParameterKey": "Output", "producerTask": "train"}
 
 
+@pytest.mark.slow
 def test_the_diverging_example_fails_the_pipeline_at_train_with_the_class_and_hours_saved(tmp_path):
     pytest.importorskip("torch")
     from tests.integration.test_guard_local import example
@@ -48,6 +49,7 @@ def test_the_diverging_example_fails_the_pipeline_at_train_with_the_class_and_ho
     assert history.read_text().count("\n") < 60  # stopped long before the 12 epochs' ~70 lines
 
 
+@pytest.mark.slow
 def test_an_early_stop_on_overfit_ships_the_best_checkpoint_and_the_pipeline_passes(tmp_path):
     pytest.importorskip("torch")
     from tests.integration.test_guard_local import example

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.fuzz.contract import run_cli
+from tests.once import built_once
 from trainguard.launch.local import LocalBackend
 from trainguard.runtime.history import read_history_records
 from trainguard.spec import load_spec
@@ -61,14 +62,16 @@ def history(base: Path):
 
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory):
-    base = tmp_path_factory.mktemp("baseline")
-    outcome, result = train(base)
-    assert result["restarts"] == 0 and "training on 8 cpu device(s)" in outcome.output
-    splits = {split for _, split, _ in history(base)}
-    assert splits == {"train", "val"}
-    return base
+    def build(base: Path) -> None:
+        outcome, result = train(base)
+        assert result["restarts"] == 0 and "training on 8 cpu device(s)" in outcome.output
+        splits = {split for _, split, _ in history(base)}
+        assert splits == {"train", "val"}
+
+    return built_once(tmp_path_factory, "jax-baseline", build)
 
 
+@pytest.mark.slow
 def test_the_tpu_example_preempted_at_4s_and_9s_ends_byte_identical(baseline, tmp_path, monkeypatch):
     # Steps paced at 40 ms (~11 s of training) so both preemptions land mid-run on a fast machine
     # too; the pace does not change the weights.

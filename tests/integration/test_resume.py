@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.once import built_once
 from trainguard.launch.local import LocalBackend
 from trainguard.runtime.history import read_history_records
 from trainguard.spec import JobSpec, load_spec, parse_spec
@@ -54,15 +55,14 @@ def history(base: Path):
 
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory):
-    base = tmp_path_factory.mktemp("baseline")
-    run(base)
-    return base
+    return built_once(tmp_path_factory, "resume-baseline", run)
 
 
 # One preemption in the default suite; two and three (the same path, longer) in the long one.
 @pytest.mark.parametrize(
     "preemptions", [1, pytest.param(2, marks=pytest.mark.long), pytest.param(3, marks=pytest.mark.long)]
 )
+@pytest.mark.slow
 def test_preempted_runs_end_bit_identical(baseline, tmp_path, preemptions):
     # Mid-epoch 1, then mid-epoch 2, then mid-epoch 3 (each after a resume).
     triggers = [(f"epoch {e} step", 0.1) for e in range(preemptions)]
@@ -84,6 +84,7 @@ def hard_kill_runs(baseline, tmp_path, count, seed):
         assert history(base) == history(baseline), f"kill points {kills}"
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_still_ends_bit_identical(baseline, tmp_path):
     hard_kill_runs(baseline, tmp_path, count=2, seed=7)
 
@@ -93,6 +94,7 @@ def test_sigkill_at_many_random_moments(baseline, tmp_path):
     hard_kill_runs(baseline, tmp_path, count=20, seed=11)
 
 
+@pytest.mark.slow
 def test_two_replicas_train_data_parallel_over_gloo(tmp_path):
     result = run(tmp_path, args=["--epochs=2", "--checkpoint-every=10"], replicas=2)
     assert "rank 1/2" in result.log_tail and "rank 0/2" in result.log_tail
@@ -124,6 +126,7 @@ def run_example(spec: JobSpec, **backend):
 FAST_FSDP = ("--epochs=4", "--step-sleep=0.02", "--checkpoint-every=10")
 
 
+@pytest.mark.slow
 def test_the_fsdp_example_resumes_bit_identical_after_a_preemption(tmp_path):
     run_example(example("local-fsdp.yaml", tmp_path / "base", *FAST_FSDP))
     result = run_example(
@@ -194,6 +197,7 @@ class Planted:
         return (os.system, ("touch planted-ran",))
 
 
+@pytest.mark.slow
 def test_the_trainer_refuses_a_crafted_checkpoint_with_exit_2(tmp_path):
     import os
     import pickle
@@ -227,6 +231,7 @@ def test_the_trainer_refuses_a_crafted_checkpoint_with_exit_2(tmp_path):
     assert not (tmp_path / "planted-ran").exists()
 
 
+@pytest.mark.slow
 def test_trainguard_train_reports_a_crafted_checkpoint_as_bad_input_with_exit_2(tmp_path):
     import pickle
 

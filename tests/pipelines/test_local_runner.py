@@ -26,6 +26,7 @@ def spec(args, name):
     )
 
 
+@pytest.mark.slow
 def test_a_healthy_run_passes_every_stage(tmp_path, capsys):
     events = []
     outcome = run_local(
@@ -57,6 +58,7 @@ def test_a_healthy_run_passes_every_stage(tmp_path, capsys):
     assert "SUCCEEDED" in outcome.summary()
 
 
+@pytest.mark.slow
 def test_a_diverging_run_fails_at_validate_with_class_and_remedy(tmp_path):
     args = ["--epochs=6", "--optimizer=sgd", "--activation=tanh", "--lr=3.0"]
     # guard off: this is validate's test (the in-flight guard's is tests/integration/test_guard_local.py)

@@ -50,6 +50,7 @@ def test_the_runtime_and_the_guards_shared_core_import_no_framework():
 
 
 # Lightning itself imports transformers when it is installed; the guard adds nothing to that.
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("module", "absent"),
     [

@@ -465,6 +465,7 @@ def kill_loop(directory: str, kills: int, seed: int, async_save: bool) -> list[t
     return seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("async_save", [True, False])
 def test_sigkill_mid_save_never_loses_the_newest_complete_checkpoint(tmp_path, async_save):
     seen = kill_loop(str(tmp_path / "ck"), kills=3, seed=int(async_save), async_save=async_save)
@@ -584,6 +585,7 @@ def job(directory: Path, world: int, devices: int, mode: str) -> list[dict]:
     return results
 
 
+@pytest.mark.slow
 def test_two_processes_write_their_shards_and_resume_on_two_or_on_one(tmp_path):
     saved = job(tmp_path, world=2, devices=4, mode="save")
     assert [r["world"] for r in saved] == [2, 2]

@@ -1,0 +1,38 @@
+"""The order the suite runs in: slow tests at the head of every xdist worker's share.
+
+``--dist worksteal`` cuts the collected tests into one contiguous run per worker (worker k gets
+``left // (workers - k)`` of what is left) and lets an idle worker steal from the end of the
+longest queue. Collected in file order, the ~40 tests that start trainers (a third of the suite's
+time) sat in one or two runs, and one worker ended the suite alone on them. Dealt round-robin to
+the heads of the runs, they start first on every worker; the short tests fill in behind them and
+are what gets stolen at the end. Without xdist (one worker): slow tests first.
+
+>>> slow_at_the_heads(list("aBcdEfgHij"), str.isupper, 3)
+['B', 'a', 'c', 'E', 'd', 'f', 'H', 'g', 'i', 'j']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import islice
+from typing import TypeVar
+
+__all__ = ["slow_at_the_heads"]
+
+T = TypeVar("T")
+
+
+def slow_at_the_heads(items: Sequence[T], is_slow: Callable[[T], bool], workers: int) -> list[T]:
+    """``items`` reordered so worksteal's k-th run starts with every ``workers``-th slow item;
+    the others keep their order (a module's tests stay together, sharing its fixtures)."""
+    workers = max(1, workers)
+    slow = [item for item in items if is_slow(item)]
+    fill = iter([item for item in items if not is_slow(item)])
+    runs: list[list[T]] = [slow[k::workers] for k in range(workers)]
+    left = len(items)
+    for k, run in enumerate(runs):
+        size = left // (workers - k)
+        left -= size
+        run.extend(islice(fill, max(0, size - len(run))))
+    runs[-1].extend(fill)  # only when one run holds more slow tests than its size
+    return [item for run in runs for item in run]

@@ -1,0 +1,46 @@
+"""The suite's own order (tests/schedule.py): each xdist worker's share starts with slow tests."""
+
+from __future__ import annotations
+
+import doctest
+import random
+
+import pytest
+
+from tests import schedule
+from tests.schedule import slow_at_the_heads
+
+
+def worksteal_runs(items: list, workers: int) -> list[list]:
+    """The contiguous runs pytest-xdist's worksteal scheduler sends the workers at the start."""
+    runs, left, start = [], len(items), 0
+    for k in range(workers):
+        size = left // (workers - k)
+        runs.append(items[start : start + size])
+        start, left = start + size, left - size
+    return runs
+
+
+def test_the_module_example_holds():
+    assert doctest.testmod(schedule).failed == 0
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4, 7])
+@pytest.mark.parametrize("seed", range(20))
+def test_every_run_starts_with_its_share_of_the_slow_tests_and_nothing_is_lost(workers, seed):
+    rng = random.Random(seed)
+    items = [(i, rng.random() < 0.1) for i in range(rng.randint(0, 300))]
+    ordered = slow_at_the_heads(items, lambda item: item[1], workers)
+    assert sorted(ordered) == sorted(items)  # a permutation: no test dropped or run twice
+    slow_total = sum(slow for _, slow in items)
+    for run in worksteal_runs(ordered, workers):
+        heads = [slow for _, slow in run[: slow_total // workers]]
+        assert all(heads)  # the run begins with at least its even share of slow tests
+    fast = [i for i, slow in ordered if not slow]
+    assert fast == sorted(fast)  # the others keep their order (a module's tests stay together)
+
+
+def test_more_slow_tests_than_a_run_holds_are_all_kept():
+    items = [(i, i != 3) for i in range(5)]
+    ordered = slow_at_the_heads(items, lambda item: item[1], 4)
+    assert sorted(ordered) == items

@@ -182,7 +182,7 @@ def bucket(emulator, monkeypatch):
 
 def test_lightning_saves_and_resumes_on_gcs(bucket, tmp_path):
     needs("lightning")
-    unit = pytest.importorskip("tests.unit.runtime.test_lightning")
+    unit = importlib.import_module("tests.unit.runtime.lightning_runs")
     expected, _, _ = unit.fit(tmp_path / "local")
     where = {"directory": f"{bucket}/l/checkpoints", "history_path": f"{bucket}/l/history.jsonl"}
     with pytest.raises(RuntimeError):
@@ -194,7 +194,7 @@ def test_lightning_saves_and_resumes_on_gcs(bucket, tmp_path):
 
 def test_keras_saves_and_resumes_on_gcs(bucket, tmp_path):
     needs("keras")
-    unit = pytest.importorskip("tests.unit.runtime.test_keras")
+    unit = importlib.import_module("tests.unit.runtime.keras_runs")
     expected, _ = unit.fit(tmp_path / "local")
     where = {"directory": f"{bucket}/k/checkpoints", "history_path": f"{bucket}/k/history.jsonl"}
     with pytest.raises(RuntimeError):
@@ -206,7 +206,7 @@ def test_keras_saves_and_resumes_on_gcs(bucket, tmp_path):
 
 def test_hf_resumes_from_a_checkpoint_downloaded_from_gcs(bucket, tmp_path):
     needs("hf")
-    unit = pytest.importorskip("tests.unit.runtime.test_hf")
+    unit = importlib.import_module("tests.unit.runtime.hf_runs")
     expected, _, _ = unit.train(tmp_path / "local")
     where = {"directory": f"{bucket}/h/checkpoints", "history_path": f"{bucket}/h/history.jsonl"}
     with pytest.raises(RuntimeError):

@@ -37,6 +37,23 @@ def pytest_collection_modifyitems(config, items):
     items[:] = slow_at_the_heads(items, lambda item: item.get_closest_marker("slow") is not None, workers)
 
 
+UNMARKED_SLOW_S = 5.0  # a test this long without @pytest.mark.slow is named at the end of the run
+_unmarked_slow: list[tuple[float, str]] = []
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.duration > UNMARKED_SLOW_S and "slow" not in report.keywords:
+        _unmarked_slow.append((report.duration, report.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Names the long tests the scheduler does not know are long (tests/schedule.py)."""
+    if _unmarked_slow:
+        terminalreporter.write_sep("-", f"over {UNMARKED_SLOW_S:.0f} s without @pytest.mark.slow")
+        for seconds, nodeid in sorted(_unmarked_slow, reverse=True):
+            terminalreporter.write_line(f"{seconds:5.1f} s  {nodeid}")
+
+
 # CI installs every extra (the Makefile's install): a test skipped there for a missing package has
 # lost its coverage without a word, as every Keras test would have when an importorskip("keras")
 # ran before KERAS_BACKEND was set (keras then looked for TensorFlow). In CI such a skip fails.

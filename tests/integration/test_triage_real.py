@@ -591,7 +591,7 @@ def _shape(evidence: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"\d+", "N", evidence))
 
 
-# The generators that wait out a timeout or start torch twice: scheduled first (tests/conftest.py).
+# The generators that wait out a timeout or start torch twice: scheduled first (tests/schedule.py).
 SLOW = {
     "distributed_init-no-chief-local",
     "distributed_init-gloo-world-size-local",

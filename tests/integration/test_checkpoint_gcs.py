@@ -152,6 +152,7 @@ def test_many_random_sigkills_on_gcs(bucket, emulator, async_save):
     )
 
 
+@pytest.mark.slow
 def test_sharded_checkpoints_from_two_ranks_on_gcs_restore_on_one(bucket, tmp_path):
     pytest.importorskip("torch")
     from tests.unit.runtime.dist_jobs import run_job

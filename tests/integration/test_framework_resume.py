@@ -19,7 +19,7 @@ import yaml
 
 from tests.fuzz.contract import run_cli
 from tests.once import built_once
-from tests.unit.runtime.framework_helpers import history
+from tests.unit.runtime.framework_helpers import crash, history
 from trainguard.launch.local import LocalBackend
 from trainguard.spec import JobSpec
 
@@ -186,7 +186,7 @@ def test_lightning_saves_and_resumes_on_gcs(bucket, tmp_path):
     expected, _, _ = unit.fit(tmp_path / "local")
     where = {"directory": f"{bucket}/l/checkpoints", "history_path": f"{bucket}/l/history.jsonl"}
     with pytest.raises(RuntimeError):
-        unit.fit(tmp_path / "gcs", unit.At(11, unit.crash), **where)
+        unit.fit(tmp_path / "gcs", unit.At(11, crash), **where)
     model, _, guard = unit.fit(tmp_path / "gcs", **where)
     assert guard.resumed_step == 8
     assert unit.same(unit.weights(model), unit.weights(expected))
@@ -198,7 +198,7 @@ def test_keras_saves_and_resumes_on_gcs(bucket, tmp_path):
     expected, _ = unit.fit(tmp_path / "local")
     where = {"directory": f"{bucket}/k/checkpoints", "history_path": f"{bucket}/k/history.jsonl"}
     with pytest.raises(RuntimeError):
-        unit.fit(tmp_path / "gcs", unit.At(11, unit.crash), **where)
+        unit.fit(tmp_path / "gcs", unit.At(11, crash), **where)
     model, guard = unit.fit(tmp_path / "gcs", **where)
     assert guard.resumed_step == 8
     assert unit.same(unit.weights(model), unit.weights(expected))
@@ -210,7 +210,7 @@ def test_hf_resumes_from_a_checkpoint_downloaded_from_gcs(bucket, tmp_path):
     expected, _, _ = unit.train(tmp_path / "local")
     where = {"directory": f"{bucket}/h/checkpoints", "history_path": f"{bucket}/h/history.jsonl"}
     with pytest.raises(RuntimeError):
-        unit.train(tmp_path / "gcs", unit.At(11, unit.crash), **where)
+        unit.train(tmp_path / "gcs", unit.At(11, crash), **where)
     model, _, guard = unit.train(tmp_path / "gcs", **where)
     assert guard.resumed_step == 8
     assert unit.same(unit.weights(model), unit.weights(expected))

@@ -1,4 +1,5 @@
-"""Helpers shared by the framework guard tests: crafted checkpoints and history comparison."""
+"""Helpers shared by the framework guard tests: crafted checkpoints, history comparison, and the
+two ways a run is interrupted (an exception, a SIGTERM)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,11 @@ class Evil:
 
     def __reduce__(self):
         return (os.mkdir, (self.marker,))
+
+
+def crash() -> None:
+    """A failure mid-step: the run dies with an exception, as when the VM goes away."""
+    raise RuntimeError("the VM went away")
 
 
 def sigterm_self() -> None:

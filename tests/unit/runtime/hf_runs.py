@@ -45,10 +45,6 @@ class At(TrainerCallback):
             self.action()
 
 
-def crash():
-    raise RuntimeError("the VM went away")
-
-
 def train(
     tmp_path,
     *callbacks,

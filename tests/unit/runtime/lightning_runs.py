@@ -59,10 +59,6 @@ class At(L.Callback):
             self.action()
 
 
-def crash():
-    raise RuntimeError("the VM went away")
-
-
 def fit(
     tmp_path,
     *callbacks,

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.unit.runtime.framework_helpers import Evil, commit, history, sigterm_self
+from tests.unit.runtime.framework_helpers import Evil, commit, crash, history, sigterm_self
 from trainguard.errors import CheckpointError
 from trainguard.runtime.checkpoint import CheckpointManager
 
@@ -42,7 +42,7 @@ def test_a_fresh_run_commits_each_trainer_checkpoint_without_the_pickled_argumen
 
 def test_a_crashed_run_resumes_mid_epoch_to_the_same_weights_and_history(hf, tmp_path, baseline):
     with pytest.raises(RuntimeError, match="VM went away"):
-        hf.train(tmp_path, hf.At(11, hf.crash))  # committed 4 and 8; 8 is step 2 of epoch 1
+        hf.train(tmp_path, hf.At(11, crash))  # committed 4 and 8; 8 is step 2 of epoch 1
     model, trainer, guard = hf.train(tmp_path)
     assert guard.resumed_step == 8 and trainer.state.global_step == 3 * hf.BATCHES
     assert hf.same(hf.weights(model), baseline[0])
@@ -86,7 +86,7 @@ def test_resume_from_is_none_on_a_fresh_run(hf, tmp_path):
 
 def test_a_crafted_torch_file_is_refused_by_name_and_never_runs(hf, tmp_path):
     with pytest.raises(RuntimeError):
-        hf.train(tmp_path, hf.At(6, hf.crash))  # a complete checkpoint at step 4
+        hf.train(tmp_path, hf.At(6, crash))  # a complete checkpoint at step 4
     found = CheckpointManager(str(tmp_path / "ckpt")).restore_latest()
     marker = tmp_path / "pwned"
     buffer = io.BytesIO()

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.unit.runtime.framework_helpers import commit, history, sigterm_self
+from tests.unit.runtime.framework_helpers import commit, crash, history, sigterm_self
 from trainguard.errors import CheckpointError
 from trainguard.runtime.checkpoint import CheckpointManager
 
@@ -36,7 +36,7 @@ def baseline(ks, tmp_path_factory):
 
 def test_a_crashed_fit_resumes_mid_epoch_to_the_same_weights_and_history(ks, tmp_path, baseline):
     with pytest.raises(RuntimeError, match="VM went away"):
-        ks.fit(tmp_path, ks.At(11, ks.crash))  # saved at 4 and 8; 8 is batch 2 of epoch 1
+        ks.fit(tmp_path, ks.At(11, crash))  # saved at 4 and 8; 8 is batch 2 of epoch 1
     model, guard = ks.fit(tmp_path)
     assert guard.resumed_step == 8
     assert ks.same(ks.weights(model), baseline[0])
@@ -75,7 +75,7 @@ def test_an_epoch_boundary_checkpoint_resumes_exactly_and_a_finished_run_stays_f
     ks, tmp_path, baseline
 ):
     with pytest.raises(RuntimeError):
-        ks.fit(tmp_path, ks.At(15, ks.crash), **{})  # the epoch-end save at 12 (save=4) is the newest
+        ks.fit(tmp_path, ks.At(15, crash), **{})  # the epoch-end save at 12 (save=4) is the newest
     model, guard = ks.fit(tmp_path)
     assert guard.resumed_step == 12
     assert ks.same(ks.weights(model), baseline[0])
@@ -98,6 +98,6 @@ def test_an_array_that_would_need_pickle_is_refused_by_name(ks, tmp_path):
 
 def test_a_checkpoint_of_another_model_is_refused_naming_the_variable(ks, tmp_path):
     with pytest.raises(RuntimeError):
-        ks.fit(tmp_path, ks.At(6, ks.crash))
+        ks.fit(tmp_path, ks.At(6, crash))
     with pytest.raises(CheckpointError, match="kernel.* has shape .* resume with the model"):
         ks.fit(tmp_path, hidden=32)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.runtime.framework_helpers import Evil, commit, history, sigterm_self
+from tests.unit.runtime.framework_helpers import Evil, commit, crash, history, sigterm_self
 from trainguard.errors import CheckpointError
 from trainguard.runtime.checkpoint import CheckpointManager
 
@@ -37,7 +37,7 @@ def baseline(lt, tmp_path_factory):
 
 def test_a_crashed_fit_resumes_mid_epoch_to_the_same_weights_and_history(lt, tmp_path, baseline):
     with pytest.raises(RuntimeError, match="VM went away"):
-        lt.fit(tmp_path, lt.At(11, lt.crash))  # saved at 4 and 8; 8 is batch 2 of epoch 1
+        lt.fit(tmp_path, lt.At(11, crash))  # saved at 4 and 8; 8 is batch 2 of epoch 1
     model, trainer, guard = lt.fit(tmp_path)
     assert guard.resumed_step == 8
     assert trainer.global_step == 3 * lt.BATCHES
@@ -85,7 +85,7 @@ def test_a_finished_run_restarted_trains_no_more(lt, tmp_path, baseline):
 
 def test_a_torn_save_is_passed_over(lt, tmp_path, baseline):
     with pytest.raises(RuntimeError):
-        lt.fit(tmp_path, lt.At(6, lt.crash))  # a complete checkpoint at step 4
+        lt.fit(tmp_path, lt.At(6, crash))  # a complete checkpoint at step 4
     torn = tmp_path / "ckpt" / "step-000000008"
     torn.mkdir()
     (torn / lt.CHECKPOINT_FILE).write_bytes(b"half a checkpoint")  # no COMMIT: a save that died

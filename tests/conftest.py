@@ -8,6 +8,7 @@ import gc
 import os
 import re
 import shutil
+import signal
 import tempfile
 
 import pytest
@@ -18,6 +19,16 @@ from tests.schedule import slow_at_the_heads
 # thread per process stops them spinning against each other (torchrun sets the same for its
 # workers). Set before any test module imports torch.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+@pytest.fixture(autouse=True)
+def default_sigterm():
+    """Each test starts with the default SIGTERM action and leaves it so: checkpointers and guards
+    that a test only restores from, or that a test's crash leaves open, keep their handler
+    installed, and a later test in the same worker would start with it."""
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
 
 # One XLA compilation cache for the suite: the JAX tests restart processes (that is what they
 # prove), and every start compiled the same programs again (~2 s of CPU each). The cache is

@@ -54,15 +54,6 @@ def eight_devices():
     )
 
 
-@pytest.fixture(autouse=True)
-def default_sigterm():
-    """Each test starts with the default SIGTERM action and leaves it so: checkpointers that a
-    test only restores from are never closed and keep their handler installed."""
-    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    yield
-    signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-
-
 @functools.cache
 def mesh() -> Mesh:
     return Mesh(np.array(jax.devices()[:8]), ("x",))

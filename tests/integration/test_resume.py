@@ -198,7 +198,7 @@ class Planted:
 
 
 @pytest.mark.slow
-def test_the_trainer_refuses_a_crafted_checkpoint_with_exit_2(tmp_path):
+def test_the_trainer_refuses_a_crafted_checkpoint_with_exit_2(tmp_path, full_exit):
     import os
     import pickle
 
@@ -232,7 +232,7 @@ def test_the_trainer_refuses_a_crafted_checkpoint_with_exit_2(tmp_path):
 
 
 @pytest.mark.slow
-def test_trainguard_train_reports_a_crafted_checkpoint_as_bad_input_with_exit_2(tmp_path):
+def test_trainguard_train_reports_a_crafted_checkpoint_as_bad_input_with_exit_2(tmp_path, full_exit):
     import pickle
 
     from trainguard.runtime.checkpoint import CheckpointManager

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
+from tests.requires import require
+
+require("torch")
 ROOT = Path(__file__).resolve().parents[2]
 
 

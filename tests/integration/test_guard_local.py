@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from tests.fuzz.contract import run_cli
+from tests.requires import require
 from trainguard.runtime.checkpoint import CheckpointManager
 from trainguard.spec import load_spec, parse_spec
 from trainguard.stages import train_stage
 from trainguard.validation import validate
 
-pytest.importorskip("torch")
-pytest.importorskip("sklearn")
+require("torch", "sklearn")
 ROOT = Path(__file__).resolve().parents[2]
 TRAINER = ROOT / "containers" / "trainer" / "train.py"
 PR = ("--project", "demo-project", "--region", "us-central1")

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from tests.once import built_once
+from tests.requires import require
 from trainguard.launch.local import LocalBackend
 from trainguard.runtime.history import read_history_records
 from trainguard.spec import JobSpec, load_spec, parse_spec
 
-pytest.importorskip("torch")
+require("torch")
 ROOT = Path(__file__).resolve().parents[2]
 TRAINER = ROOT / "containers" / "trainer" / "train.py"
 ARGS = ["--epochs=4", "--dropout=0.2", "--checkpoint-every=7", "--step-sleep=0.02"]

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.requires import require
 from trainguard.pipelines.local_runner import run_local
 from trainguard.spec import JobSpec
 
-pytest.importorskip("torch")
+require("torch")
 TRAINER = Path(__file__).resolve().parents[2] / "containers" / "trainer" / "train.py"
 
 

@@ -322,9 +322,7 @@ class Guard(pl.Callback):
         strategy = trainer.strategy
         self._io = GuardCheckpointIO(core, strategy.checkpoint_io)
         strategy.checkpoint_io = self._io
-        strategy.process_dataloader = functools.partial(  # type: ignore[method-assign]
-            _wrap_loaders, strategy.process_dataloader, trainer
-        )
+        strategy.process_dataloader = functools.partial(_wrap_loaders, strategy.process_dataloader, trainer)
         latest = core.latest() if self.resume else None
         if latest is not None:
             # Lightning restores from this right after setup (model, callbacks, loops, optimizers,

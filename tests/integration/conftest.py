@@ -80,6 +80,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture
+def dead_host():
+    """``127.0.0.1:PORT`` where nothing answers (connections are refused) for the whole test: the
+    port stays bound, never listening. A port only found free and closed again could be taken by
+    another worker's test server before the test connected: the "dead" endpoint then answered
+    (a 404 from a storage emulator), or held the connection open past the retry deadline."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield f"127.0.0.1:{s.getsockname()[1]}"
+
+
 # --- registry with token auth -----------------------------------------------------------------
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import free_port
 from tests.unit.runtime.kill_loop import kill_loop
 from trainguard.errors import EndpointUnreachable
 from trainguard.launch.local import LocalBackend
@@ -198,8 +197,8 @@ def _load_fsdp(rank, world, tmp, directory):
     return {**full_state(model, optimizer), "start": start.step}
 
 
-def test_a_dead_storage_endpoint_answers_within_the_deadline_naming_it(monkeypatch):
-    dead = f"http://127.0.0.1:{free_port()}"
+def test_a_dead_storage_endpoint_answers_within_the_deadline_naming_it(monkeypatch, dead_host):
+    dead = f"http://{dead_host}"
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", dead)
     started = time.monotonic()
     with pytest.raises(EndpointUnreachable, match=f"no answer from {dead} within 2 s"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.conftest import ENTRYPOINT, PRIVATE_TOKEN, context, free_port, make_spec
+from tests.integration.conftest import ENTRYPOINT, PRIVATE_TOKEN, context, make_spec
 from trainguard.preflight import image as image_mod
 from trainguard.preflight.oci_client import AccessDenied, ImageRef, RegistryClient
 from trainguard.preflight.results import Status
@@ -125,8 +125,8 @@ def test_pools_sharing_an_image_resolve_it_once(insecure_registry):
     assert len(insecure_registry.tokens.requests) - before == 1
 
 
-def test_unreachable_registry_is_unknown(monkeypatch):
-    host = f"127.0.0.1:{free_port()}"  # nothing listens there
+def test_unreachable_registry_is_unknown(monkeypatch, dead_host):
+    host = dead_host
     monkeypatch.setenv("TRAINGUARD_INSECURE_REGISTRIES", host)
     [result] = run(make_spec(f"{host}/public/trainer:1.0"))
     assert result.status is Status.UNKNOWN

@@ -5,7 +5,6 @@ deadline."""
 from __future__ import annotations
 
 import shutil
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -104,14 +103,8 @@ def test_only_hostile_names_is_a_history_error(bucket, any_names):
     assert outcome.exit_code == 2 and "no event file with a usable name" in outcome.output
 
 
-def _dead_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # closed again: nothing listens there
-
-
-def test_a_dead_endpoint_is_named_within_the_retry_deadline(monkeypatch):
-    endpoint = f"http://127.0.0.1:{_dead_port()}"
+def test_a_dead_endpoint_is_named_within_the_retry_deadline(monkeypatch, dead_host):
+    endpoint = f"http://{dead_host}"
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint)
     monkeypatch.setenv("TRAINGUARD_RETRY_DEADLINE", "2s")
     started = time.monotonic()
@@ -122,8 +115,8 @@ def test_a_dead_endpoint_is_named_within_the_retry_deadline(monkeypatch):
     assert "TRAINGUARD_RETRY_DEADLINE" in str(info.value)
 
 
-def test_a_dead_endpoint_through_the_cli_is_exit_2(monkeypatch):
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{_dead_port()}")
+def test_a_dead_endpoint_through_the_cli_is_exit_2(monkeypatch, dead_host):
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://{dead_host}")
     monkeypatch.setenv("TRAINGUARD_RETRY_DEADLINE", "1s")
     outcome = run_cli("validate", "gs://hist-bucket/logs")
     assert_contract(outcome, max_seconds=60)

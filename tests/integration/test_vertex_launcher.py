@@ -924,16 +924,15 @@ def test_train_rejects_a_max_queued_that_is_not_a_duration(vertex_server, tmp_pa
     assert vertex_server.requests == []
 
 
-def test_a_dead_endpoint_is_named_within_the_short_deadline_not_after_minutes(monkeypatch, fake_time):
+def test_a_dead_endpoint_is_named_within_the_short_deadline_not_after_minutes(
+    monkeypatch, fake_time, dead_host
+):
     # With nothing ever answering, the launcher once retried create (and a label lookup after
     # each try) for max_transient_s, 15 min by default, before saying anything was wrong.
-    import socket
 
     from trainguard.errors import EndpointUnreachable
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{s.getsockname()[1]}"  # closed again: nothing listens there
+    dead = f"http://{dead_host}"
     monkeypatch.setenv("TRAINGUARD_ENDPOINT_AIPLATFORM", dead)
     monkeypatch.setenv("TRAINGUARD_RETRY_DEADLINE", "10s")
     with pytest.raises(EndpointUnreachable, match=re.escape(dead)):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import json
 import random
 from pathlib import Path
@@ -15,13 +14,13 @@ import pytest
 
 from tests.fuzz.contract import run_cli
 from tests.once import built_once
+from tests.requires import require
 from tests.site.sitecustomize import FULL_EXIT_ENV
 from trainguard.launch.local import LocalBackend
 from trainguard.runtime.history import read_history_records
 from trainguard.spec import load_spec
 
-if not all(importlib.util.find_spec(m) for m in ("jax", "orbax", "optax", "sklearn")):
-    pytest.skip("needs the [jax] and [examples] extras", allow_module_level=True)
+require("jax", "orbax", "optax", "sklearn")  # the [jax] and [examples] extras
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "examples" / "tpu-v5e.yaml"

@@ -19,7 +19,7 @@ import math
 import re
 import reprlib
 from collections.abc import Mapping, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -221,9 +221,21 @@ def normalise_durations(desc: Descriptor, data: Any) -> Any:
 # --- checking -----------------------------------------------------------------------------
 
 
+_CACHED_KEY_CHARS = 200  # field names and short user keys; a long key is shown afresh each time
+
+
+@lru_cache(maxsize=4096)
+def _shown_key(key: str) -> str:
+    return bound(redact(key), 80)
+
+
 def _join(path: str, key: Any) -> str:
-    name = key if isinstance(key, str) else show(key)
-    name = bound(redact(name), 80)
+    # Every field's path is made as the walk passes (the problem may be found below it): the
+    # redaction of the few names a spec repeats is done once, not once per pool or per entry.
+    if isinstance(key, str):
+        name = _shown_key(key) if len(key) <= _CACHED_KEY_CHARS else bound(redact(key), 80)
+    else:
+        name = bound(redact(show(key)), 80)
     return f"{path}.{name}" if path else name
 
 

@@ -405,6 +405,18 @@ def test_a_secret_in_a_wrong_typed_value_is_redacted_in_the_message():
     assert "SECRET" not in str(info.value) and "ya29" not in str(info.value)
 
 
+@pytest.mark.parametrize("padding", ["", "x" * 300])  # a short key (its shown form is kept) and a long one
+def test_a_secret_shaped_key_is_redacted_in_every_path_that_names_it(padding):
+    key = f"ya29.a0AfB_byDx9Kq3LzSECRET{padding}"
+    data = {"workerPoolSpecs": [pool(), {**pool(replicaCount=2), key: 1}], key: {"a": 1}}
+    for _ in range(2):  # the second parse finds the key's shown form already made
+        with pytest.raises(SpecError) as info:
+            parse_spec(data, project=P, region=R)
+        message = str(info.value)
+        assert "2 problems" in message and message.count("[REDACTED]") >= 2
+        assert "SECRET" not in message and "ya29" not in message and "SECRET" not in info.value.path
+
+
 def test_hundreds_of_problems_are_counted_not_all_listed():
     data = {"workerPoolSpecs": [pool()], **{f"field{i}": 1 for i in range(500)}}
     with pytest.raises(SpecError) as info:

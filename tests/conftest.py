@@ -16,7 +16,7 @@ import pytest
 import tests.site.sitecustomize
 from tests.schedule import slow_at_the_heads
 
-# Three xdist workers share two cores, and many tests start trainers of their own: one intra-op
+# The xdist workers share two cores, and many tests start trainers of their own: one intra-op
 # thread per process stops them spinning against each other (torchrun sets the same for its
 # workers). Set before any test module imports torch.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -64,6 +64,14 @@ def pytest_collection_modifyitems(config, items):
     """Tests marked ``slow`` (they start trainers) first, spread over the xdist workers' shares."""
     workers = getattr(config, "workerinput", {}).get("workercount", 1)
     items[:] = slow_at_the_heads(items, lambda item: item.get_closest_marker("slow") is not None, workers)
+
+
+def pytest_collection_finish(session):
+    """What collection imported (torch, JAX, kfp, the test modules) lives until the worker exits:
+    frozen, it is left out of every later collection. Each full collection in a worker had walked
+    ~850,000 objects, ~0.45 s, and the suite makes a dozen (transformers' Trainer asks for one at
+    each ``train()``'s end); with the freeze the workers spend ~40% less time collecting."""
+    gc.freeze()
 
 
 UNMARKED_SLOW_S = 5.0  # a test this long without @pytest.mark.slow is named at the end of the run

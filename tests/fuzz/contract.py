@@ -8,16 +8,25 @@ with ``peak_memory``.
 
 from __future__ import annotations
 
+import functools
 import time
 import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import typer.main
+import typer.testing
 from typer.testing import CliRunner
 
 __all__ = ["MAX_OUTPUT", "Outcome", "run_cli", "assert_contract", "peak_memory"]
 
 MAX_OUTPUT = 20_000
+
+# typer's CliRunner.invoke builds the whole click command tree from the app at every call (~7 ms:
+# it evaluates each command's annotations; the suite makes ~450 calls). The tree depends on the
+# app alone, as in a ``trainguard`` process, which builds it once; so it is built once per app.
+if hasattr(typer.testing, "_get_command"):
+    typer.testing._get_command = functools.cache(typer.main.get_command)
 
 
 @dataclass

@@ -61,9 +61,15 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
 
 @pytest.hookimpl(trylast=True)  # after `-m` and `-k` have deselected: the runs are cut from what is left
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``slow`` (they start trainers) first, spread over the xdist workers' shares."""
+    """Tests marked ``slow`` (they start trainers) first, spread over the xdist workers' shares;
+    those marked ``framework`` on one worker."""
     workers = getattr(config, "workerinput", {}).get("workercount", 1)
-    items[:] = slow_at_the_heads(items, lambda item: item.get_closest_marker("slow") is not None, workers)
+    items[:] = slow_at_the_heads(
+        items,
+        lambda item: item.get_closest_marker("slow") is not None,
+        workers,
+        together=lambda item: item.get_closest_marker("framework") is not None,
+    )
 
 
 def pytest_collection_finish(session):

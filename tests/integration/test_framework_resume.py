@@ -180,6 +180,7 @@ def bucket(emulator, monkeypatch):
     return "gs://guard-bucket"
 
 
+@pytest.mark.framework  # in-process, as tests/unit/runtime does
 def test_lightning_saves_and_resumes_on_gcs(bucket, tmp_path):
     needs("lightning")
     unit = importlib.import_module("tests.unit.runtime.lightning_runs")
@@ -192,6 +193,7 @@ def test_lightning_saves_and_resumes_on_gcs(bucket, tmp_path):
     assert unit.same(unit.weights(model), unit.weights(expected))
 
 
+@pytest.mark.framework  # in-process, as tests/unit/runtime does
 def test_keras_saves_and_resumes_on_gcs(bucket, tmp_path):
     needs("keras")
     unit = importlib.import_module("tests.unit.runtime.keras_runs")
@@ -204,6 +206,7 @@ def test_keras_saves_and_resumes_on_gcs(bucket, tmp_path):
     assert unit.same(unit.weights(model), unit.weights(expected))
 
 
+@pytest.mark.framework  # in-process, as tests/unit/runtime does
 def test_hf_resumes_from_a_checkpoint_downloaded_from_gcs(bucket, tmp_path):
     needs("hf")
     unit = importlib.import_module("tests.unit.runtime.hf_runs")

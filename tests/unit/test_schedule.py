@@ -44,3 +44,24 @@ def test_more_slow_tests_than_a_run_holds_are_all_kept():
     items = [(i, i != 3) for i in range(5)]
     ordered = slow_at_the_heads(items, lambda item: item[1], 4)
     assert sorted(ordered) == items
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 5])
+@pytest.mark.parametrize("seed", range(20))
+def test_tests_that_import_a_framework_share_one_run_right_after_its_slow_tests(workers, seed):
+    rng = random.Random(seed)
+    # (index, slow, together): a framework test may be slow too; then it is dealt as a slow one.
+    items = [(i, rng.random() < 0.1, rng.random() < 0.15) for i in range(rng.randint(0, 300))]
+    ordered = slow_at_the_heads(items, lambda item: item[1], workers, together=lambda item: item[2])
+    assert sorted(ordered) == sorted(items)
+    runs = worksteal_runs(ordered, workers)
+    grouped = [item for item in items if item[2] and not item[1]]
+    slow_total = sum(1 for item in items if item[1])
+    if len(grouped) + -(-slow_total // workers) > len(items) // workers:
+        return  # more than one run holds: they cannot share one (the suite's ~40 of ~1,850 can)
+    holding = [k for k, run in enumerate(runs) if any(item in grouped for item in run)]
+    assert len(holding) <= 1  # one worker imports the frameworks
+    if grouped:
+        last = runs[holding[0]]
+        slow_there = sum(1 for item in last if item[1])
+        assert last[slow_there : slow_there + len(grouped)] == grouped  # before anything stealable

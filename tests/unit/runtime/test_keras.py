@@ -15,6 +15,8 @@ from tests.unit.runtime.framework_helpers import commit, crash, history, sigterm
 from trainguard.errors import CheckpointError
 from trainguard.runtime.checkpoint import CheckpointManager
 
+pytestmark = pytest.mark.framework  # imports the framework in-process: one worker runs these
+
 
 @pytest.fixture(scope="module")
 def ks():

@@ -18,6 +18,8 @@ from tests.unit.runtime.framework_helpers import Evil, commit, crash, history, s
 from trainguard.errors import CheckpointError
 from trainguard.runtime.checkpoint import CheckpointManager
 
+pytestmark = pytest.mark.framework  # imports the framework in-process: one worker runs these
+
 
 @pytest.fixture(scope="module")
 def lt():

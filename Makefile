@@ -26,8 +26,9 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## create .venv and install trainguard with the dev and torch extras
 
 # Many end-to-end tests wait on subprocesses (preemptions, guard polls): five workers keep the two
-# cores of a CI machine busy (measured on 2 cores: 3 workers 2:08, 4 2:03, 5 1:57-1:58, 6 2:01-2:02);
-# worksteal rebalances the long tests at the end.
+# cores of a CI machine busy; a sixth costs more CPU than it fills, since each worker collects the
+# suite and imports what its tests use (measured side by side on 2 cores: 4 workers 2:05-2:10,
+# 5 1:56-2:00, 6 2:06-2:09). worksteal rebalances the long tests at the end.
 PYTEST_WORKERS ?= 5
 
 # Python caches compiled modules (and pytest its rewritten tests) unless PYTHONDONTWRITEBYTECODE is

@@ -75,8 +75,8 @@ def pytest_collection_modifyitems(config, items):
 def pytest_collection_finish(session):
     """What collection imported (torch, JAX, kfp, the test modules) lives until the worker exits:
     frozen, it is left out of every later collection. Each full collection in a worker had walked
-    ~850,000 objects, ~0.45 s, and the suite makes a dozen (transformers' Trainer asks for one at
-    each ``train()``'s end); with the freeze the workers spend ~40% less time collecting."""
+    ~850,000 objects, ~0.45 s, and the suite makes a dozen (accelerate, under transformers'
+    Trainer, asks for them); the workers' collections took 8.6 s of CPU in all, now 4.0 s."""
     gc.freeze()
 
 

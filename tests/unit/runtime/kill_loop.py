@@ -8,7 +8,6 @@ child announced done, and all its files belong to that one save, whole.
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
@@ -17,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+from tests.child_env import with_repo_on_path
 from trainguard.runtime.checkpoint import CheckpointManager
 
 CHILD = Path(__file__).with_name("kill_child.py")
@@ -38,7 +38,7 @@ def run_one(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)},
+        env=with_repo_on_path(**(env or {})),
         cwd=str(ROOT),
     )
     lines: list[str] = []

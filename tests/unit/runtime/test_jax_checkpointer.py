@@ -37,6 +37,7 @@ import jax.numpy as jnp  # noqa: E402
 from jax.sharding import Mesh, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
+from tests.child_env import with_repo_on_path  # noqa: E402
 from trainguard.errors import CheckpointError  # noqa: E402
 from trainguard.runtime import RetentionPolicy, read_history_records  # noqa: E402
 from trainguard.runtime.checkpoint import COMMIT_MARKER  # noqa: E402
@@ -224,7 +225,7 @@ def test_a_state_saved_over_8_devices_restores_onto_4_and_onto_1(tmp_path):
         text=True,
         timeout=300,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=with_repo_on_path(),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [line.split() for line in result.stdout.splitlines()]
@@ -401,7 +402,7 @@ def test_importing_the_runtime_does_not_import_jax():
         check=True,
         cwd=ROOT,
         timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=with_repo_on_path(),
     )
 
 
@@ -414,7 +415,7 @@ def kill_once(directory: str, async_save: bool, delay: float) -> tuple[int, int 
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=with_repo_on_path(),
     )
     lines: list[str] = []
     ready = threading.Event()
@@ -529,7 +530,7 @@ def test_a_full_disk_says_so_and_keeps_the_previous_checkpoint(tmp_path):
         text=True,
         timeout=300,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=with_repo_on_path(),
     )
     assert "ERROR checkpoint step 2: no space left on " + str(disk) in result.stdout, result.stderr
     assert "LATEST 1" in result.stdout, result.stdout + result.stderr[-3000:]
@@ -559,7 +560,7 @@ def job(directory: Path, world: int, devices: int, mode: str) -> list[dict]:
             stderr=subprocess.PIPE,
             text=True,
             cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env=with_repo_on_path(),
         )
         for rank in range(world)
     ]

@@ -34,7 +34,7 @@ PYTEST_WORKERS ?= 5
 # Python caches compiled modules (and pytest its rewritten tests) unless PYTHONDONTWRITEBYTECODE is
 # set, as it is on some machines: the suite starts ~150 processes that import trainguard.
 test: export PYTHONDONTWRITEBYTECODE :=
-test: lint ## lint, then the test suite (unit, integration on loopback servers, pipelines), in parallel
+test: install ## the test suite (unit, integration on loopback servers, pipelines), in parallel
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 
 test-long: install ## the long variants (many random kill points, ...)

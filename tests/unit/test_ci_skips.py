@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.child_env import with_repo_on_path
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = """
@@ -23,8 +24,7 @@ def test_skips_for_another_reason():
 
 def run(tmp_path: Path, ci: bool, body: str = CASES) -> subprocess.CompletedProcess:
     (tmp_path / "test_cases.py").write_text(body)
-    env = {k: v for k, v in os.environ.items() if k != "CI"} | ({"CI": "true"} if ci else {})
-    env["PYTHONPATH"] = str(ROOT)
+    env = {k: v for k, v in with_repo_on_path().items() if k != "CI"} | ({"CI": "true"} if ci else {})
     return subprocess.run(
         [
             sys.executable,

@@ -10,7 +10,6 @@ import pytest
 
 from tests.child_env import with_repo_on_path
 
-ROOT = Path(__file__).resolve().parents[2]
 CASES = """
 import pytest
 

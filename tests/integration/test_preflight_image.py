@@ -126,11 +126,10 @@ def test_pools_sharing_an_image_resolve_it_once(insecure_registry):
 
 
 def test_unreachable_registry_is_unknown(monkeypatch, dead_host):
-    host = dead_host
-    monkeypatch.setenv("TRAINGUARD_INSECURE_REGISTRIES", host)
-    [result] = run(make_spec(f"{host}/public/trainer:1.0"))
+    monkeypatch.setenv("TRAINGUARD_INSECURE_REGISTRIES", dead_host)
+    [result] = run(make_spec(f"{dead_host}/public/trainer:1.0"))
     assert result.status is Status.UNKNOWN
-    assert f"cannot reach {host}" in result.evidence
+    assert f"cannot reach {dead_host}" in result.evidence
 
 
 def test_malformed_image_uri_fails():

@@ -929,7 +929,6 @@ def test_a_dead_endpoint_is_named_within_the_short_deadline_not_after_minutes(
 ):
     # With nothing ever answering, the launcher once retried create (and a label lookup after
     # each try) for max_transient_s, 15 min by default, before saying anything was wrong.
-
     from trainguard.errors import EndpointUnreachable
 
     dead = f"http://{dead_host}"

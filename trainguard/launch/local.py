@@ -13,8 +13,10 @@ period, as a Spot reclaim does, and restarts the job; failure messages follow Ve
 While the workers run, the in-flight watcher (if any) is called about once a second
 (:mod:`trainguard.launch.watching`); on a :class:`~trainguard.launch.base.Stop` every replica's
 process group gets SIGTERM, then SIGKILL after ``grace_s``, and nothing of the job is left behind.
-SIGTERM to the launcher (a cancelled pipeline) stops them the same way. Worker output is echoed and
-kept in the log tail redacted and bounded (:mod:`trainguard.launch.echo`).
+SIGTERM to the launcher (a cancelled pipeline) stops them the same way; SIGKILL to it ends them too,
+on Linux (the parent-death signal, which :mod:`trainguard.launch.die_with_parent` sets before it
+``exec``s the command). Worker output is echoed and kept in the log tail redacted and bounded
+(:mod:`trainguard.launch.echo`).
 """
 
 from __future__ import annotations
@@ -87,13 +89,15 @@ def check_replicas(spec: JobSpec) -> int:
     return replicas
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: receive SIGKILL when the launcher dies, even by SIGKILL (Linux)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
+_DIE_WITH_PARENT = str(Path(__file__).with_name("die_with_parent.py"))
 
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+def _launch_argv(argv: Sequence[str]) -> list[str]:
+    """``argv`` started so that it dies with this process, even when this one is SIGKILLed
+    (Linux: through :mod:`trainguard.launch.die_with_parent`, which ``exec``s it in its place)."""
+    if not sys.platform.startswith("linux") or not sys.executable:
+        return list(argv)
+    return [sys.executable, "-I", "-S", _DIE_WITH_PARENT, str(os.getpid()), *argv]
 
 
 def _free_port() -> int:
@@ -438,7 +442,7 @@ class LocalBackend:
             w.preempted, w.launch_error, w.proc = False, "", None
             try:
                 w.proc = subprocess.Popen(
-                    w.argv,
+                    _launch_argv(w.argv),
                     env=w.env,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
@@ -447,10 +451,10 @@ class LocalBackend:
                     bufsize=1,
                     text=True,
                     errors="replace",
-                    preexec_fn=_die_with_parent,
                 )
             except OSError as exc:
-                # What a container runtime reports for a missing entrypoint; exit status 127.
+                # Where the command is started directly (not Linux): what a container runtime
+                # reports for a missing entrypoint, exit status 127, as die_with_parent reports it.
                 w.launch_error = (
                     f'exec: "{w.argv[0]}": {exc.strerror or exc}: executable file not found in $PATH'
                 )

@@ -24,6 +24,14 @@ def script(tmp_path, body: str, name: str = "job.py") -> str:
     return str(path)
 
 
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 def spec(command, base, replicas=1, **kw):
     return JobSpec.create(
         "my-project",
@@ -252,6 +260,89 @@ def test_sigterm_to_the_launcher_cancels_the_job_and_leaves_no_orphans(tmp_path)
         os.kill(worker_pid, 0)
 
 
+def test_sigkill_to_the_launcher_still_ends_its_replicas(tmp_path):
+    """A launcher killed outright (a pipeline task OOM-killed) runs no cleanup: the kernel ends the
+    replicas (Linux), so no trainer keeps the machine's GPUs or writes into the next run."""
+    import subprocess
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the parent-death signal is Linux's")
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    worker = script(
+        tmp_path,
+        f"""
+        import os, time
+        open(os.path.join({str(pids)!r}, os.environ["RANK"]), "w").write(str(os.getpid()))
+        time.sleep(60)
+    """,
+    )
+    launcher = script(
+        tmp_path,
+        name="launcher.py",
+        body=f"""
+        from trainguard.launch.local import LocalBackend
+        from trainguard.spec import JobSpec
+        spec = JobSpec.create("my-project", "us-central1", machine_type="n1-standard-4",
+                              image_uri="i", command=["python", {worker!r}], replica_count=2,
+                              base_output_dir={str(tmp_path / "b")!r})
+        LocalBackend().run(spec)
+    """,
+    )
+    proc = subprocess.Popen([sys.executable, launcher])
+    deadline = time.monotonic() + 30
+    while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = [int(p.read_text()) for p in pids.iterdir()]
+    assert len(workers) == 2, "the replicas did not start"
+    proc.kill()
+    proc.wait(timeout=10)
+    for pid in workers:
+        deadline = time.monotonic() + 10  # killed by the kernel, then reaped by init
+        while not gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert gone(pid), f"replica pid {pid} outlived its SIGKILLed launcher"
+
+
+def test_replicas_start_without_forking_the_launcher(tmp_path):
+    """``subprocess`` with a ``preexec_fn`` forks the launcher and runs Python in the child, which is
+    unsafe while threads run (JAX warns of a deadlock at every such fork); the launcher's own log
+    readers are threads. No hook registered for a fork runs while a job starts, restarts and ends."""
+    forks: list[int] = []
+    os.register_at_fork(before=lambda: forks.append(os.getpid()))  # as JAX registers its warning
+    worker = script(tmp_path, "import time; print('step 1', flush=True); time.sleep(0.3)\n")
+    backend = LocalBackend(preempt_on=[("step 1", 0.0)], grace_s=2)
+    result = backend.run(spec(["python", worker], str(tmp_path / "b"), replicas=2))
+    assert result.succeeded and result.restarts == 1
+    assert forks == []
+
+
+def test_a_replica_whose_launcher_died_before_it_ran_does_not_run(tmp_path):
+    """The launcher can die between starting a replica and the replica asking for the parent-death
+    signal: the replica sees that its parent is not the launcher any more and ends at once."""
+    import subprocess
+
+    from trainguard.launch import die_with_parent
+
+    marker = tmp_path / "ran"
+    # A launcher pid that is not this replica's parent: as if it had died and init adopted us.
+    argv = [sys.executable, "-I", "-S", die_with_parent.__file__, str(os.getpid() + 10**6)]
+    proc = subprocess.run([*argv, sys.executable, "-c", f"open({str(marker)!r}, 'w')"], timeout=30)
+    assert proc.returncode == -9 and not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [(["no-such-trainer-binary"], "No such file or directory"), (["./data.csv"], "Permission denied")],
+)
+def test_a_command_that_cannot_start_says_why_in_a_containers_words(tmp_path, monkeypatch, command, reason):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data.csv").write_text("a,b\n")  # not executable
+    result = LocalBackend().run(spec(command, str(tmp_path / "b")))
+    assert result.state == "FAILED" and result.error.endswith("non-zero status of 127.")
+    assert f'exec: "{command[0]}": {reason}: executable file not found in $PATH' in result.log_tail
+
+
 # --- the in-flight watcher ----------------------------------------------------------------------
 
 
@@ -266,14 +357,6 @@ class StopWhen:
     def poll(self, job: RunningJob):
         self.seen.append(job)
         return self.stop if self.ready() else None
-
-
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def test_a_stop_ends_every_replica_and_their_children_with_no_orphan(tmp_path):

@@ -27,6 +27,11 @@ PR_SET_PDEATHSIG = 1
 NOT_STARTED = 127  # a container's status when its entrypoint cannot be run
 
 
+def not_started(command: str, reason: str) -> str:
+    """What a container runtime says when it cannot run ``command`` (the local backend says it too)."""
+    return f'exec: "{command}": {reason}: executable file not found in $PATH'
+
+
 def main(argv: list[str]) -> None:
     launcher, command = int(argv[1]), argv[2:]
     # Without prctl (a libc that lacks it), the launcher's own signal handling still stops it.
@@ -37,8 +42,7 @@ def main(argv: list[str]) -> None:
     try:
         os.execvp(command[0], command)
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        sys.stdout.write(f'exec: "{command[0]}": {reason}: executable file not found in $PATH\n')
+        sys.stdout.write(not_started(command[0], exc.strerror or str(exc)) + "\n")
         sys.stdout.flush()
         os._exit(NOT_STARTED)
 

@@ -40,6 +40,7 @@ from typing import TextIO
 
 from trainguard.errors import ConfigError
 from trainguard.launch.base import RunningJob, TrainResult, Watcher
+from trainguard.launch.die_with_parent import NOT_STARTED, not_started
 from trainguard.launch.echo import safe_error, safe_line, safe_tail
 from trainguard.launch.sigterm import SigtermGuard, Terminated
 from trainguard.launch.watching import WatcherSeam, stop_error
@@ -178,7 +179,7 @@ class _Worker:
     def poll(self) -> int | None:
         """The exit status; 127 when the command could not be started (as in a container)."""
         if self.launch_error:
-            return 127
+            return NOT_STARTED
         return self.proc.poll() if self.proc is not None else None
 
 
@@ -453,11 +454,9 @@ class LocalBackend:
                     errors="replace",
                 )
             except OSError as exc:
-                # Where the command is started directly (not Linux): what a container runtime
-                # reports for a missing entrypoint, exit status 127, as die_with_parent reports it.
-                w.launch_error = (
-                    f'exec: "{w.argv[0]}": {exc.strerror or exc}: executable file not found in $PATH'
-                )
+                # Where the command is started directly (not Linux): exit status 127 and the
+                # container runtime's words, as die_with_parent gives them on Linux.
+                w.launch_error = not_started(w.argv[0], exc.strerror or str(exc))
                 line = safe_line(f"[{w.name}] {w.launch_error}")
                 with r.lock:
                     r.tail.append(line)

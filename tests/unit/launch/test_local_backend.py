@@ -32,6 +32,31 @@ def gone(pid: int) -> bool:
     return False
 
 
+def gone_within(pid: int, seconds: float = 10) -> bool:
+    """``pid`` is gone within ``seconds``: an orphaned process is reaped by init, not by us."""
+    deadline = time.monotonic() + seconds
+    while not gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return gone(pid)
+
+
+def launcher(tmp_path, worker: str, replicas: int = 1) -> str:
+    """A script that runs ``python worker`` with the local backend and prints the job's state."""
+    return script(
+        tmp_path,
+        name="launcher.py",
+        body=f"""
+        from trainguard.launch.local import LocalBackend
+        from trainguard.spec import JobSpec
+        spec = JobSpec.create("my-project", "us-central1", machine_type="n1-standard-4",
+                              image_uri="i", command=["python", {worker!r}], replica_count={replicas},
+                              base_output_dir={str(tmp_path / "b")!r})
+        result = LocalBackend(grace_s=2).run(spec)
+        print("STATE", result.state)
+    """,
+    )
+
+
 def spec(command, base, replicas=1, **kw):
     return JobSpec.create(
         "my-project",
@@ -233,21 +258,7 @@ def test_sigterm_to_the_launcher_cancels_the_job_and_leaves_no_orphans(tmp_path)
         time.sleep(60)
     """,
     )
-    launcher = script(
-        tmp_path,
-        name="launcher.py",
-        body=f"""
-        import sys
-        from trainguard.launch.local import LocalBackend
-        from trainguard.spec import JobSpec
-        spec = JobSpec.create("my-project", "us-central1", machine_type="n1-standard-4",
-                              image_uri="i", command=["python", {worker!r}],
-                              base_output_dir={str(tmp_path / "b")!r})
-        result = LocalBackend(grace_s=2).run(spec)
-        print("STATE", result.state)
-    """,
-    )
-    proc = subprocess.Popen([sys.executable, launcher], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, launcher(tmp_path, worker)], stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while not pidfile.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -277,19 +288,7 @@ def test_sigkill_to_the_launcher_still_ends_its_replicas(tmp_path):
         time.sleep(60)
     """,
     )
-    launcher = script(
-        tmp_path,
-        name="launcher.py",
-        body=f"""
-        from trainguard.launch.local import LocalBackend
-        from trainguard.spec import JobSpec
-        spec = JobSpec.create("my-project", "us-central1", machine_type="n1-standard-4",
-                              image_uri="i", command=["python", {worker!r}], replica_count=2,
-                              base_output_dir={str(tmp_path / "b")!r})
-        LocalBackend().run(spec)
-    """,
-    )
-    proc = subprocess.Popen([sys.executable, launcher])
+    proc = subprocess.Popen([sys.executable, launcher(tmp_path, worker, replicas=2)])
     deadline = time.monotonic() + 30
     while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -297,11 +296,8 @@ def test_sigkill_to_the_launcher_still_ends_its_replicas(tmp_path):
     assert len(workers) == 2, "the replicas did not start"
     proc.kill()
     proc.wait(timeout=10)
-    for pid in workers:
-        deadline = time.monotonic() + 10  # killed by the kernel, then reaped by init
-        while not gone(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert gone(pid), f"replica pid {pid} outlived its SIGKILLed launcher"
+    for pid in workers:  # killed by the kernel, then reaped by init
+        assert gone_within(pid), f"replica pid {pid} outlived its SIGKILLed launcher"
 
 
 def test_replicas_start_without_forking_the_launcher(tmp_path):
@@ -393,10 +389,7 @@ def test_a_stop_ends_every_replica_and_their_children_with_no_orphan(tmp_path):
     assert result.duration_s < 60
     for name in ("worker-0", "worker-1", "child-0", "child-1"):
         pid = int((pids / name).read_text())
-        deadline = time.monotonic() + 10  # an orphaned child is reaped by init, not by us
-        while not gone(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert gone(pid), f"{name} (pid {pid}) outlived the job"
+        assert gone_within(pid), f"{name} (pid {pid}) outlived the job"
     for name in ("worker-0", "worker-1"):  # each replica's process group is gone too
         with pytest.raises(ProcessLookupError):
             os.killpg(int((pids / name).read_text()), 0)

@@ -18,6 +18,7 @@ is read with ``pickle.load`` and non-tensor items with ``torch.load(weights_only
 from __future__ import annotations
 
 import contextlib
+import enum
 import io
 import os
 import pickle
@@ -58,8 +59,22 @@ _ALLOWED = {
 }
 
 
+def _enum_member(cls: object, name: object) -> enum.Enum:
+    """``getattr(cls, name)`` for an enum member and nothing else.
+
+    Early Python 3.11 releases pickle an enum member by name, as ``getattr(cls, name)``: Debian 12's
+    python3 (3.11.2) writes DCP's ``_MEM_FORMAT_ENCODING`` so. Later releases pickle it by value.
+    """
+    if isinstance(cls, enum.EnumMeta) and isinstance(name, str) and name in cls.__members__:
+        return cls[name]
+    what = getattr(cls, "__qualname__", type(cls).__name__)
+    raise pickle.UnpicklingError(f"getattr({what}, {str(name)[:50]!r}) is not an enum member")
+
+
 class _MetadataUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
+        if (module, name) == ("builtins", "getattr"):
+            return _enum_member  # an enum member pickled by name; any other getattr is refused
         if name in _ALLOWED.get(module, ()):
             return super().find_class(module, name)
         if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):

@@ -3,6 +3,8 @@ clear CheckpointError and leave the intact ones usable."""
 
 from __future__ import annotations
 
+import enum
+import io
 import json
 import os
 import pickle
@@ -161,6 +163,69 @@ def test_a_crafted_sharded_metadata_is_refused_without_running_it(tmp_path, monk
     ):
         TorchCheckpointer(*setup(), directory=str(tmp_path / "ck"), sharded=True).restore()
     assert not (tmp_path / "planted-ran").exists()
+
+
+class _ByName(pickle.Pickler):
+    """Pickles enum members by name, as Python 3.11.2 (Debian 12's python3) does."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, enum.Enum):
+            return getattr, (type(obj), obj.name)
+        return NotImplemented
+
+
+def by_name(obj) -> bytes:
+    out = io.BytesIO()
+    _ByName(out, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return out.getvalue()
+
+
+def test_a_sharded_checkpoint_written_by_python_3_11_2_restores(tmp_path):
+    model, opt, sched = setup()
+    ckpt = TorchCheckpointer(model, opt, sched, directory=str(tmp_path / "ck"), sharded=True, save=1)
+    ckpt.restore()
+    model(torch.randn(2, 8)).sum().backward()
+    opt.step()
+    ckpt.step(1, loss=1.0, extra={"batch": 1})
+    ckpt.close()
+    metadata = Path(ckpt.manager.checkpoint(1).path(".metadata"))
+    written = by_name(pickle.loads(metadata.read_bytes()))
+    assert b"getattr" in written and b"TORCH_CONTIGUOUS_FORMAT" in written  # as 3.11.2 writes it
+    plant(metadata, written)
+    again, *_ = restored = setup(seed=1)
+    assert TorchCheckpointer(*restored, directory=str(tmp_path / "ck"), sharded=True).restore().extra == {
+        "batch": 1
+    }
+    for saved, loaded in zip(model.state_dict().values(), again.state_dict().values(), strict=True):
+        assert torch.equal(saved, loaded)
+
+
+class _Getattr:
+    def __init__(self, owner, name):
+        self.owner, self.name = owner, name
+
+    def __reduce__(self):
+        return getattr, (self.owner, self.name)
+
+
+@pytest.mark.parametrize(
+    "owner, name",
+    [
+        (Path, "home"),
+        (torch.Size, "__init__"),
+        ("_MEM_FORMAT_ENCODING", "__class__"),
+        ("_MEM_FORMAT_ENCODING", "_missing_"),
+    ],
+)
+def test_getattr_in_sharded_metadata_reaches_enum_members_only(owner, name):
+    from torch.distributed.checkpoint.metadata import _MEM_FORMAT_ENCODING
+
+    from trainguard.runtime.torch_dcp import safe_metadata
+
+    owner = _MEM_FORMAT_ENCODING if owner == "_MEM_FORMAT_ENCODING" else owner
+    with pytest.raises(CheckpointError, match="not an enum member") as refused:
+        safe_metadata(pickle.dumps({"x": _Getattr(owner, name)}), "ck/.metadata")
+    assert "refused without running anything" in str(refused.value)
 
 
 @pytest.mark.parametrize(

@@ -17,10 +17,23 @@ JAX_TRAINER_IMAGE = $(if $(REGISTRY),$(REGISTRY)/,)trainguard/jax-trainer:$(VERS
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  make %-10s %s\n", $$1, $$2}'
 
+# A PYTHON given on the command line or in the environment that is not the interpreter .venv was
+# made from makes .venv again; without one, an existing .venv is kept (and updated).
+BASE := $(VENV)/.python
+WHICH_PYTHON := import sys; print(sys.base_prefix, sys.version.split()[0])
+VENV_CLEAR :=
+ifneq ($(origin PYTHON),file)
+ifneq ($(shell $(PYTHON) -c '$(WHICH_PYTHON)' 2>/dev/null),$(shell cat $(BASE) 2>/dev/null))
+.PHONY: $(STAMP)
+VENV_CLEAR := --clear
+endif
+endif
+
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	$(if $(VENV_CLEAR),$(PYTHON) -m venv --clear $(VENV),[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV))
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,pipelines,gcs,torch,jax,lightning,keras,hf,examples]'
+	@$(BIN)/python -c '$(WHICH_PYTHON)' > $(BASE)
 	@touch $(STAMP)
 
 install: $(STAMP) ## create .venv and install trainguard with the dev and torch extras

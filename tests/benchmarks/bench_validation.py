@@ -30,15 +30,17 @@ import os
 import resource
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
-from io import BytesIO
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.append(str(ROOT))  # for tests.git_tree; appended, so a phase's PYTHONPATH still picks trainguard
+
+from tests.git_tree import trainguard_at  # noqa: E402
+
 GOAL_POINTS_PER_S = 3_000_000
 VAL_EVERY = 100
 # The commit whose readers are the hand-written JSONL parser and csv-module readers.
@@ -163,15 +165,11 @@ def run_phase(kind: str, path: Path, code: Path) -> dict:
 
 def baseline_code(rev: str, into: Path) -> Path | None:
     """``trainguard/`` as it was at ``rev`` (from git), or None when git cannot give it."""
-    archive = subprocess.run(
-        ["git", "archive", rev, "trainguard"], cwd=ROOT, capture_output=True, check=False
-    )
-    if archive.returncode != 0:
-        print(f"baseline {rev}: not available ({archive.stderr.decode().strip()[:200]})")
+    try:
+        return trainguard_at(rev, into)
+    except subprocess.CalledProcessError as exc:
+        print(f"baseline {rev}: not available ({exc.stderr.decode().strip()[:200]})")
         return None
-    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
-        tar.extractall(into, filter="data")
-    return into
 
 
 # --- report -----------------------------------------------------------------------------------

@@ -24,9 +24,7 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
-from io import BytesIO
 from pathlib import Path
 
 import pytest
@@ -118,12 +116,10 @@ def test_same_points_and_verdict_as_the_old_readers(rel: str) -> None:
 
 def _baseline_fingerprints(rev: str) -> dict:
     """Runs :func:`read` on every fixture with the readers of ``rev``, in a child interpreter."""
+    from tests.git_tree import trainguard_at  # not in the --fingerprints child, which has no tests/
+
     with tempfile.TemporaryDirectory(prefix="tg-golden-") as tmp:
-        archive = subprocess.run(
-            ["git", "archive", rev, "trainguard"], cwd=ROOT, capture_output=True, check=True
-        )
-        with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
-            tar.extractall(tmp, filter="data")
+        trainguard_at(rev, tmp)
         env = {**os.environ, "PYTHONPATH": tmp}
         out = subprocess.run(
             [sys.executable, __file__, "--fingerprints"],

@@ -141,6 +141,10 @@ def read_csv_arrow(blocks: Iterator[bytes], source: str, fmt: str, total_bytes: 
         records += _arrow_tail(tail.data, columns, collector, lines + 1, notes)
     if records == 0:
         raise _Irregular  # the csv module says what is wrong
+    # The series in the header's order, as the csv path gives them: a column's first value can come
+    # in a later batch than another's (validation after a long first epoch), or in the last line.
+    rank = {columns.header[i]: k for k, i in enumerate(columns.metrics)}
+    collector.parts = dict(sorted(collector.parts.items(), key=lambda item: rank[item[0]]))
     return collector.build(fmt, columns.x_name, records, notes)
 
 

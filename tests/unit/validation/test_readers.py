@@ -140,6 +140,24 @@ def test_arrow_csv_reads_what_the_csv_module_reads(fmt: str, seed: int, ending: 
 
 
 @pytest.mark.parametrize(
+    "blocks",
+    [
+        # val_loss holds its first value only in the last line, which has no line end
+        [b"epoch,loss,val_loss,accuracy\n0,0.5,,0.1\n1,0.4,0.45,0.2"],
+        # ... or only in a later batch: validation after a long first epoch
+        [
+            b"epoch,loss,val_loss,accuracy\n" + b"".join(b"%d,0.5,,0.1\n" % i for i in range(50)),
+            b"50,0.4,0.45,0.2\n",
+        ],
+    ],
+)
+def test_arrow_csv_keeps_the_header_s_order_of_series(blocks: list[bytes]) -> None:
+    fast = read_csv_arrow(iter(blocks), "log.csv", "keras_csv")
+    assert list(fast.series) == ["loss", "val_loss", "accuracy"]
+    assert list(fast.series) == list(read_csv_exact(iter(blocks), "log.csv", "keras_csv").series)
+
+
+@pytest.mark.parametrize(
     "text",
     [
         'epoch,loss\n0,"1.5"\n1,2.0\n',  # quoted

@@ -142,15 +142,21 @@ def test_a_crafted_newest_checkpoint_is_refused_and_the_previous_still_restores(
     assert start.step == 5 and start.extra == {"seen": 5}
 
 
-def test_a_crafted_sharded_metadata_is_refused_without_running_it(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def one_sharded_step(directory: Path):
+    """Trains one step and saves it as a sharded (DCP) checkpoint with ``extra={"batch": 1}``."""
     model, opt, sched = setup()
-    ckpt = TorchCheckpointer(model, opt, sched, directory=str(tmp_path / "ck"), sharded=True, save=1)
+    ckpt = TorchCheckpointer(model, opt, sched, directory=str(directory), sharded=True, save=1)
     ckpt.restore()
     model(torch.randn(2, 8)).sum().backward()
     opt.step()
     ckpt.step(1, loss=1.0, extra={"batch": 1})
     ckpt.close()
+    return model, ckpt
+
+
+def test_a_crafted_sharded_metadata_is_refused_without_running_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    one_sharded_step(tmp_path / "ck")
     again = TorchCheckpointer(*setup(), directory=str(tmp_path / "ck"), sharded=True)
     assert again.restore().extra == {"batch": 1}  # the sharded round trip works
     found = again.manager.checkpoint(1)
@@ -181,13 +187,7 @@ def by_name(obj) -> bytes:
 
 
 def test_a_sharded_checkpoint_written_by_python_3_11_2_restores(tmp_path):
-    model, opt, sched = setup()
-    ckpt = TorchCheckpointer(model, opt, sched, directory=str(tmp_path / "ck"), sharded=True, save=1)
-    ckpt.restore()
-    model(torch.randn(2, 8)).sum().backward()
-    opt.step()
-    ckpt.step(1, loss=1.0, extra={"batch": 1})
-    ckpt.close()
+    model, ckpt = one_sharded_step(tmp_path / "ck")
     metadata = Path(ckpt.manager.checkpoint(1).path(".metadata"))
     written = by_name(pickle.loads(metadata.read_bytes()))
     assert b"getattr" in written and b"TORCH_CONTIGUOUS_FORMAT" in written  # as 3.11.2 writes it

@@ -14,7 +14,7 @@ import tempfile
 import pytest
 
 import tests.site.sitecustomize
-from tests.schedule import slow_at_the_heads
+from tests.schedule import SLOW_MARKS, is_slow, slow_at_the_heads
 
 # The xdist workers share two cores, and many tests start trainers of their own: one intra-op
 # thread per process stops them spinning against each other (torchrun sets the same for its
@@ -61,12 +61,13 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
 
 @pytest.hookimpl(trylast=True)  # after `-m` and `-k` have deselected: the runs are cut from what is left
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``slow`` (they start trainers) first, spread over the xdist workers' shares;
+    """Tests marked ``slow`` or ``long`` first, spread over the xdist workers' shares (in file order
+    the long ones sat in a few contiguous runs, and worksteal moves only tests not yet started);
     those marked ``framework`` on one worker."""
     workers = getattr(config, "workerinput", {}).get("workercount", 1)
     items[:] = slow_at_the_heads(
         items,
-        lambda item: item.get_closest_marker("slow") is not None,
+        is_slow,
         workers,
         together=lambda item: item.get_closest_marker("framework") is not None,
     )
@@ -80,19 +81,23 @@ def pytest_collection_finish(session):
     gc.freeze()
 
 
-UNMARKED_SLOW_S = 5.0  # a test this long without @pytest.mark.slow is named at the end of the run
+UNMARKED_SLOW_S = 5.0  # a test this long without a mark in SLOW_MARKS is named at the end of the run
 _unmarked_slow: list[tuple[float, str]] = []
 
 
 def pytest_runtest_logreport(report):
-    if report.when == "call" and report.duration > UNMARKED_SLOW_S and "slow" not in report.keywords:
+    if (
+        report.when == "call"
+        and report.duration > UNMARKED_SLOW_S
+        and not any(mark in report.keywords for mark in SLOW_MARKS)
+    ):
         _unmarked_slow.append((report.duration, report.nodeid))
 
 
 def pytest_terminal_summary(terminalreporter):
     """Names the long tests the scheduler does not know are long (tests/schedule.py)."""
     if _unmarked_slow:
-        terminalreporter.write_sep("-", f"over {UNMARKED_SLOW_S:.0f} s without @pytest.mark.slow")
+        terminalreporter.write_sep("-", f"over {UNMARKED_SLOW_S:.0f} s without @pytest.mark.slow or long")
         for seconds, nodeid in sorted(_unmarked_slow, reverse=True):
             terminalreporter.write_line(f"{seconds:5.1f} s  {nodeid}")
 

@@ -22,11 +22,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import islice
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
-__all__ = ["slow_at_the_heads"]
+__all__ = ["SLOW_MARKS", "is_slow", "slow_at_the_heads"]
 
 T = TypeVar("T")
+
+# Marks that say a test takes seconds: ``slow`` ones start trainers; every ``long`` one (``make
+# test-long``) runs for tens of seconds to minutes. In file order the long ones sat in a few
+# contiguous runs, and worksteal moves only tests that have not started.
+SLOW_MARKS = ("slow", "long")
+
+
+class _Marked(Protocol):
+    def get_closest_marker(self, name: str) -> object | None: ...
+
+
+def is_slow(item: _Marked) -> bool:
+    """Whether a collected test carries one of ``SLOW_MARKS`` (on itself, its class or module)."""
+    return any(item.get_closest_marker(mark) is not None for mark in SLOW_MARKS)
 
 
 def slow_at_the_heads(
@@ -35,19 +49,28 @@ def slow_at_the_heads(
     workers: int,
     together: Callable[[T], bool] = lambda item: False,
 ) -> list[T]:
-    """``items`` reordered so worksteal's k-th run starts with every ``workers``-th slow item and
-    the last run then holds every ``together`` item that is not slow; the others keep their order
-    (a module's tests stay together, sharing its fixtures)."""
+    """``items`` reordered so each of worksteal's runs starts with its share of the slow items,
+    dealt round-robin, and the last run then holds every ``together`` item that is not slow; the
+    others keep their order (a module's tests stay together, sharing its fixtures)."""
     workers = max(1, workers)
     slow = [item for item in items if is_slow(item)]
     grouped = [item for item in items if not is_slow(item) and together(item)]
     fill = iter([item for item in items if not is_slow(item) and not together(item)])
-    runs: list[list[T]] = [slow[k::workers] for k in range(workers)]
+    sizes, left = [], len(items)
+    for k in range(workers):
+        sizes.append(left // (workers - k))
+        left -= sizes[-1]
+    runs: list[list[T]] = [[] for _ in range(workers)]
+    # Dealt round-robin to the runs with room: when most tests are slow (``make test-long``), a
+    # run never holds more than worksteal sends it, so every run still starts with its share.
+    k = 0
+    for item in slow:
+        while len(runs[k]) >= sizes[k]:
+            k = (k + 1) % workers
+        runs[k].append(item)
+        k = (k + 1) % workers
     runs[-1].extend(grouped)
-    left = len(items)
-    for k, run in enumerate(runs):
-        size = left // (workers - k)
-        left -= size
+    for run, size in zip(runs, sizes, strict=True):
         run.extend(islice(fill, max(0, size - len(run))))
-    runs[-1].extend(fill)  # only when one run holds more slow tests than its size
+    runs[-1].extend(fill)  # only when the grouped tests overfill the last run
     return [item for run in runs for item in run]

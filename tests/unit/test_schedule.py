@@ -65,3 +65,29 @@ def test_tests_that_import_a_framework_share_one_run_right_after_its_slow_tests(
         last = runs[holding[0]]
         slow_there = sum(1 for item in last if item[1])
         assert last[slow_there : slow_there + len(grouped)] == grouped  # before anything stealable
+
+
+class Item:
+    """What the scheduler reads of a collected test: its marks (as ``pytest.Item`` gives them)."""
+
+    def __init__(self, name: str, *marks: str) -> None:
+        self.name, self.marks = name, set(marks)
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return pytest.mark.__getattr__(name) if name in self.marks else None
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def test_make_test_long_deals_its_long_tests_to_every_worker_first():
+    # `make test-long` selects only `long` tests, few of them marked `slow`: in file order the
+    # longest (whole modules of random SIGKILLs) sat in one or two runs and one worker ran them
+    # end to end while the others idled.
+    items = [Item(f"resume{i}", "long") for i in range(4)] + [Item(f"jax{i}", "long") for i in range(4)]
+    items += [Item("fuzz", "long", "slow"), Item("quick")]
+    ordered = slow_at_the_heads(items, schedule.is_slow, 4)
+    runs = worksteal_runs(ordered, 4)
+    assert [run[0].name for run in runs] == ["resume0", "resume1", "resume2", "resume3"]
+    assert [run[1].name for run in runs] == ["jax0", "jax1", "jax2", "jax3"]
+    assert ordered[-1].name == "quick" and not schedule.is_slow(ordered[-1])

@@ -63,6 +63,7 @@ def slow_at_the_heads(
     runs: list[list[T]] = [[] for _ in range(workers)]
     # Dealt round-robin to the runs with room: when most tests are slow (``make test-long``), a
     # run never holds more than worksteal sends it, so every run still starts with its share.
+    # The sizes add up to len(items) >= len(slow): some run always has room.
     k = 0
     for item in slow:
         while len(runs[k]) >= sizes[k]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 import sys
 import textwrap
 import time
@@ -245,10 +246,6 @@ def test_preemption_can_be_triggered_by_a_log_line(tmp_path):
 
 
 def test_sigterm_to_the_launcher_cancels_the_job_and_leaves_no_orphans(tmp_path):
-    import os
-    import subprocess
-    import time
-
     pidfile = tmp_path / "worker.pid"
     worker = script(
         tmp_path,
@@ -274,8 +271,6 @@ def test_sigterm_to_the_launcher_cancels_the_job_and_leaves_no_orphans(tmp_path)
 def test_sigkill_to_the_launcher_still_ends_its_replicas(tmp_path):
     """A launcher killed outright (a pipeline task OOM-killed) runs no cleanup: the kernel ends the
     replicas (Linux), so no trainer keeps the machine's GPUs or writes into the next run."""
-    import subprocess
-
     if not sys.platform.startswith("linux"):
         pytest.skip("the parent-death signal is Linux's")
     pids = tmp_path / "pids"
@@ -316,8 +311,6 @@ def test_replicas_start_without_forking_the_launcher(tmp_path):
 def test_a_replica_whose_launcher_died_before_it_ran_does_not_run(tmp_path):
     """The launcher can die between starting a replica and the replica asking for the parent-death
     signal: the replica sees that its parent is not the launcher any more and ends at once."""
-    import subprocess
-
     from trainguard.launch import die_with_parent
 
     marker = tmp_path / "ran"

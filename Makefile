@@ -56,7 +56,7 @@ test-long: install ## the long variants (many random kill points, ...)
 demo: install ## the guarded pipeline end to end in the KFP local runner (no cloud account)
 	$(BIN)/python -m trainguard.pipelines.demo
 
-compile: install ## compile pipelines and components to compiled/*.yaml
+compile: install ## compile pipelines and components to compiled/*.yaml (REGISTRY=… names the components image: required)
 	$(BIN)/trainguard compile --output-dir compiled $(if $(REGISTRY),--image $(COMPONENT_IMAGE),)
 
 bench: install ## benchmarks: preflight concurrency, checkpoint stall/throughput, validation speed

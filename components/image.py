@@ -1,19 +1,16 @@
-"""The image the components run in: its tag is the package version, overridable."""
+"""The image the components run in: ``TRAINGUARD_COMPONENT_IMAGE``, read when they are imported.
+
+Unset, it is :func:`trainguard.component_image.default_image`, a name that can be pulled from
+nowhere (trainguard publishes no image): the KFP local runner does not use it, and compiling or
+submitting for Vertex AI through trainguard refuses it with the fix.
+"""
 
 from __future__ import annotations
 
-import os
-
-from trainguard import __version__
+from trainguard.component_image import REPOSITORY, component_image
 
 __all__ = ["COMPONENT_IMAGE", "DEFAULT_REPOSITORY", "component_image"]
 
-DEFAULT_REPOSITORY = "trainguard/components"
-
-
-def component_image() -> str:
-    """``TRAINGUARD_COMPONENT_IMAGE`` if set, else ``trainguard/components:<version>``."""
-    return os.environ.get("TRAINGUARD_COMPONENT_IMAGE") or f"{DEFAULT_REPOSITORY}:{__version__}"
-
+DEFAULT_REPOSITORY = REPOSITORY
 
 COMPONENT_IMAGE = component_image()

@@ -24,6 +24,8 @@ def train(
     max_queued: str = "",
     guard: str = "fail",
     model_choice: str = "best",
+    run_id: str = "",
+    resume: bool = False,
 ) -> int:
     """Launches the training job, waits for it, cancels it with the pipeline, classifies failures.
 
@@ -48,6 +50,11 @@ def train(
         guard: the in-flight guard: ``off``, ``nonfinite`` (stop the job on NaN/Inf) or ``fail``
             (also divergence and instability; a confirmed overfit ends it early as a success).
         model_choice: ``best`` (the kept checkpoint nearest the best validation step) or ``last``.
+        run_id: this run's identity: a run writes only to its own directory (the output directory
+            when no other run holds it, else ``<dir>/runs/<run_id>/``); the same id continues it.
+            Empty: this task's own (every attempt of the task is one run). The pipelines pass the
+            pipeline job's name.
+        resume: continue the newest run in the output directory instead of starting one.
     """
     from trainguard.stages import train_stage
 
@@ -66,5 +73,7 @@ def train(
         max_queued=max_queued,
         guard=guard,
         model_choice=model_choice,
+        run_id=run_id,
+        resume=resume,
     )
     return int(getattr(result, "model", {}).get("model_step", -1))

@@ -17,10 +17,15 @@ def compile_all(output_dir: str | Path) -> list[Path]:
     Component YAML loads back with ``kfp.components.load_component_from_file``.
 
     Raises:
-        ConfigError: ``output_dir`` cannot be created.
+        ConfigError: the components image names no registry (it would be pulled from Docker Hub,
+            from a repository trainguard does not own), or ``output_dir`` cannot be created.
     """
+    from trainguard.component_image import check_component_image
     from trainguard.components import preflight, train, validate
+    from trainguard.components.image import COMPONENT_IMAGE
     from trainguard.pipelines import PIPELINES
+
+    check_component_image(COMPONENT_IMAGE, doing="compiling the pipelines")
 
     out = Path(output_dir)
     targets = [(pipeline, out / f"{name}.yaml") for name, pipeline in PIPELINES.items()]

@@ -32,6 +32,7 @@ def guarded_training(
     validate_thresholds: str = "",
     validate_gates: str = "",
     validate_gate_at: str = "best",
+    resume: bool = False,
 ) -> bool:
     """Guards one training job.
 
@@ -57,6 +58,8 @@ def guarded_training(
         validate_thresholds: comma-separated ``name=value`` rule thresholds (see the README).
         validate_gates: comma-separated quality gates, e.g. ``val_accuracy>=0.9@best``.
         validate_gate_at: where gates without ``@`` read: ``best`` or ``last``.
+        resume: continue the newest run in the output directory (its history and checkpoints)
+            instead of starting a run of this pipeline job's own beside it.
 
     Returns:
         Whether validation passed.
@@ -84,6 +87,8 @@ def guarded_training(
         max_queued=max_queued,
         guard=guard,
         model_choice=model_choice,
+        run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+        resume=resume,
     )
     trained.after(checked)
     trained.set_caching_options(False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from trainguard.errors import ConfigError, TrainguardError
@@ -18,12 +19,18 @@ def submit(
     pipeline_root: str,
     backend: str = "vertex",
     service_account: str = "",
+    say: Callable[[str], None] | None = None,
     **parameters,
 ) -> str:
     """Compiles ``pipeline``, submits it as a PipelineJob and returns its console URL.
 
+    The components image must name a registry and exist there for linux/amd64 (preflight's image
+    check): a pipeline whose every task would fail at the pull is not submitted. An image the
+    registry would not tell us about is said through ``say`` and submitted.
+
     Raises:
-        ConfigError: no gs:// pipeline root, an unknown pipeline, no credentials.
+        ConfigError: no gs:// pipeline root, an unknown pipeline, no credentials, a components
+            image that names no registry or that its registry does not have.
         TrainguardError: Vertex AI refused the job.
     """
     import google.auth.exceptions
@@ -35,6 +42,7 @@ def submit(
         raise ConfigError(f"unknown pipeline {pipeline!r}; use one of {', '.join(PIPELINES)}")
     if not pipeline_root.startswith("gs://"):
         raise ConfigError("--pipeline-root must be a gs:// URI for Vertex AI Pipelines")
+    _check_image(say)
     arguments = dict(
         job_spec=spec.to_body(),
         project=spec.project,
@@ -56,6 +64,20 @@ def submit(
         f"https://console.cloud.google.com/vertex-ai/locations/{spec.region}/pipelines/runs/"
         f"{job_id}?project={spec.project}"
     )
+
+
+def _check_image(say: Callable[[str], None] | None) -> None:
+    from trainguard.component_image import check_component_image
+    from trainguard.components.image import COMPONENT_IMAGE
+    from trainguard.preflight.image import check_components_image
+    from trainguard.preflight.results import Status
+
+    check_component_image(COMPONENT_IMAGE, doing="submitting to Vertex AI Pipelines")
+    found = check_components_image(COMPONENT_IMAGE)
+    if found.status == Status.FAIL:
+        raise ConfigError(f"{found.evidence}; {found.remedy}")
+    if found.status != Status.PASS and say is not None:
+        say(f"components image not verified: {found.evidence} ({found.remedy})")
 
 
 def _submit(

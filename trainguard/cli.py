@@ -152,6 +152,13 @@ def preflight(
     skip: Annotated[str, typer.Option(help="comma-separated check families to skip")] = "",
     output_dir: Annotated[str, typer.Option(help="local backend: output directory")] = "",
     timeout: Annotated[float, typer.Option(help="deadline for all checks, seconds")] = 30.0,
+    components_image: Annotated[
+        str,
+        typer.Option(
+            envvar="TRAINGUARD_COMPONENT_IMAGE",
+            help="also check the pipeline's components image (it must name your registry)",
+        ),
+    ] = "",
 ):
     """Check quota, IAM, image and compatibility before submitting a job."""
     from trainguard.errors import PreflightFailed
@@ -174,6 +181,7 @@ def preflight(
             timeout_s=timeout,
             json_path=str(json_path) if json_path else None,
             markdown_path=str(markdown) if markdown else None,
+            components_image=components_image,
         )
     except PreflightFailed as exc:
         _print_report(exc.result, fail_on)
@@ -192,7 +200,22 @@ def train(
         bool, typer.Option("--local/--vertex", help="run here (default) or on Vertex AI")
     ] = True,
     display_name: Annotated[str, typer.Option(help="the job's display name")] = "trainguard-job",
-    output_dir: Annotated[str, typer.Option(help="base output dir when the spec has none")] = "",
+    output_dir: Annotated[
+        str,
+        typer.Option(
+            help="base output dir when the spec has none (--local default: ./trainguard-output); "
+            "a run never reuses another run's: it writes to DIR/runs/RUN_ID/ beside it"
+        ),
+    ] = "",
+    run_id: Annotated[
+        str, typer.Option("--run-id", help="name this run; the same id continues that run")
+    ] = "",
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume", help="continue the newest run in the output directory (history, checkpoints)"
+        ),
+    ] = False,
     preempt_after: Annotated[str, typer.Option(help="local: inject preemptions, e.g. 20s,45s")] = "",
     gcp_resources: Annotated[Path | None, typer.Option(help="vertex: gcp_resources file")] = None,
     max_queued: Annotated[
@@ -244,6 +267,8 @@ def train(
             max_queued=max_queued,
             guard=guard,
             model_choice=model,
+            run_id=run_id,
+            resume=resume,
         )
     except TrainingFailed as exc:
         data = exc.result.to_dict() if exc.result is not None else {}
@@ -401,10 +426,14 @@ def triage(
 def compile_(
     output_dir: Annotated[Path, typer.Option(help="where the YAML files go")] = Path("compiled"),
     image: Annotated[
-        str, typer.Option(help="components image (default trainguard/components:<version>)")
+        str,
+        typer.Option(
+            help="components image in your registry, e.g. us-central1-docker.pkg.dev/PROJECT/REPO/"
+            f"trainguard/components:{__version__} (default: TRAINGUARD_COMPONENT_IMAGE)"
+        ),
     ] = "",
 ):
-    """Compile the pipelines and components to YAML."""
+    """Compile the pipelines and components to YAML (for Vertex AI: needs --image)."""
     if image:
         os.environ["TRAINGUARD_COMPONENT_IMAGE"] = image
     from trainguard.pipelines.compile import compile_all
@@ -478,6 +507,7 @@ def run(
             pipeline_root=pipeline_root,
             backend=backend or "vertex",
             service_account=service_account,
+            say=lambda line: err.print(f"trainguard: {line}", markup=False),
         )
         out.print(f"submitted: {url}", markup=False)
     except TrainguardError as exc:

@@ -13,6 +13,7 @@ instead of protobuf's bare parse error.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -242,6 +243,12 @@ class JobSpec:
     def base_output_dir(self) -> str:
         """``baseOutputDirectory.outputUriPrefix`` or ''."""
         return self.job_spec.base_output_directory.output_uri_prefix
+
+    def with_base_output_dir(self, uri: str) -> JobSpec:
+        """This spec with ``baseOutputDirectory.outputUriPrefix`` set to ``uri`` (a copy)."""
+        job_spec = CustomJobSpec.deserialize(CustomJobSpec.serialize(self.job_spec))
+        job_spec.base_output_directory.output_uri_prefix = uri
+        return dataclasses.replace(self, job_spec=job_spec)
 
     @property
     def service_account(self) -> str:

@@ -17,7 +17,9 @@ from typing import Any, TextIO
 
 from trainguard.errors import CheckpointError, ConfigError, PreflightFailed, TrainingFailed, ValidationFailed
 from trainguard.launch.base import TrainResult, Watcher, diagnose_result
+from trainguard.launch.run_dir import RunDir, claim, new_run_id, task_run_id
 from trainguard.preflight import Report, run_preflight
+from trainguard.runtime.env import DEFAULT_OUTPUT_DIR
 from trainguard.spec import JobSpec, load_spec, parse_spec
 
 __all__ = ["make_spec", "preflight_stage", "train_stage", "validate_stage", "split_names", "refused_input"]
@@ -77,8 +79,11 @@ def preflight_stage(
     markdown_path: str | None = None,
     metrics=None,
     stream: TextIO | None = None,
+    components_image: str = "",
 ) -> Report:
     """Runs preflight, writes the JSON and Markdown reports and metrics, raises on failure.
+
+    ``components_image`` (the pipeline's components image) is checked by the image family too.
 
     Raises:
         SpecError / ConfigError: bad input.
@@ -98,6 +103,7 @@ def preflight_stage(
         skip=split_names(skip) or None,
         timeout_s=timeout_s,
         local_output_dir=output_dir,
+        components_image=components_image,
     )
     _write(json_path, report.to_json(fail_on))
     _write(markdown_path, report.to_markdown(fail_on))
@@ -142,6 +148,44 @@ def _backend(
     )
 
 
+def claim_run_dir(
+    root: str, *, run_id: str, resume: bool, display_name: str, stream: TextIO | None
+) -> RunDir:
+    """This run's own directory under ``root`` (:func:`trainguard.launch.run_dir.claim`), said
+    in one line. Storage that cannot be read (no permission, unreachable) is said loudly and the
+    run writes to ``root`` as it is, like the guard, which fails open too.
+
+    Raises:
+        ConfigError: a bad ``run_id``, or a local directory that cannot be written.
+    """
+    from trainguard.errors import TrainguardError
+
+    def say(line: str) -> None:
+        if stream is not None:
+            print(f"[trainguard] {line}", file=stream, flush=True)
+
+    unreadable: tuple[type[BaseException], ...] = (TrainguardError, OSError)
+    if root.startswith("gs://"):
+        from google.api_core.exceptions import GoogleAPICallError
+        from google.auth.exceptions import GoogleAuthError
+
+        unreadable += (GoogleAPICallError, GoogleAuthError)
+    try:
+        run = claim(root, run_id=run_id, resume=resume, display_name=display_name, say=say)
+    except ConfigError:
+        raise
+    except unreadable as exc:
+        run = RunDir(run_id or new_run_id(), root.rstrip("/"), root.rstrip("/"))
+        reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        say(
+            f"cannot tell whether {root} holds an earlier run ({reason}); writing there as run "
+            f"{run.run_id}: a history or checkpoints already there would be read as this run's"
+        )
+        return run
+    say(run.message())
+    return run
+
+
 def train_stage(
     job_spec: Mapping[str, Any] | str | Path | JobSpec,
     *,
@@ -162,6 +206,8 @@ def train_stage(
     model_choice: str = "best",
     thresholds: Mapping[str, float] | None = None,
     watcher: Watcher | None = None,
+    run_id: str = "",
+    resume: bool = False,
 ) -> TrainResult:
     """Runs the training job to a terminal state and publishes its outputs.
 
@@ -177,6 +223,11 @@ def train_stage(
     kept checkpoint nearest the best validation step), step and metric in its metadata. A
     ``watcher`` given explicitly replaces the guard (the backend calls it between polls).
 
+    Each run writes to a directory of its own (:mod:`trainguard.launch.run_dir`): the output
+    directory when no other run holds it, else ``<dir>/runs/<run_id>/``. ``run_id`` names the run
+    (the same id continues it; in a pipeline the task's identity is used when none is given);
+    ``resume`` continues the newest run under the output directory instead of starting one.
+
     Raises:
         TrainingFailed: the job did not succeed, or the guard stopped it; ``diagnosis`` names the
             failure class (and, for a stop, the accelerator-hours saved).
@@ -188,17 +239,22 @@ def train_stage(
     guard_mode = parse(GuardMode, guard, "--guard")
     choice = parse(ModelChoice, model_choice, "--model")
     spec = make_spec(job_spec, project=project, region=region, display_name=display_name)
-    if backend == "local" and not (spec.base_output_dir or output_dir) and model is not None:
-        output_dir = str(Path(model.path).parent)
-    if backend == "vertex" and not spec.base_output_dir:
-        if not output_dir.startswith("gs://"):
-            raise ConfigError(
-                "a Vertex job needs baseOutputDirectory.outputUriPrefix in the spec "
-                "(or output_dir=gs://BUCKET/PATH): without it nothing checkpoints"
-            )
-        data = spec.to_body()
-        data["jobSpec"]["baseOutputDirectory"] = {"outputUriPrefix": output_dir}
-        spec = parse_spec(data, project=project, region=region, display_name=spec.display_name)
+    root = spec.base_output_dir or output_dir
+    if backend == "local" and not root:
+        # In a pipeline the task's own artifact directory; on the command line the runtime's default.
+        root = str(Path(model.path).parent) if model is not None else DEFAULT_OUTPUT_DIR
+    if backend == "vertex" and not root.startswith("gs://"):
+        raise ConfigError(
+            f"baseOutputDirectory.outputUriPrefix {root!r} is not a gs:// URI: a Vertex job writes "
+            "its outputs to Cloud Storage; use gs://BUCKET/PATH"
+            if root
+            else "a Vertex job needs baseOutputDirectory.outputUriPrefix in the spec "
+            "(or output_dir=gs://BUCKET/PATH): without it nothing checkpoints"
+        )
+    if not run_id and getattr(model, "uri", None):
+        run_id = task_run_id(model.uri)  # one pipeline task: its attempts are one run
+    run = claim_run_dir(root, run_id=run_id, resume=resume, display_name=spec.display_name, stream=stream)
+    spec = spec.with_base_output_dir(run.base)
     runner = _backend(
         backend,
         output_dir=output_dir,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,10 +14,14 @@ pytest.importorskip("kfp")
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    from trainguard.pipelines.compile import compile_all
-
     out = tmp_path_factory.mktemp("compiled")
-    return {p.name: yaml.safe_load(p.read_text()) for p in compile_all(out)}
+    image = "us-central1-docker.pkg.dev/p/ml/trainguard/components:1"
+    subprocess.run(
+        [sys.executable, "-m", "trainguard.cli", "compile", "--output-dir", str(out), "--image", image],
+        check=True,
+        capture_output=True,
+    )
+    return {p.name: yaml.safe_load(p.read_text()) for p in out.rglob("*.yaml")}
 
 
 def test_guard_and_model_choice_are_parameters_of_train_and_of_the_pipeline(compiled):

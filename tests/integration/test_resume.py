@@ -261,6 +261,7 @@ def test_trainguard_train_reports_a_crafted_checkpoint_as_bad_input_with_exit_2(
             str(spec_file),
             "--output-dir",
             str(out),
+            "--resume",  # the checkpoints there are this run's to continue
             "--guard",
             "off",
         ],

@@ -10,13 +10,25 @@ from kfp import components as kfp_components
 
 from trainguard import __version__
 
+IMAGE = f"us-central1-docker.pkg.dev/my-project/ml/trainguard/components:{__version__}"
+
+
+def compile_cli(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "trainguard.cli", "compile", *args],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+    )
+
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    from trainguard.pipelines.compile import compile_all
-
     out = tmp_path_factory.mktemp("compiled")
-    paths = compile_all(out)
+    proc = compile_cli("--output-dir", str(out), "--image", IMAGE)
+    assert proc.returncode == 0, proc.stderr
+    paths = [out / line.removeprefix("wrote ").split("/")[-1] for line in proc.stdout.splitlines()]
+    paths = [p if p.exists() else out / "components" / p.name for p in paths]
     return out, {p.name: p for p in paths}
 
 
@@ -69,11 +81,11 @@ def test_pipeline_parameters(compiled):
     assert set(only) == {"preflight"}
 
 
-def test_every_executor_uses_the_versioned_components_image(compiled):
+def test_every_executor_uses_the_components_image_given(compiled):
     _, paths = compiled
     executors = load(paths["guarded_training.yaml"])["deploymentSpec"]["executors"]
     images = {e["container"]["image"] for e in executors.values()}
-    assert images == {f"trainguard/components:{__version__}"}
+    assert images == {IMAGE}
     # The image carries kfp and trainguard: nothing is pip-installed at run time.
     for e in executors.values():
         assert "pip install" not in " ".join(e["container"]["command"])
@@ -104,7 +116,7 @@ def test_component_yaml_loads_back(compiled, name):
 
 
 def test_the_image_can_be_overridden_when_compiling(tmp_path):
-    env = {**os.environ, "TRAINGUARD_COMPONENT_IMAGE": "us-docker.pkg.dev/p/r/comp:9"}
+    env = {**os.environ, "TRAINGUARD_COMPONENT_IMAGE": "us-docker.pkg.dev/p/r/comp:9"}  # the env alone
     subprocess.run(
         [sys.executable, "-m", "trainguard.cli", "compile", "--output-dir", str(tmp_path)],
         check=True,
@@ -172,3 +184,61 @@ def test_validate_gates_and_thresholds_reach_the_component(compiled):
         assert inputs[name]["componentInputParameter"] == source
     component = load(paths["validate.yaml"])["root"]["inputDefinitions"]["parameters"]
     assert {"thresholds", "gates", "gate_at", "directions"} <= set(component)
+
+
+def test_without_an_image_nothing_is_compiled_and_the_fix_is_named(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TRAINGUARD_COMPONENT_IMAGE"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainguard.cli", "compile", "--output-dir", str(tmp_path / "out")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert "trainguard publishes none" in proc.stderr and "--image" in proc.stderr
+    assert "make images REGISTRY=" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("image", ["trainguard/components:0.1.0", "ubuntu", "myorg/tools:1"])
+def test_an_image_with_no_registry_is_refused_it_would_come_from_docker_hub(tmp_path, image):
+    proc = compile_cli("--output-dir", str(tmp_path), "--image", image)
+    assert proc.returncode == 2
+    assert "names no registry" in proc.stderr and "Docker Hub" in proc.stderr
+    assert f"us-central1-docker.pkg.dev/PROJECT/REPO/{image}" in proc.stderr
+    assert not (tmp_path / "guarded_training.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["docker.io/myorg/components:1", "localhost:5000/c:1", "europe-docker.pkg.dev/p/r/c@sha256:" + "a" * 64],
+)
+def test_an_image_that_names_its_registry_compiles(tmp_path, image):
+    proc = compile_cli("--output-dir", str(tmp_path), "--image", image)
+    assert proc.returncode == 0, proc.stderr
+    assert image in (tmp_path / "guarded_training.yaml").read_text()
+
+
+def test_a_pipeline_compiled_by_kfp_itself_without_an_image_cannot_pull_anyone_elses(tmp_path):
+    # A user who compiles with kfp's own Compiler, bypassing trainguard's check, gets an image
+    # under .invalid (RFC 2606: never resolves): the pull fails and the name says why.
+    code = (
+        "from kfp import compiler;"
+        "from trainguard.pipelines import PIPELINES;"
+        f"compiler.Compiler().compile(PIPELINES['guarded_training'], {str(tmp_path / 'p.yaml')!r})"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRAINGUARD_COMPONENT_IMAGE"}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
+    executors = load(tmp_path / "p.yaml")["deploymentSpec"]["executors"]
+    images = {e["container"]["image"] for e in executors.values()}
+    assert images == {f"trainguard-components-image-not-set.invalid/trainguard/components:{__version__}"}
+
+
+def test_the_train_task_runs_as_the_pipeline_jobs_own_run(compiled):
+    _, paths = compiled
+    spec = load(paths["guarded_training.yaml"])
+    inputs = spec["root"]["dag"]["tasks"]["train"]["inputs"]["parameters"]
+    assert inputs["run_id"]["runtimeValue"]["constant"] == "{{$.pipeline_job_name}}"
+    assert inputs["resume"]["componentInputParameter"] == "resume"
+    assert spec["root"]["inputDefinitions"]["parameters"]["resume"]["defaultValue"] is False

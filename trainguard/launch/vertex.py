@@ -254,6 +254,8 @@ class VertexBackend:
         """Resumes the earlier attempt's job, or creates one (and names it in gcp_resources)."""
         r.name = self._prior_job(r.spec)  # known before any call, so a SIGTERM can cancel it
         job = self._existing(client, r, r.name) if r.name else None
+        if job is not None:
+            self._follow(r, job)
         if job is None:
             r.name = None
             r.launch_id = uuid.uuid4().hex
@@ -266,6 +268,14 @@ class VertexBackend:
             self._say(f"a QUEUED job is never cancelled for waiting: {r.limit.source}")
         elif r.limit.failure_class == "capacity" or self.max_queued_s is not None:
             self._say(f"cancelling the job if it is still QUEUED after {r.limit.source}")
+
+    def _follow(self, r: _Run, job: Any) -> None:
+        """A resumed job writes where it was created to write: its outputs are read from there."""
+        base = job.job_spec.base_output_directory.output_uri_prefix.rstrip("/")
+        if base and base != r.base:
+            self._say(f"{job.name} writes to {base} (set when it was created): reading its outputs there")
+            r.base = base
+            r.spec = r.spec.with_base_output_dir(base)
 
     def _interrupted(self, r: _Run, exc: BaseException) -> TrainResult | None:
         """Cancels the job after SIGTERM/KeyboardInterrupt; a result when there was none to cancel."""

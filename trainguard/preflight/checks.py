@@ -39,6 +39,7 @@ class PreflightContext:
         call_timeout_s: the per-call time limit a check should pass to its clients.
         local_output_dir: for the local backend, where outputs go when the spec sets none.
         environ: the environment the local backend will run the command with.
+        components_image: the pipeline's components image, checked by the image family ('' none).
     """
 
     spec: JobSpec
@@ -46,6 +47,7 @@ class PreflightContext:
     call_timeout_s: float = 10.0
     local_output_dir: str = ""
     environ: Mapping[str, str] = field(default_factory=dict)
+    components_image: str = ""
 
 
 @dataclass(frozen=True)

@@ -211,13 +211,87 @@ def _resolve(uri: str, timeout_s: float) -> ImageInfo | BaseException:
         return exc
 
 
+COMPONENTS_TITLE = "components image"
+
+
+def assess_components_image(uri: str, found: ImageInfo | BaseException | None) -> CheckResult:
+    """The pipeline's components image (pure): it names a registry (else FAIL with the fix), and
+    the registry has it for linux/amd64. Its command comes from the pipeline, so no entrypoint is
+    needed. ``found`` None: the name was refused before asking any registry."""
+    from trainguard.component_image import check_component_image
+    from trainguard.errors import ConfigError
+
+    title = f"{COMPONENTS_TITLE}: {uri or '(none)'}"
+    try:
+        check_component_image(uri, doing="a pipeline on Vertex AI")
+    except ConfigError as exc:
+        fix = str(exc).split("; ", 1)[-1]
+        return CheckResult(NAME, title, Status.FAIL, str(exc).split("; ", 1)[0], fix, "container")
+    details: dict[str, object] = {"image": uri}
+    if isinstance(found, ImageInfo):
+        details.update(digest=found.digest, platforms=found.platforms)
+        return CheckResult(
+            NAME, title, Status.PASS, f"{uri} → {_short(found.digest)} (linux/amd64)", details=details
+        )
+    if isinstance(found, ImageNotFound):
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"{uri} does not exist: {found}; every pipeline task would fail pulling it",
+            "push it (make images REGISTRY=… or make cloud-images REGISTRY=…) or fix --image / "
+            "TRAINGUARD_COMPONENT_IMAGE",
+            "container",
+            details=details,
+        )
+    if isinstance(found, PlatformMissing):
+        return CheckResult(
+            NAME,
+            title,
+            Status.FAIL,
+            f"{uri} has no linux/amd64 image (it has {', '.join(found.platforms)}); Vertex AI "
+            "Pipelines runs its tasks on linux/amd64",
+            "docker buildx build --platform linux/amd64 -f containers/components/Dockerfile "
+            f"-t {uri} --push .",
+            "container",
+            details=details,
+        )
+    host = ImageRef.parse(uri).host
+    return CheckResult(
+        NAME,
+        title,
+        Status.UNKNOWN,
+        f"cannot check {uri}: {found}",
+        f"verify by hand: {_verify(uri, host)}",
+        "container",
+        details=details,
+    )
+
+
+def check_components_image(uri: str, timeout_s: float = 10.0) -> CheckResult:
+    """Resolves and assesses the components image (never raises)."""
+    result = assess_components_image(uri, None)
+    if result.status == Status.FAIL:
+        return result
+    return assess_components_image(uri, _resolve(uri, timeout_s))
+
+
 @register(NAME)
 def image(ctx: PreflightContext) -> list[CheckResult]:
-    """Each worker pool's image: exists, linux/amd64, something to run, stored nearby."""
+    """Each worker pool's image: exists, linux/amd64, something to run, stored nearby; and the
+    pipeline's components image, when one is named."""
     pools = [p for p in ctx.spec.pools if p.image_uri]
-    uris = sorted({p.image_uri for p in pools})
+    uris = sorted({p.image_uri for p in pools} | ({ctx.components_image} if ctx.components_image else set()))
     if not uris:
         return []
     with cf.ThreadPoolExecutor(max_workers=len(uris), thread_name_prefix="preflight-image") as ex:
         found = dict(zip(uris, ex.map(lambda u: _resolve(u, ctx.call_timeout_s), uris), strict=True))
-    return [assess_image(p, ctx.spec.region, found[p.image_uri]) for p in pools]
+    results = [assess_image(p, ctx.spec.region, found[p.image_uri]) for p in pools]
+    if ctx.components_image:
+        unqualified = assess_components_image(ctx.components_image, None)
+        results.append(
+            unqualified
+            if unqualified.status == Status.FAIL
+            else assess_components_image(ctx.components_image, found[ctx.components_image])
+        )
+    return results

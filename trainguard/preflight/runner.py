@@ -44,6 +44,7 @@ def run_preflight(
     call_timeout_s: float = 10.0,
     local_output_dir: str = "",
     environ: Mapping[str, str] | None = None,
+    components_image: str = "",
 ) -> Report:
     """Runs the checks that apply to ``backend`` and returns the report.
 
@@ -56,6 +57,7 @@ def run_preflight(
         call_timeout_s: the per-call limit handed to each check's clients.
         local_output_dir: the local backend's output directory when the spec sets none.
         environ: the environment the local backend will use.
+        components_image: the pipeline's components image, for the image family ('' none).
 
     Raises:
         ConfigError: an unknown backend or check name, a deadline that is not a positive number,
@@ -77,6 +79,7 @@ def run_preflight(
         call_timeout_s=call_timeout_s,
         local_output_dir=local_output_dir,
         environ=dict(environ or {}),
+        components_image=components_image,
     )
     started = time.perf_counter()
     results: list[CheckResult] = []

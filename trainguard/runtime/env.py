@@ -13,10 +13,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["VertexEnv", "HISTORY_FILENAME", "HISTORY_ENV"]
+__all__ = ["VertexEnv", "HISTORY_FILENAME", "HISTORY_ENV", "DEFAULT_OUTPUT_DIR"]
 
 HISTORY_FILENAME = "history.jsonl"
 HISTORY_ENV = "TRAINGUARD_HISTORY"
+#: Where a run on this machine writes when nothing names a directory (the runtime outside a job,
+#: and ``trainguard train --local`` for a spec without ``baseOutputDirectory``).
+DEFAULT_OUTPUT_DIR = "./trainguard-output"
 
 
 def _parent(uri: str) -> str:
@@ -44,7 +47,7 @@ class VertexEnv:
 
     @classmethod
     def from_environ(
-        cls, environ: Mapping[str, str] | None = None, default_base: str = "./trainguard-output"
+        cls, environ: Mapping[str, str] | None = None, default_base: str = DEFAULT_OUTPUT_DIR
     ) -> VertexEnv:
         """Reads the contract from ``environ`` (default ``os.environ``)."""
         env = os.environ if environ is None else environ

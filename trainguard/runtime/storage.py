@@ -105,6 +105,14 @@ class FileStore:
         """Every object/file URI under ``prefix`` (recursive), sorted."""
         return sorted(self.list_sizes(prefix))
 
+    def any_under(self, prefix: str) -> bool:
+        """Whether any file/object lies under ``prefix`` (without listing them all)."""
+        return bool(self.list_sizes(prefix))
+
+    def child_dirs(self, prefix: str) -> tuple[str, ...]:
+        """The names of the directories (GCS: common prefixes) right under ``prefix``, sorted."""
+        raise NotImplementedError
+
     def delete(self, uri: str) -> None:
         raise NotImplementedError
 
@@ -214,6 +222,25 @@ class LocalStore(FileStore):
                 rel = name if rel_dir == "." else f"{Path(rel_dir).as_posix()}/{name}"
                 out[join(prefix, rel)] = st.st_size
         return out
+
+    def any_under(self, prefix: str) -> bool:
+        root = prefix.rstrip("/") or "/"
+        if not os.path.isdir(root):
+            return False
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+            for name in filenames:
+                with contextlib.suppress(OSError):  # deleted while walking: not there
+                    if _is_regular(os.lstat(os.path.join(dirpath, name)).st_mode):
+                        return True
+        return False
+
+    def child_dirs(self, prefix: str) -> tuple[str, ...]:
+        try:
+            with os.scandir(prefix.rstrip("/") or "/") as entries:
+                return tuple(sorted(e.name for e in entries if e.is_dir(follow_symlinks=False)))
+        except (FileNotFoundError, NotADirectoryError):
+            return ()
 
     def delete(self, uri: str) -> None:
         path = Path(uri)
@@ -405,6 +432,31 @@ class GCSStore(FileStore):
             return {f"gs://{bucket}/{blob.name}": int(blob.size or 0) for blob in blobs}
 
         return self._call("list", prefix, listing)
+
+    def any_under(self, prefix: str) -> bool:
+        bucket, name = self._split(prefix)
+
+        def first() -> bool:
+            blobs = self._client.list_blobs(
+                bucket, prefix=name.rstrip("/") + "/", max_results=1, retry=self._retry, timeout=self._timeout
+            )
+            return any(True for _ in blobs)
+
+        return bool(self._call("list", prefix, first))
+
+    def child_dirs(self, prefix: str) -> tuple[str, ...]:
+        bucket, name = self._split(prefix)
+        under = name.rstrip("/") + "/"
+
+        def listing() -> tuple[str, ...]:
+            blobs = self._client.list_blobs(
+                bucket, prefix=under, delimiter="/", retry=self._retry, timeout=self._timeout
+            )
+            for _ in blobs:  # the prefixes are filled in as the pages are read
+                pass
+            return tuple(sorted(p[len(under) :].rstrip("/") for p in blobs.prefixes))
+
+        return tuple(self._call("list", prefix, listing))
 
     def delete(self, uri: str) -> None:
         from google.api_core.exceptions import NotFound

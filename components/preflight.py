@@ -39,6 +39,8 @@ def preflight(
         skip: comma-separated check families to leave out.
         output_dir: the local backend's output directory.
     """
+    import sys
+
     from trainguard.stages import preflight_stage
 
     preflight_stage(
@@ -54,4 +56,5 @@ def preflight(
         json_path=report_json.path,
         markdown_path=report.path,
         metrics=metrics,
+        stream=sys.stdout,
     )

@@ -20,6 +20,7 @@ def guarded_training(
     backend: str = "vertex",
     output_dir: str = "",
     preflight_fail_on: str = "fail",
+    preflight_checks: str = "",
     preflight_skip: str = "",
     preempt_after: str = "",
     max_queued: str = "",
@@ -32,6 +33,7 @@ def guarded_training(
     validate_thresholds: str = "",
     validate_gates: str = "",
     validate_gate_at: str = "best",
+    validate_directions: str = "",
     resume: bool = False,
 ) -> bool:
     """Guards one training job.
@@ -44,6 +46,7 @@ def guarded_training(
         backend: ``vertex``, or ``local`` to run the command on the pipeline's own machine.
         output_dir: base output directory when the spec has none.
         preflight_fail_on: ``fail``, ``unknown`` or ``warn``.
+        preflight_checks: comma-separated preflight check families to run (empty: all).
         preflight_skip: comma-separated preflight check families to skip.
         preempt_after: local backend only: inject preemptions (``20s,45s``).
         max_queued: Vertex only: cancel a job still QUEUED after this long (``45m``; ``0`` waits
@@ -58,6 +61,8 @@ def guarded_training(
         validate_thresholds: comma-separated ``name=value`` rule thresholds (see the README).
         validate_gates: comma-separated quality gates, e.g. ``val_accuracy>=0.9@best``.
         validate_gate_at: where gates without ``@`` read: ``best`` or ``last``.
+        validate_directions: comma-separated ``metric=min|max`` for metrics whose name does not
+            say which way they improve, e.g. ``dice=max``.
         resume: continue the newest run in the output directory (its history and checkpoints)
             instead of starting a run of this pipeline job's own beside it.
 
@@ -71,6 +76,7 @@ def guarded_training(
         display_name=display_name,
         backend=backend,
         fail_on=preflight_fail_on,
+        only=preflight_checks,
         skip=preflight_skip,
         output_dir=output_dir,
     )
@@ -102,6 +108,7 @@ def guarded_training(
         thresholds=validate_thresholds,
         gates=validate_gates,
         gate_at=validate_gate_at,
+        directions=validate_directions,
         shipped_step=trained.outputs["Output"],
     )
     judged.set_display_name("validate")

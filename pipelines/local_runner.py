@@ -87,10 +87,24 @@ class LocalOutcome:
                 return "\n".join(lines)
         return self.message
 
+    def unproven(self) -> str:
+        """The preflight task's "not proven" line, when some of its checks could not tell."""
+        report = self.read_json("preflight", "report_json") or {}
+        unknown = [r for r in report.get("results", []) if r.get("status") == "UNKNOWN"]
+        if not unknown or report.get("passed") is False:
+            return ""
+        names = "; ".join(f"{r.get('check')}: {r.get('title')}" for r in unknown[:6])
+        more = f"; and {len(unknown) - 6} more" if len(unknown) > 6 else ""
+        return (
+            f"preflight NOT PROVEN: {len(unknown)} check(s) could not tell ({names}{more}): see "
+            "the preflight report; fail_on=unknown fails on them"
+        )
+
     def brief(self) -> list[str]:
         """A few lines a person reads: the outcome, and on failure the class, evidence, remedy."""
         if self.succeeded:
-            return [f"pipeline {self.pipeline}: SUCCEEDED"]
+            unproven = self.unproven()
+            return [f"pipeline {self.pipeline}: SUCCEEDED"] + ([f"  {unproven}"] if unproven else [])
         lines = [f"pipeline {self.pipeline}: FAILED at task '{self.failed_task}'"]
         if self.failed_task == "validate":
             verdict = self.read_json("validate", "verdict") or {}
@@ -118,6 +132,8 @@ class LocalOutcome:
         lines = [head]
         if not self.succeeded:
             lines.append(self.failure_detail())
+        elif self.unproven():
+            lines.append(self.unproven())
         if self.run_dir is not None:
             lines.append(f"artifacts: {self.run_dir}")
             for task_dir in sorted(p for p in self.run_dir.iterdir() if p.is_dir() and p != self.log_dir):

@@ -131,11 +131,14 @@ def _print_report(report, fail_on: str) -> None:
                 markup=False,
             )
     c = report.counts()
-    verdict = "[green]passed[/]" if report.passed(fail_on) else "[bold red]FAILED[/]"
+    verdict = report.verdict(fail_on)
+    style = {"passed": "green", "NOT PROVEN": "bold magenta"}.get(verdict, "bold red")
     out.print(
-        f"preflight {verdict}: {c['PASS']} pass, {c['WARN']} warn, {c['UNKNOWN']} unknown, "
+        f"preflight [{style}]{verdict}[/]: {c['PASS']} pass, {c['WARN']} warn, {c['UNKNOWN']} unknown, "
         f"{c['FAIL']} fail in {report.wall_s:.2f} s"
     )
+    if verdict == "NOT PROVEN":
+        out.print(report.unproven_line(), markup=False)
 
 
 @app.command()
@@ -457,7 +460,11 @@ def run(
     pipeline: Annotated[str, typer.Option(help="guarded_training or preflight_only")] = "guarded_training",
     display_name: Annotated[str, typer.Option(help="the job's display name")] = "trainguard-job",
     backend: Annotated[
-        str, typer.Option(help="where the training job runs: local or vertex (default: local with --local)")
+        str,
+        typer.Option(
+            help="where the training job runs: local or vertex (default: local for a --local "
+            "guarded_training, vertex otherwise: preflight_only checks the job as Vertex would run it)"
+        ),
     ] = "",
     pipeline_root: Annotated[str, typer.Option(help="local dir, or gs:// for Vertex")] = "",
     preempt_after: Annotated[str, typer.Option(help="local: inject preemptions")] = "",
@@ -467,16 +474,74 @@ def run(
         bool,
         typer.Option("--verbose", help="--local: print all of the runner's output, not one line per task"),
     ] = False,
+    only: Annotated[str, typer.Option(help="preflight: comma-separated check families to run")] = "",
+    skip: Annotated[str, typer.Option(help="preflight: comma-separated check families to skip")] = "",
+    fail_on: Annotated[
+        str, typer.Option(help="preflight: lowest status that fails: fail, unknown, warn")
+    ] = "",
+    output_dir: Annotated[str, typer.Option(help="train: base output dir when the spec has none")] = "",
+    resume: Annotated[
+        bool, typer.Option("--resume", help="train: continue the newest run in the output directory")
+    ] = False,
+    guard: Annotated[str, typer.Option(help="train: in-flight guard: off, nonfinite, fail")] = "",
+    model: Annotated[str, typer.Option("--model", help="train: which weights ship: best or last")] = "",
+    max_queued: Annotated[
+        str,
+        typer.Option("--max-queued", help="train (vertex): cancel a job QUEUED this long (45m; 0: never)"),
+    ] = "",
+    train_metric: Annotated[str, typer.Option(help="validate: training-loss series")] = "",
+    val_metric: Annotated[str, typer.Option(help="validate: validation-loss series")] = "",
+    validate_fail_on: Annotated[str, typer.Option(help="validate: classes that fail")] = "",
+    validate_warn_on: Annotated[str, typer.Option(help="validate: classes that only warn")] = "",
+    gate: Annotated[
+        list[str] | None,
+        typer.Option("--gate", metavar="METRIC>=VALUE[@best|@last]", help="validate: repeatable"),
+    ] = None,
+    threshold: Annotated[
+        list[str] | None, typer.Option("--threshold", metavar="NAME=VALUE", help="validate: repeatable")
+    ] = None,
+    direction: Annotated[
+        list[str] | None, typer.Option("--direction", metavar="METRIC=min|max", help="validate: repeatable")
+    ] = None,
+    gate_at: Annotated[str, typer.Option(help="validate: where gates read: best or last")] = "",
 ):
-    """Run a pipeline on SPEC: in the KFP local runner, or submitted to Vertex AI Pipelines."""
+    """Run a pipeline on SPEC: in the KFP local runner, or submitted to Vertex AI Pipelines.
+
+    Takes what the pipelines take: preflight's --only/--skip/--fail-on, train's --guard/--model/
+    --max-queued/--output-dir/--resume, validate's --gate/--threshold/--direction/--gate-at.
+    """
     from trainguard.stages import make_spec
 
     if image:
         os.environ["TRAINGUARD_COMPONENT_IMAGE"] = image
     try:
         backend = parse(Backend, backend, "--backend").value if backend else ""
-        project, region = _cloud_names(project, region, local=local and (backend or "local") == "local")
-        if preempt_after and (not local or pipeline != "guarded_training" or (backend or "local") != "local"):
+        backend = backend or ("local" if local and pipeline == "guarded_training" else "vertex")
+        from trainguard.run_options import RunOptions
+
+        parameters = RunOptions(
+            pipeline=pipeline,
+            only=only,
+            skip=skip,
+            fail_on=fail_on,
+            output_dir=output_dir,
+            resume=resume,
+            guard=guard,
+            model=model,
+            max_queued=max_queued,
+            train_metric=train_metric,
+            val_metric=val_metric,
+            validate_fail_on=validate_fail_on,
+            validate_warn_on=validate_warn_on,
+            gate=tuple(gate or ()),
+            threshold=tuple(threshold or ()),
+            direction=tuple(direction or ()),
+            gate_at=gate_at,
+        ).parameters()
+        project, region = _cloud_names(
+            project, region, local=local and backend == "local", local_flag="--local --backend local"
+        )
+        if preempt_after and (not local or pipeline != "guarded_training" or backend != "local"):
             raise ConfigError(
                 "--preempt-after injects preemptions into a local training job: it "
                 "needs --local, --backend local and --pipeline guarded_training"
@@ -492,10 +557,11 @@ def run(
             outcome = run_local(
                 pipeline,
                 job,
-                backend=backend or "local",
+                backend=backend,
                 pipeline_root=pipeline_root or "./.tg-local",
                 preempt_after=preempt_after,
                 on_event=None if verbose else TaskReporter(indent=""),
+                **parameters,
             )
             out.print(outcome.summary(), markup=False)
             raise typer.Exit(0 if outcome.succeeded else 1)
@@ -505,9 +571,10 @@ def run(
             pipeline,
             job,
             pipeline_root=pipeline_root,
-            backend=backend or "vertex",
+            backend=backend,
             service_account=service_account,
             say=lambda line: err.print(f"trainguard: {line}", markup=False),
+            **parameters,
         )
         out.print(f"submitted: {url}", markup=False)
     except TrainguardError as exc:

@@ -93,9 +93,10 @@ def preflight_stage(
 
     fail_on = parse(FailOn, fail_on, "fail_on")
     spec = make_spec(job_spec, project=project, region=region, display_name=display_name)
-    if backend == "local" and not output_dir and markdown_path:
-        # In a pipeline the train task writes next to its artifacts, on this same filesystem.
-        output_dir = str(Path(markdown_path).parent)
+    if backend == "local" and not output_dir:
+        # In a pipeline the train task writes next to its artifacts, on this same filesystem; on
+        # the command line where `trainguard train --local` writes by default.
+        output_dir = str(Path(markdown_path).parent) if markdown_path else DEFAULT_OUTPUT_DIR
     report = run_preflight(
         spec,
         backend=backend,
@@ -110,6 +111,8 @@ def preflight_stage(
     _log_metrics(metrics, report.summary_metrics())
     if stream is not None:
         print(report.to_markdown(fail_on), file=stream, flush=True)
+        if report.verdict(fail_on) == "NOT PROVEN":
+            print(f"preflight {report.unproven_line()}", file=stream, flush=True)
     if not report.passed(fail_on):
         failing = report.failing(fail_on)
         first = failing[0]

@@ -172,7 +172,7 @@ def test_run_refuses_a_bad_preempt_after_before_the_pipeline_runs(tmp_path):
 def test_compile_into_a_path_that_is_a_file_is_bad_input(tmp_path):
     (tmp_path / "guarded_training.yaml").mkdir()  # a directory where a YAML file goes
     for target in (SPEC, tmp_path):
-        outcome = run_cli("compile", "--output-dir", target)
+        outcome = run_cli("compile", "--output-dir", target, "--image", "us-docker.pkg.dev/p/r/c:1")
         assert_contract(outcome, max_seconds=30, allowed=(2,))
         assert "--output-dir" in outcome.stderr
 

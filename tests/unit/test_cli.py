@@ -271,7 +271,9 @@ def test_local_runs_need_no_cloud_names_and_vertex_runs_say_which_are_missing(tm
     for args, local_flag in (  # the message names the flag this command takes for a local run
         (["train", EXAMPLES / "l4.yaml", "--vertex"], "--local"),
         (["preflight", EXAMPLES / "l4.yaml"], "--backend local"),
-        (["run", EXAMPLES / "l4.yaml", "--vertex"], "--local"),
+        (["run", EXAMPLES / "l4.yaml", "--vertex"], "--local --backend local"),
+        # preflight_only checks the job as Vertex would run it, in the local runner too
+        (["run", EXAMPLES / "l4.yaml", "--pipeline", "preflight_only"], "--local --backend local"),
     ):
         proc = subprocess.run(
             [sys.executable, "-m", "trainguard.cli", *map(str, args), "-p", "my-project"],

@@ -104,6 +104,29 @@ class Report:
     def passed(self, fail_on: FailOn | str = FailOn.FAIL) -> bool:
         return not self.failing(fail_on)
 
+    def unproven(self) -> list[CheckResult]:
+        """The checks that could not tell (UNKNOWN): what a pass does not prove."""
+        return [r for r in self.results if r.status == Status.UNKNOWN]
+
+    def verdict(self, fail_on: FailOn | str = FailOn.FAIL) -> str:
+        """``passed``; ``NOT PROVEN`` when it passed with checks that could not tell; ``FAILED``."""
+        if not self.passed(fail_on):
+            return "FAILED"
+        return "NOT PROVEN" if self.unproven() else "passed"
+
+    def unproven_line(self) -> str:
+        """One line naming what could not be checked ('' when everything could)."""
+        unknown = self.unproven()
+        if not unknown:
+            return ""
+        names = "; ".join(f"{r.check}: {r.title}" for r in unknown[:6])
+        more = f"; and {len(unknown) - 6} more" if len(unknown) > 6 else ""
+        return (
+            f"not proven: {len(unknown)} check(s) could not tell ({names}{more}); the job may still "
+            "fail to start: fix what each UNKNOWN line names, or --fail-on unknown (fail_on=unknown) "
+            "to fail on them"
+        )
+
     def counts(self) -> dict[str, int]:
         out = {s.value: 0 for s in Status}
         for r in self.results:
@@ -115,6 +138,7 @@ class Report:
             "subject": self.subject,
             "backend": self.backend,
             "passed": self.passed(fail_on),
+            "verdict": self.verdict(fail_on),
             "fail_on": str(parse(FailOn, fail_on, "fail_on")),
             "worst": self.worst().value,
             "counts": self.counts(),
@@ -126,7 +150,7 @@ class Report:
         return json.dumps(self.to_dict(fail_on), indent=2)
 
     def to_markdown(self, fail_on: FailOn | str = FailOn.FAIL) -> str:
-        verdict = "passed" if self.passed(fail_on) else "FAILED"
+        verdict = self.verdict(fail_on)
         c = self.counts()
         lines = [
             f"# Preflight {verdict}: {self.subject}",
@@ -134,6 +158,10 @@ class Report:
             f"Backend `{self.backend}` · {c['PASS']} pass · {c['WARN']} warn · "
             f"{c['UNKNOWN']} unknown · {c['FAIL']} fail · {self.wall_s:.2f} s",
             "",
+        ]
+        if verdict == "NOT PROVEN":
+            lines += [f"**{self.unproven_line()}**", ""]
+        lines += [
             "| status | check | evidence | remedy |",
             "|---|---|---|---|",
         ]

@@ -147,7 +147,7 @@ def parse_directions(items: str | Iterable[str] | Mapping[str, str] | None) -> d
         ConfigError: a malformed item or a direction other than min / max.
     """
     raw = parse_assignments(items, "--direction", ("METRIC=min", "METRIC=max"))
-    return {name.lower(): parse(Mode, value, f"--direction {name}=") for name, value in raw.items()}
+    return {name.lower(): parse(Mode, value, f"--direction {name}={value}:") for name, value in raw.items()}
 
 
 def _override(series: Iterable[Series | None], metric: str, directions: Mapping[str, Mode]) -> Mode | None:

@@ -160,8 +160,16 @@ class RuleConfig:
             return self
         unknown = sorted(set(overrides) - set(self.names()))
         if unknown:
+            import difflib
+
+            named = [
+                f"{u} (did you mean {close[0]}?)"
+                if (close := difflib.get_close_matches(u, self.names(), 1))
+                else u
+                for u in unknown
+            ]
             raise ConfigError(
-                f"unknown threshold(s) {', '.join(unknown)}; valid names: {', '.join(self.names())}"
+                f"unknown threshold(s) {', '.join(named)}; valid names: {', '.join(self.names())}"
             )
         kinds = {f.name: f.type for f in dataclasses.fields(self)}
         clean: dict[str, Any] = {}

@@ -164,7 +164,10 @@ def test_cli_gate_missed_exits_1_and_says_where(tmp_path) -> None:
         (["--gate", "val_accuracy=>0.9"], "use METRIC>=VALUE"),
         (["--gate", "val_f1>=0.9"], "the history has: train/loss, train/lr, val/accuracy, val/loss"),
         (["--gate-at", "middle"], "--gate-at 'middle' is not one of: best, last"),
-        (["--threshold", "patience=5"], "unknown threshold(s) patience; valid names: warmup_steps, "),
+        (
+            ["--threshold", "patience=5"],
+            "unknown threshold(s) patience (did you mean overfit_patience?); valid names: warmup_steps, ",
+        ),
         (["--threshold", "overfit_patience"], "use NAME=VALUE; valid names: warmup_steps,"),
         (["--threshold", "overfit_patience=soon"], "overfit_patience must be a number"),
         (["--direction", "accuracy=up"], "is not one of: min, max"),

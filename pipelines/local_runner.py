@@ -38,6 +38,7 @@ class LocalOutcome:
     message: str = ""
     outputs: dict = field(default_factory=dict)
     log_dir: Path | None = None
+    interrupted: bool = False
 
     def artifact(self, task: str, name: str) -> Path | None:
         """The path of ``task``'s output ``name`` in this run, if it was written."""
@@ -127,10 +128,14 @@ class LocalOutcome:
         head = (
             f"pipeline {self.pipeline}: SUCCEEDED"
             if self.succeeded
+            else f"pipeline {self.pipeline}: INTERRUPTED (Ctrl-C) during task '{self.failed_task}'"
+            if self.interrupted
             else f"pipeline {self.pipeline}: FAILED at task '{self.failed_task}'"
         )
         lines = [head]
-        if not self.succeeded:
+        if self.interrupted:
+            pass  # nothing failed: what ran is in the artifacts and the task logs below
+        elif not self.succeeded:
             lines.append(self.failure_detail())
         elif self.unproven():
             lines.append(self.unproven())
@@ -218,22 +223,52 @@ def run_local(
     with warnings.catch_warnings(), _captured(staging, on_event) as splitter:
         # The local runner warns about any base image without "python" in its name.
         warnings.filterwarnings("ignore", message=".*non-Python base image.*")
-        try:
-            result = func(**args)
-            outputs = dict(getattr(result, "outputs", {}) or {})
-        except RuntimeError as exc:
-            message = _ANSI.sub("", str(exc))
-            m = re.search(r"Inner task failed: '?([\w-]+)", message)
-            if m is None:
-                raise
-            succeeded, failed_task = False, m.group(1)
+        with _first_ctrl_c() as ctrl_c:
+            try:
+                result = func(**args)
+                outputs = dict(getattr(result, "outputs", {}) or {})
+            except RuntimeError as exc:
+                message = _ANSI.sub("", str(exc))
+                m = re.search(r"Inner task failed: '?([\w-]+)", message)
+                if m is None:
+                    raise
+                succeeded, failed_task = False, m.group(1)
+            except KeyboardInterrupt:  # the second Ctrl-C: leave now, keep what was logged
+                succeeded, failed_task = False, splitter.task if splitter is not None else ""
+        interrupted = ctrl_c.is_set()
     new = sorted(
         (p for p in root.iterdir() if p not in before and p.is_dir() and p != staging),
         key=lambda p: p.stat().st_mtime,
     )
     run_dir = new[-1] if new else None
     log_dir = _keep_logs(staging, run_dir) if splitter is not None else None
-    return LocalOutcome(pipeline, succeeded, run_dir, failed_task, message, outputs, log_dir)
+    return LocalOutcome(pipeline, succeeded, run_dir, failed_task, message, outputs, log_dir, interrupted)
+
+
+@contextlib.contextmanager
+def _first_ctrl_c():
+    """While the pipeline runs, the first Ctrl-C only sets the event it yields: the terminal sent
+    it to the running task as well (one process group), which stops its job — a local job's
+    workers save — and fails, so the runner goes on streaming its output into the task's log. A
+    second Ctrl-C raises KeyboardInterrupt as usual."""
+    import signal
+    import threading
+
+    event = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield event
+        return
+
+    def first(signum, frame) -> None:
+        if event.is_set():
+            raise KeyboardInterrupt
+        event.set()
+
+    previous = signal.signal(signal.SIGINT, first)
+    try:
+        yield event
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager

@@ -74,6 +74,11 @@ class TaskLogSplitter(io.TextIOBase):
         if not self._handle.closed:
             self._handle.flush()
 
+    @property
+    def task(self) -> str:
+        """The task whose lines are being filed now ('' before the first)."""
+        return self._task
+
     def log_path(self, task: str) -> Path:
         """Where ``task``'s log goes."""
         return self.directory / f"{task}.log"

@@ -103,7 +103,15 @@ def _cloud_names(project: str, region: str, *, local: bool, local_flag: str = "-
 
 
 def _fail(exc: TrainguardError) -> None:
-    label = "bad input" if exc.exit_code == EXIT_BAD_INPUT else "failed"
+    from trainguard.errors import Interrupted
+
+    label = (
+        "interrupted"
+        if isinstance(exc, Interrupted)
+        else "bad input"
+        if exc.exit_code == EXIT_BAD_INPUT
+        else "failed"
+    )
     err.print(f"[bold red]trainguard: {label}:[/] {escape(str(exc))}")
     raise typer.Exit(exc.exit_code)
 
@@ -307,8 +315,9 @@ def train(
         if picked.get("model_source") == "none"
         else picked.get("model_uri") or result.model_dir
     )
+    ended = "ended early, a success" if result.stopped else result.state
     out.print(
-        f"[green]training {result.state}[/] in {result.duration_s:.1f} s "
+        f"[green]training {ended}[/] in {result.duration_s:.1f} s "
         f"({result.restarts} restart(s)); model: {escape(model_shown)}; "
         f"history: {escape(result.history_path)}"
     )
@@ -564,7 +573,7 @@ def run(
                 **parameters,
             )
             out.print(outcome.summary(), markup=False)
-            raise typer.Exit(0 if outcome.succeeded else 1)
+            raise typer.Exit(0 if outcome.succeeded else 130 if outcome.interrupted else 1)
         from trainguard.pipelines.submit import submit
 
         url = submit(

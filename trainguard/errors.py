@@ -30,11 +30,14 @@ __all__ = [
     "TransientError",
     "EndpointUnreachable",
     "CheckpointError",
+    "Interrupted",
+    "EXIT_INTERRUPTED",
 ]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 # An error's message is shown whole (CLI, a pipeline task's log): it echoes what the user gave
 # (a flag, a series name, a path), so it is redacted and kept to a size a person reads.
 MAX_MESSAGE_CHARS = 10_000
@@ -123,3 +126,12 @@ class CheckpointError(UserError):
     """A checkpoint cannot be used as it is: written by another framework, torn, crafted, or for
     a state that does not fit (the message names the file and what to do; the newest complete
     checkpoint is left untouched)."""
+
+
+class Interrupted(TrainguardError):
+    """The run was stopped from outside — Ctrl-C, or SIGTERM to the launcher — not by a failure of
+    the job: exit status 128 + the signal (130 for Ctrl-C, 143 for SIGTERM)."""
+
+    def __init__(self, message: str, signum: int = 2) -> None:
+        self.exit_code = 128 + signum
+        super().__init__(message)

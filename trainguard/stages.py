@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from trainguard.errors import CheckpointError, ConfigError, PreflightFailed, TrainingFailed, ValidationFailed
+from trainguard.errors import (
+    CheckpointError,
+    ConfigError,
+    Interrupted,
+    PreflightFailed,
+    TrainingFailed,
+    ValidationFailed,
+)
 from trainguard.launch.base import TrainResult, Watcher, diagnose_result
 from trainguard.launch.run_dir import RunDir, claim, new_run_id, task_run_id
 from trainguard.preflight import Report, run_preflight
@@ -268,7 +276,9 @@ def train_stage(
         max_queued=max_queued,
     )
     if watcher is None and guard_mode != GuardMode.OFF:
-        watcher = HistoryGuard.for_spec(spec, guard_mode, thresholds=thresholds, stream=stream)
+        watcher = HistoryGuard.for_spec(
+            spec, guard_mode, local=backend == "local", thresholds=thresholds, stream=stream
+        )
     result = conclude(
         runner.run(spec, watcher=watcher),
         watcher,
@@ -278,6 +288,19 @@ def train_stage(
         stream=stream,
     )
     _write(result_path, json.dumps(result.to_dict(), indent=2))
+    if result.interrupted and not result.succeeded:
+        how = "Ctrl-C" if result.interrupted == signal.SIGINT else "SIGTERM (a cancellation)"
+        done = (
+            "the job was cancelled"
+            if backend == "vertex"
+            else "its workers were sent SIGTERM, and trainguard's runtime saves before it exits"
+        )
+        _write(diagnosis_path, f"# Training interrupted\n\n{how}: {done}.\n")
+        raise Interrupted(
+            f"training job {result.job_name} interrupted by {how}: {done}; to continue it, run the "
+            f"same command with --run-id {run.run_id} (or --resume)",
+            int(result.interrupted),
+        )
     if result.stopped and not early_stopped(result):
         diagnosis = stop_diagnosis(result.stopped)
         _write(diagnosis_path, diagnosis.to_markdown())

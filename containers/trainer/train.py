@@ -277,6 +277,12 @@ def train(args: argparse.Namespace) -> int:
     )
     start = ckpt.restore()
     start_epoch, start_batch, step = start.extra.get("epoch", 0), start.extra.get("batch", 0), start.step
+    steps_per_epoch = len(
+        batches_for_epoch(
+            len(x_train), args.batch_size, args.seed, 0, env.rank, env.world_size, args.repeat_batch
+        )
+    )
+    ckpt.plan(args.epochs * steps_per_epoch)  # the guard sizes what a stop saves by it
     if start.resumed:
         print(f"resumed from checkpoint step {step} (epoch {start_epoch}, batch {start_batch})", flush=True)
 

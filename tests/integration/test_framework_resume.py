@@ -118,7 +118,7 @@ def test_preempted_twice_mid_epoch_ends_bit_identical(name, baselines, tmp_path)
     base = baselines(name)
     result = run(name, tmp_path, preempt_on=[after_epoch(0, 0.3), after_epoch(1, 0.3)])
     assert result.restarts == 2
-    assert result.log_tail.count("preempted (SIGTERM): saved step") == 2
+    assert result.log_tail.count("trainguard's guard): saved step") == 2
     assert digest(name, tmp_path) == digest(name, base)
     assert history(tmp_path / "history.jsonl") == history(base / "history.jsonl")
 

@@ -80,7 +80,7 @@ def test_the_tpu_example_preempted_at_4s_and_9s_ends_byte_identical(baseline, tm
     monkeypatch.setenv("TRAINER_STEP_SLEEP", "0.04")
     outcome, result = train(tmp_path, "--preempt-after", "4s,9s")
     assert result["restarts"] == 2 and result["state"] == "SUCCEEDED"
-    assert "preempted (SIGTERM): saved step" in outcome.output
+    assert "stopped by SIGTERM (a Spot reclaim, a cancellation, or trainguard's guard)" in outcome.output
     assert "resumed from checkpoint" in outcome.output
     assert digest(tmp_path) == digest(baseline)
     assert history(tmp_path) == history(baseline)  # no duplicated or lost records

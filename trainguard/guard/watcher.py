@@ -120,9 +120,12 @@ class HistoryGuard:
         self._announced = False
 
     @classmethod
-    def for_spec(cls, spec: JobSpec, mode: GuardMode | str = GuardMode.FAIL, **kwargs: Any) -> HistoryGuard:
-        """A guard for the job ``spec`` describes (its accelerators and timeout count the hours)."""
-        return cls(mode, cost=JobCost.from_spec(spec), **kwargs)
+    def for_spec(
+        cls, spec: JobSpec, mode: GuardMode | str = GuardMode.FAIL, *, local: bool = False, **kwargs: Any
+    ) -> HistoryGuard:
+        """A guard for the job ``spec`` describes (its accelerators and timeout count the hours;
+        ``local``: it runs on this machine, where no timeout bounds it)."""
+        return cls(mode, cost=JobCost.from_spec(spec, local=local), **kwargs)
 
     # -- the Watcher seam --
 

@@ -105,6 +105,9 @@ class TrainResult:
         failure_class: the class the backend knows for certain ('' when only the error text can
             tell): the Stop's class, ``quota`` (QUEUED too long), ``capacity`` (a Flex-start
             wait that ran out).
+        interrupted: the signal that stopped the launcher (2 for Ctrl-C, 15 for SIGTERM: a
+            cancelled pipeline task), 0 when nothing did; the job was then stopped (local: its
+            workers saved and exited) or cancelled (Vertex).
     """
 
     state: str
@@ -121,6 +124,7 @@ class TrainResult:
     exit_codes: dict = field(default_factory=dict)
     stopped: dict = field(default_factory=dict)
     failure_class: str = ""
+    interrupted: int = 0
 
     @property
     def succeeded(self) -> bool:

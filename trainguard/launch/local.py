@@ -209,6 +209,7 @@ class _LocalRun:
     exit_codes: dict[str, int] = field(default_factory=dict)
     stopped: dict = field(default_factory=dict)
     failure_class: str = ""
+    interrupted: int = 0
 
     @property
     def history_path(self) -> str:
@@ -320,11 +321,13 @@ class LocalBackend:
                 while r.state == "RUNNING":
                     time.sleep(0.05)
                     self._step(r)
-            except (KeyboardInterrupt, Terminated):
+            except (KeyboardInterrupt, Terminated) as exc:
                 guard.fired = True
-                self._say("cancelled: stopping the workers")
+                r.interrupted = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+                why = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"
+                self._say(f"{why}: stopping the workers (SIGTERM: each saves, then exits)")
                 self._stop_all(r.workers, self.grace_s)
-                r.state, r.error = "CANCELLED", "The job was cancelled."
+                r.state, r.error = "CANCELLED", f"The job was cancelled ({why})."
                 r.stopped, r.failure_class = {}, ""
             finally:
                 self._stop_all(r.workers, 0.5)
@@ -345,6 +348,7 @@ class LocalBackend:
             exit_codes=r.exit_codes,
             stopped=r.stopped,
             failure_class=r.failure_class,
+            interrupted=int(r.interrupted),
         )
 
     # -- one turn of the loop --

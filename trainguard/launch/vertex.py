@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -90,6 +91,7 @@ class _Run:
     error: str = ""  # the launcher's account of why the job ended ('' when it ended on its own)
     failure_class: str = ""
     stopped: dict = field(default_factory=dict)
+    interrupted: int = 0  # the signal that stopped the launcher (2: Ctrl-C, 15: SIGTERM)
 
 
 @dataclass
@@ -279,6 +281,7 @@ class VertexBackend:
 
     def _interrupted(self, r: _Run, exc: BaseException) -> TrainResult | None:
         """Cancels the job after SIGTERM/KeyboardInterrupt; a result when there was none to cancel."""
+        r.interrupted = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
         why = (
             "SIGTERM (the pipeline run was cancelled)" if isinstance(exc, Terminated) else "KeyboardInterrupt"
         )
@@ -337,6 +340,7 @@ class VertexBackend:
             duration_s=round(self.clock() - r.started, 3),
             stopped=dict(r.stopped),
             failure_class=r.failure_class,
+            interrupted=int(r.interrupted),
         )
 
     def _log_tail(self, spec: JobSpec, job: Any) -> str:

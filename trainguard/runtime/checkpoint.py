@@ -569,8 +569,18 @@ class CheckpointManager:
 
     @property
     def preempted(self) -> bool:
-        """True once SIGTERM arrived: save now (``should_save`` says so) and exit."""
+        """True once SIGTERM (or Ctrl-C) arrived: save now (``should_save`` says so) and exit."""
         return self._sigterm.is_set
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the run stops: ``interrupted (Ctrl-C)`` or ``stopped by SIGTERM (…)``."""
+        return self._sigterm.reason
+
+    @property
+    def stop_exit_code(self) -> int:
+        """The exit status after the stop's save: 143 for SIGTERM, 130 for Ctrl-C."""
+        return self._sigterm.exit_code
 
     def install_sigterm_handler(self) -> None:
         """On SIGTERM, flag a preemption instead of dying mid-step (main thread only)."""

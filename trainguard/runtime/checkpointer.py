@@ -262,6 +262,12 @@ class Checkpointer:
             return
         self.history = HistoryWriter(self.history_path, resume_step=resume_step, enabled=self.is_chief)
 
+    def plan(self, total_steps: int) -> None:
+        """Declares how many steps the run will take, after ``restore()`` (the in-flight guard
+        then says what stopping it saved: the time to that step at the pace so far)."""
+        if self.history is not None:
+            self.history.plan(total_steps)
+
     # -- the loop --
 
     def step(
@@ -308,9 +314,9 @@ class Checkpointer:
             return True
         self.close()
         if self.is_chief:
-            note(f"preempted (SIGTERM): saved step {step}, stopping")
+            note(f"{self.manager.stop_reason}: saved step {step}, stopping")
         if self.exit_on_preemption:
-            raise SystemExit(PREEMPTED_EXIT)
+            raise SystemExit(self.manager.stop_exit_code)
         return False
 
     def save(

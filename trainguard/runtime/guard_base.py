@@ -324,12 +324,13 @@ class GuardCore:
         self._sigterm.uninstall()
 
     def preempted_exit(self, step: int, exit: bool = True) -> None:
-        """After the SIGTERM save: close and exit 143 (or return with ``exit=False``)."""
+        """After the SIGTERM (or Ctrl-C) save: close and exit 143 (130), or return with
+        ``exit=False``."""
         self.close()
         if self.is_chief:
-            note(f"preempted (SIGTERM): saved step {step} in {self.directory}, stopping")
+            note(f"{self._sigterm.reason}: saved step {step} in {self.directory}, stopping")
         if exit:
-            raise SystemExit(PREEMPTED_EXIT)
+            raise SystemExit(self._sigterm.exit_code)
 
     def close(self) -> None:
         """Waits for the save in flight, closes the history, puts back the SIGTERM handler."""

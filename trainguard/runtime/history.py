@@ -79,6 +79,7 @@ class HistoryWriter:
         self._remote = path.startswith("gs://")
         self._records: list[dict] = []
         self._handle = None
+        self._planned = 0
         if not enabled:
             return
         store = store_for(path)
@@ -121,10 +122,18 @@ class HistoryWriter:
             "time": round(time.time(), 3),
             "metrics": clean,
         }
+        if self._planned:
+            record["planned_steps"], self._planned = self._planned, 0
         self._records.append(record)
         if self._handle is not None:
             self._handle.write(self._line(record))
             self._handle.flush()
+
+    def plan(self, total_steps: int) -> None:
+        """Declares the run's total number of steps: the next record carries
+        ``"planned_steps": N``, by which the in-flight guard sizes what stopping the run saves."""
+        if self.enabled and total_steps > 0:
+            self._planned = int(total_steps)
 
     @property
     def records(self) -> list[dict]:

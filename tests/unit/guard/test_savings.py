@@ -55,3 +55,21 @@ def test_a_cpu_job_saves_machine_hours():
     saved = estimate(JobCost(0, 3, 7200, True), elapsed_s=3600)
     assert saved.accelerator_hours == 0 and saved.machine_hours == pytest.approx(3)
     assert "3 machine-hours" in saved.sentence()
+
+
+def test_a_local_run_is_never_said_to_save_vertexs_seven_days():
+    cost = JobCost.from_spec(
+        spec(accelerator_type="", accelerator_count=0, machine_type="n1-standard-4"), local=True
+    )
+    unsized = estimate(cost, elapsed_s=7.0, last_step=40)
+    assert unsized.basis == "unsized" and unsized.machine_hours == 0
+    assert "168" not in unsized.sentence() and "not spent" in unsized.sentence()
+    planned = estimate(cost, elapsed_s=10.0, last_step=50, planned_steps=300)
+    assert planned.basis == "planned_steps" and planned.hours_left == pytest.approx(50 / 3600)
+    assert "× 50 s left to step 300" in planned.sentence()
+
+
+def test_a_long_planned_run_on_this_machine_is_not_capped_by_vertexs_timeout():
+    cost = JobCost.from_spec(spec(), local=True)
+    far = estimate(cost, elapsed_s=86400.0, last_step=1, planned_steps=100)
+    assert far.hours_left == pytest.approx(99 * 24)

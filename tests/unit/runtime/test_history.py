@@ -73,3 +73,16 @@ def test_a_corrupt_line_in_the_middle_does_not_stop_a_resume(tmp_path, capsys):
     h.close()
     assert [s for s, _ in steps(path)] == [1, 2, 4, 5, 6]
     assert "dropped 2 unreadable line(s) (line 3, 5)" in capsys.readouterr().err
+
+
+def test_the_planned_steps_ride_on_the_next_record_once(tmp_path):
+    from trainguard.guard.jsonl import PLANNED_STEPS_KEY
+
+    path = tmp_path / "h.jsonl"
+    with HistoryWriter(str(path)) as h:
+        h.plan(300)
+        h.log(5, "train", loss=2.0)
+        h.log(10, "train", loss=1.9)
+    first, second = read_history_records(path.read_text())
+    assert first[PLANNED_STEPS_KEY] == 300 and first["metrics"] == {"loss": 2.0}
+    assert PLANNED_STEPS_KEY not in second

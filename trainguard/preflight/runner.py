@@ -42,9 +42,7 @@ def _describe(exc: BaseException) -> str:
 def internal_error(check: str, title: str, exc: BaseException, duration_s: float = 0.0) -> CheckResult:
     """An exception inside a check, as the report shows it: ERROR, naming the exception, with
     the whole trace written to the log (``logging`` at ERROR, which reaches stderr)."""
-    _LOG.error(
-        "internal error in preflight check %s (%s): please report it", check, title, exc_info=exc
-    )
+    _LOG.error("internal error in preflight check %s (%s): please report it", check, title, exc_info=exc)
     return CheckResult(
         check,
         f"internal error: {title}",

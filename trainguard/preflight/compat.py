@@ -699,7 +699,9 @@ def compat(ctx: PreflightContext) -> list[CheckResult]:
         if pool.reduction_server:
             continue
         label = _pool_label(pool)
-        results += guarded(NAME, f"machine/accelerator {label}", check_machine, pool)
+        accel = catalog.ACCELERATORS.get(pool.accelerator_type or "")
+        if accel is None or not accel.out_of_support():  # else check_support says it all
+            results += guarded(NAME, f"machine/accelerator {label}", check_machine, pool)
         results += guarded(NAME, f"support of {label}", check_support, pool)
         results += guarded(NAME, f"region of {label}", check_region, pool, ctx.spec.region)
     results += guarded(NAME, "TPU job layout", check_tpu_pools, ctx)

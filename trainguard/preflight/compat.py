@@ -422,11 +422,7 @@ def check_tpu_pools(ctx: PreflightContext) -> list[CheckResult]:
     """A TPU job has one worker pool with one replica ("When you use a TPU VM ... you must
     only use a single worker pool ... and ... only one replica", configure-compute)."""
     pools = ctx.spec.pools
-    tpu = [
-        p
-        for p in pools
-        if catalog.machine_rule(p.machine_type) and catalog.machine_rule(p.machine_type).is_tpu
-    ]  # type: ignore[union-attr]
+    tpu = [p for p in pools if (rule := catalog.machine_rule(p.machine_type)) is not None and rule.is_tpu]
     if not tpu:
         return []
     extra = [p for p in pools if p.index != tpu[0].index] + [p for p in tpu if p.replica_count > 1]

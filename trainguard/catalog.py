@@ -1,27 +1,12 @@
-"""Facts about Vertex AI training hardware, each in one table: machines ↔ accelerators, TPU slices,
-machine-type naming, quota metrics, Flex-start (DWS) requirements, and where each accelerator is
-offered for custom training.
+"""Facts about Vertex AI training hardware, each in one table, each row with where it was read
+and when: machines ↔ accelerators, the machine types training accepts, TPU slices, where each
+accelerator is offered, end of support, boot disks, Flex-start (DWS) requirements, quota metrics.
 
-Sources (as of ``REGIONS_AS_OF``):
-
-- machine/accelerator pairs, quota metric names: shared/PROTOCOLS.md; n1 vCPU bounds: the Compute
-  Engine GPU pages; regions: the Vertex AI "locations" page. Regions change more often than
-  anything else here, which is why a region missing from ``Accelerator.regions`` is a warning,
-  not a failure: the quota check, which asks the live API, is authoritative.
-- Flex-start: https://cloud.google.com/vertex-ai/docs/training/schedule-jobs-dws ("requests L4,
-  A100, H100, H200, or B200 GPUs", "a maximum timeout of 7 days or less", "the same machine
-  configuration for all worker pools").
-- VPC peering: https://docs.cloud.google.com/vertex-ai/docs/training/using-private-ip ("doesn't
-  support VPC Peering with H100-mega, H200 and B200 accelerators"; PSC-I is the alternative).
-- TPU slices: https://cloud.google.com/tpu/docs/supported-tpu-configurations (v5e 2D shapes 1x1 …
-  16x16) and the GKE/xpk machine tables (google/xpk ``system_characteristics``): v5e single-host
-  ``ct5lp-hightpu-1t`` 1x1, ``-4t`` 2x2, ``-8t`` 2x4; multi-host slices 4x4 … 16x16 on
-  ``ct5lp-hightpu-4t`` (4 chips per host); v4 ``ct4p-hightpu-4t`` 2x2x1 … (4 chips per host).
-- CPU quota metrics: ``custom_model_training_cpus`` (N1/E2), ``custom_model_training_n2_cpus``,
-  ``custom_model_training_c2_cpus`` and ``custom_model_training_preemptible_cpus`` as Vertex names
-  them in quota errors and ``gcloud quotas info`` output; other families follow the same
-  ``custom_model_training_<family>_cpus`` pattern (the quota check reports UNKNOWN, naming the
-  metric, when a project lists no such metric).
+Every row names a key of ``SOURCES`` (a page and the date it was read). Regions change more often
+than anything else here, which is why a region missing from ``Accelerator.regions`` is a warning,
+not a failure: the quota check, which asks the live API, is authoritative. What a table row says
+and a live Vertex AI answer disagree on, the live answer wins; the row is then stale: update it
+with its new date.
 """
 
 from __future__ import annotations
@@ -29,12 +14,17 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import date, timedelta
 
 __all__ = [
+    "Source",
+    "SOURCES",
     "Accelerator",
     "ACCELERATORS",
     "REGIONS_AS_OF",
+    "TRAINING_MACHINE_TYPES",
+    "BOOT_DISK_TYPES",
+    "BOOT_DISK_SIZE_GB",
     "MachineRule",
     "machine_rule",
     "machine_family",
@@ -47,13 +37,86 @@ __all__ = [
     "TpuSlice",
     "tpu_slice",
     "tpu_slices",
+    "tpu_machine_accelerator",
+    "cloud_tpu_counts",
+    "replacement_for",
     "FlexStart",
     "FLEX_START",
+    "MAX_WAIT_DEFAULT",
     "QUOTA_METRIC_PREFIX",
 ]
 
-REGIONS_AS_OF = "2026-11"
 QUOTA_METRIC_PREFIX = "aiplatform.googleapis.com/custom_model_training_"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a table's facts were read, and when."""
+
+    url: str
+    read: str  # ISO date
+    says: str = ""  # the sentence or table the facts come from, when short
+
+
+_CONFIGURE = "https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/configure-compute"
+SOURCES: dict[str, Source] = {
+    "configure-compute": Source(
+        _CONFIGURE + " (formerly https://cloud.google.com/vertex-ai/docs/training/configure-compute)",
+        "2026-12-01",
+        "the list of machine types training accepts, the GPU compatibility table, the TPU v2/v3, "
+        "v5e, v6e and 7x sections, boot disk options",
+    ),
+    "p100-eos": Source(
+        _CONFIGURE + "#gpus",
+        "2026-12-01",
+        "NVIDIA P100 GPUs reach end of support on September 15, 2026 "
+        "(https://docs.cloud.google.com/compute/docs/eol/p100-eos)",
+    ),
+    "k80-eol": Source(
+        "https://cloud.google.com/compute/docs/eol/k80-eol",
+        "2026-12-01",
+        "K80 end of support May 1, 2024; aiplatform v1 AcceleratorType marks NVIDIA_TESLA_K80 "
+        "'Deprecated: ... has reached end of support'; Google's samples moved K80 to T4 "
+        "(GoogleCloudPlatform/java-docs-samples#9342)",
+    ),
+    "locations": Source(
+        "https://cloud.google.com/vertex-ai/docs/general/locations#accelerators",
+        "2026-11-01",
+        "accelerators offered for custom training, by region",
+    ),
+    "h200-europe-west4": Source(
+        "https://cloud.google.com/vertex-ai/docs/general/locations#accelerators",
+        "2026-12-01",
+        "europe-west4 offers NVIDIA_H200_141GB for training (issue 28, checked against the "
+        "locations page; public a3-ultragpu-8g jobs are submitted there)",
+    ),
+    "tpu-zones": Source(
+        "https://cloud.google.com/tpu/docs/regions-zones",
+        "2026-12-01",
+        "v2-8 in us-central1, europe-west4, asia-east1; v2 Pods (v2-32 … v2-512) in "
+        "us-central1-a and europe-west4-a; v3-8 in us-central1, europe-west4; v3 Pods "
+        "(v3-32 … v3-2048) in europe-west4-a only; v5e us-central1, us-south1, us-west1, "
+        "us-west4, us-east5; v6e us-central1, us-east1, us-east5, us-south1; TPU7x us-central1",
+    ),
+    "dws": Source(
+        "https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/schedule-jobs-dws",
+        "2026-12-01",
+        "L4, A100, H100, H200 or B200 GPUs; timeout of 7 days or less; the same machine "
+        "configuration for all worker pools; maxWaitDuration 0 waits indefinitely, the default "
+        "is 1 day; 'preemptible quota is used only in name. Your resources aren't preemptible'",
+    ),
+    "private-ip": Source(
+        "https://docs.cloud.google.com/vertex-ai/docs/training/using-private-ip",
+        "2026-11-01",
+        "doesn't support VPC Peering with H100-mega, H200 and B200 accelerators",
+    ),
+    "quota-metrics": Source(
+        "shared/PROTOCOLS.md (quota metric names as Vertex names them in quota errors and "
+        "gcloud quotas info)",
+        "2026-11-01",
+    ),
+}
+REGIONS_AS_OF = SOURCES["locations"].read
 
 
 @dataclass(frozen=True)
@@ -61,15 +124,22 @@ class Accelerator:
     """One accelerator type as Vertex names it.
 
     Attributes:
-        name: Vertex's ``acceleratorType``.
+        name: Vertex's ``acceleratorType`` (for TPU generations with no enum value, the name
+            trainguard gives the machine family: ``TPU_V6E``, ``TPU_7X``).
         quota_suffix: the Cloud Quotas metric suffix; '' when Google documents none, and
             ``quota_pattern`` finds it in the project's quota list instead.
         kind: ``gpu`` or ``tpu``.
-        regions: training regions (see ``REGIONS_AS_OF``).
+        regions: training regions (see ``region_source``).
         compute_name: Compute Engine's name for it (reservations list ``guestAccelerators`` so).
         flex_start: Dynamic Workload Scheduler (``FLEX_START``) takes it.
         vpc_peering: training jobs with it may peer with a VPC (``network``).
         cores_per_chip: TPU cores per chip (quota may count cores), 1 for GPUs.
+        end_of_support: the day Google stopped (or stops) supporting it, or None.
+        replacement: what to use instead once it is out of support.
+        pod_regions: for ``cloud-tpu`` (TPU v2/v3), the regions with Pod slices (32+ cores).
+        in_enum: ``machineSpec.acceleratorType`` has this value (False: the machine type
+            alone names the TPU, as Google documents for v6e and 7x).
+        source: key of ``SOURCES`` for the row; ``region_source`` for its regions.
     """
 
     name: str
@@ -81,12 +151,31 @@ class Accelerator:
     vpc_peering: bool = True
     cores_per_chip: int = 1
     quota_pattern: str = ""
+    end_of_support: date | None = None
+    replacement: str = ""
+    pod_regions: tuple[str, ...] = ()
+    in_enum: bool = True
+    source: str = "configure-compute"
+    region_source: str = "locations"
+
+    def out_of_support(self, today: date | None = None) -> bool:
+        return self.end_of_support is not None and (today or date.today()) >= self.end_of_support
 
 
 _US = ("us-central1", "us-east1", "us-east4", "us-west1", "us-west4")
 ACCELERATORS: dict[str, Accelerator] = {
     a.name: a
     for a in (
+        Accelerator(
+            "NVIDIA_TESLA_K80",
+            "nvidia_k80_gpus",
+            "gpu",
+            (),
+            compute_name="nvidia-tesla-k80",
+            end_of_support=date(2024, 5, 1),
+            replacement="NVIDIA_TESLA_T4",
+            source="k80-eol",
+        ),
         Accelerator(
             "NVIDIA_TESLA_T4",
             "nvidia_t4_gpus",
@@ -130,6 +219,9 @@ ACCELERATORS: dict[str, Accelerator] = {
             "gpu",
             ("us-central1", "us-east1", "us-west1", "europe-west1", "europe-west4", "asia-east1"),
             compute_name="nvidia-tesla-p100",
+            end_of_support=date(2026, 9, 15),
+            replacement="NVIDIA_TESLA_T4",
+            source="p100-eos",
         ),
         Accelerator(
             "NVIDIA_TESLA_V100",
@@ -213,10 +305,19 @@ ACCELERATORS: dict[str, Accelerator] = {
             "NVIDIA_H200_141GB",
             "nvidia_h200_gpus",
             "gpu",
-            ("us-central1", "us-east4", "us-south1", "europe-west1", "asia-south1"),
+            (
+                "us-central1",
+                "us-east4",
+                "us-south1",
+                "europe-west1",
+                "europe-west4",
+                "asia-south1",
+                "asia-south2",
+            ),
             compute_name="nvidia-h200-141gb",
             flex_start=True,
             vpc_peering=False,
+            region_source="h200-europe-west4",
         ),
         Accelerator(
             "NVIDIA_B200",
@@ -227,8 +328,22 @@ ACCELERATORS: dict[str, Accelerator] = {
             flex_start=True,
             vpc_peering=False,
         ),
-        Accelerator("TPU_V2", "tpu_v2", "tpu", ("us-central1", "europe-west4", "asia-east1")),
-        Accelerator("TPU_V3", "tpu_v3", "tpu", ("us-central1", "europe-west4")),
+        Accelerator(
+            "TPU_V2",
+            "tpu_v2",
+            "tpu",
+            ("us-central1", "europe-west4", "asia-east1"),
+            pod_regions=("us-central1", "europe-west4"),
+            region_source="tpu-zones",
+        ),
+        Accelerator(
+            "TPU_V3",
+            "tpu_v3",
+            "tpu",
+            ("us-central1", "europe-west4"),
+            pod_regions=("europe-west4",),
+            region_source="tpu-zones",
+        ),
         # No documented metric name for v4 pods: found by pattern in the project's quota list; a
         # v4 chip has two TensorCores, so a limit in cores counts 2 per chip.
         Accelerator(
@@ -244,6 +359,25 @@ ACCELERATORS: dict[str, Accelerator] = {
             "tpu_v5e",
             "tpu",
             ("us-central1", "us-east1", "us-east5", "us-south1", "us-west1", "us-west4", "asia-southeast1"),
+            region_source="tpu-zones",
+        ),
+        Accelerator(
+            "TPU_V6E",
+            "",
+            "tpu",
+            ("us-central1", "us-east1", "us-east5", "us-south1"),
+            in_enum=False,
+            quota_pattern=r"custom_model_training_(preemptible_)?tpu_v6e\w*",
+            region_source="tpu-zones",
+        ),
+        Accelerator(
+            "TPU_7X",
+            "",
+            "tpu",
+            ("us-central1",),
+            in_enum=False,
+            quota_pattern=r"custom_model_training_(preemptible_)?tpu_?7x\w*",
+            region_source="tpu-zones",
         ),
     )
 }
@@ -263,8 +397,15 @@ FLEX_START = FlexStart(
     accelerators=frozenset(a.name for a in ACCELERATORS.values() if a.flex_start),
     max_timeout=timedelta(days=7),
     same_machine_for_all_pools=True,
-    source="https://cloud.google.com/vertex-ai/docs/training/schedule-jobs-dws",
+    source=SOURCES["dws"].url,
 )
+#: What an unset ``scheduling.maxWaitDuration`` waits (``dws``: "The default value is 1 day").
+MAX_WAIT_DEFAULT = timedelta(days=1)
+
+#: ``diskSpec``: "pd-standard", "pd-ssd" or "hyperdisk-balanced"; "an integer between 100 and
+#: 64,000, inclusive. The default value is 100" (``configure-compute``, Boot disk options).
+BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
+BOOT_DISK_SIZE_GB = (100, 64_000)
 
 
 # --- TPU slices -------------------------------------------------------------------------------
@@ -293,12 +434,22 @@ def _slices(chips_per_host: int, *topologies: str) -> dict[str, TpuSlice]:
     return out
 
 
-#: Machine type → (accelerator, chips per host, the slices it forms). A machine type's
-#: single-host slice is the one with ``hosts == 1`` and ``chips == chips per host``.
+_V5E_V6E_MULTI = ("2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
+#: Machine type → (accelerator, chips per host, the slices it forms), from ``configure-compute``
+#: (TPU v5e, v6e and 7x tables: "ct5lp-hightpu-4t 2x4 8 chips 2 VMs", …) and, for v4, the
+#: GKE/xpk machine tables. A machine type's single-host slice is its one-host slice.
 _TPU_MACHINES: dict[str, tuple[str, int, dict[str, TpuSlice]]] = {
     "ct5lp-hightpu-1t": ("TPU_V5_LITEPOD", 1, _slices(1, "1x1")),
-    "ct5lp-hightpu-4t": ("TPU_V5_LITEPOD", 4, _slices(4, "2x2", "4x4", "4x8", "8x8", "8x16", "16x16")),
+    "ct5lp-hightpu-4t": ("TPU_V5_LITEPOD", 4, _slices(4, "2x2", *_V5E_V6E_MULTI)),
     "ct5lp-hightpu-8t": ("TPU_V5_LITEPOD", 8, _slices(8, "2x4")),
+    "ct6e-standard-1t": ("TPU_V6E", 1, _slices(1, "1x1")),
+    "ct6e-standard-4t": ("TPU_V6E", 4, _slices(4, "2x2", *_V5E_V6E_MULTI)),
+    "ct6e-standard-8t": ("TPU_V6E", 8, _slices(8, "2x4")),
+    "tpu7x-standard-4t": (
+        "TPU_7X",
+        4,
+        _slices(4, "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x16"),
+    ),
     "ct4p-hightpu-4t": (
         "TPU_V4_POD",
         4,
@@ -331,6 +482,12 @@ def tpu_slice(machine_type: str, topology: str) -> TpuSlice | None:
     return tpu_slices(machine_type).get(topology)
 
 
+def tpu_machine_accelerator(machine_type: str) -> str | None:
+    """The TPU generation a TPU machine type holds (``TPU_V6E`` for ``ct6e-standard-4t``)."""
+    entry = _TPU_MACHINES.get(machine_type)
+    return entry[0] if entry else None
+
+
 def tpu_chips(machine_type: str, accelerator_count: int, topology: str = "") -> int:
     """TPU chips one replica holds (the count quota is charged in): the whole slice for a
     known topology, else the machine type's chips per host, else ``accelerator_count``."""
@@ -341,7 +498,49 @@ def tpu_chips(machine_type: str, accelerator_count: int, topology: str = "") -> 
     return entry[1] if entry else accelerator_count
 
 
+def cloud_tpu_counts(accelerator: str, count: int) -> str:
+    """What ``cloud-tpu`` with ``count`` cores of TPU v2/v3 is: ``single`` (8 cores), ``pod``
+    (32 or a multiple of 32) or ``invalid`` (``configure-compute``: "8 for single TPU or 32 or
+    multiple of 32 for TPU Pods" for v2, "32+" for v3, whose Pods come in multiples of 32)."""
+    if count == 8:
+        return "single"
+    if count >= 32 and count % 32 == 0:
+        return "pod"
+    return "invalid"
+
+
 # --- machine types ----------------------------------------------------------------------------
+
+
+def _names(family: str, kind: str, *sizes: int, suffix: str = "") -> tuple[str, ...]:
+    return tuple(f"{family}-{kind}-{n}{suffix}" for n in sizes)
+
+
+#: Every machine type custom training accepts ("you must specify one of the following machine
+#: types", ``configure-compute``), plus the TPU machine types of its TPU sections.
+TRAINING_MACHINE_TYPES: frozenset[str] = frozenset(
+    ("a4x-highgpu-4g", "a4-highgpu-8g", "a3-ultragpu-8g", "a3-megagpu-8g", "a2-megagpu-16g", "cloud-tpu")
+    + _names("a3", "highgpu", 1, 2, 4, 8, suffix="g")
+    + _names("a2", "ultragpu", 1, 2, 4, 8, suffix="g")
+    + _names("a2", "highgpu", 1, 2, 4, 8, suffix="g")
+    + _names("e2", "standard", 4, 8, 16, 32)
+    + _names("e2", "highmem", 2, 4, 8, 16)
+    + _names("e2", "highcpu", 16, 32)
+    + _names("n4", "standard", 2, 4, 8, 16, 32, 48, 64, 80)
+    + _names("n4", "highmem", 2, 4, 8, 16, 32, 48, 64, 80)
+    + _names("n4", "highcpu", 2, 4, 8, 16, 32, 48, 64, 80)
+    + _names("n2", "standard", 4, 8, 16, 32, 48, 64, 80)
+    + _names("n2", "highmem", 2, 4, 8, 16, 32, 48, 64, 80)
+    + _names("n2", "highcpu", 16, 32, 48, 64, 80)
+    + _names("n1", "standard", 4, 8, 16, 32, 64, 96)
+    + _names("n1", "highmem", 2, 4, 8, 16, 32, 64, 96)
+    + _names("n1", "highcpu", 16, 32, 64, 96)
+    + _names("c2", "standard", 4, 8, 16, 30, 60)
+    + ("m1-ultramem-40", "m1-ultramem-80", "m1-ultramem-160", "m1-megamem-96")
+    + _names("g2", "standard", 4, 8, 12, 16, 24, 32, 48, 96)
+    + _names("g4", "standard", 48, 96, 192, 384)
+    + tuple(_TPU_MACHINES)
+)
 
 
 @dataclass(frozen=True)
@@ -363,12 +562,26 @@ class MachineRule:
         return self.machine_type in _TPU_MACHINES or self.machine_type == "cloud-tpu"
 
 
-# n1 GPU pairings: accelerator → ((count, max vCPUs), ...) from the Compute Engine GPU pages.
-_N1_GPUS: dict[str, tuple[tuple[int, int], ...]] = {
-    "NVIDIA_TESLA_T4": ((1, 48), (2, 48), (4, 96)),
-    "NVIDIA_TESLA_P4": ((1, 24), (2, 48), (4, 96)),
-    "NVIDIA_TESLA_P100": ((1, 16), (2, 32), (4, 96)),
-    "NVIDIA_TESLA_V100": ((1, 12), (2, 24), (4, 48), (8, 96)),
+#: n1 GPU pairings, machine type → {accelerator: counts}, as ``configure-compute``'s "Valid
+#: numbers of GPUs for each machine type" table gives them (vCPU *and* memory bounded: "4
+#: NVIDIA_TESLA_P100 GPUs only provides up to 64 virtual CPUs and up to 208 GB of memory").
+_P4_P100_T4 = ("NVIDIA_TESLA_P4", "NVIDIA_TESLA_P100", "NVIDIA_TESLA_T4")
+
+
+def _n1(small: tuple[int, ...], v100: tuple[int, ...], p100: bool = True) -> dict[str, tuple[int, ...]]:
+    out = {a: small for a in _P4_P100_T4 if p100 or a != "NVIDIA_TESLA_P100"}
+    out["NVIDIA_TESLA_V100"] = v100
+    return out
+
+
+_N1_GPUS: dict[str, dict[str, tuple[int, ...]]] = {
+    **{m: _n1((1, 2, 4), (1, 2, 4, 8)) for m in ("n1-standard-4", "n1-standard-8")},
+    **{m: _n1((1, 2, 4), (1, 2, 4, 8)) for m in ("n1-highmem-2", "n1-highmem-4", "n1-highmem-8")},
+    **{m: _n1((1, 2, 4), (2, 4, 8)) for m in ("n1-standard-16", "n1-highmem-16", "n1-highcpu-16")},
+    **{m: _n1((2, 4), (4, 8)) for m in ("n1-standard-32", "n1-highmem-32", "n1-highcpu-32")},
+    **{m: _n1((4,), (8,), p100=False) for m in ("n1-standard-64", "n1-standard-96")},
+    **{m: _n1((4,), (8,), p100=False) for m in ("n1-highmem-64", "n1-highmem-96", "n1-highcpu-96")},
+    "n1-highcpu-64": _n1((4,), (8,)),
 }
 _G2_L4 = {4: 1, 8: 1, 12: 1, 16: 1, 32: 1, 24: 2, 48: 4, 96: 8}
 _BUNDLED = (  # family regex → (accelerator, count from the match)
@@ -379,41 +592,34 @@ _BUNDLED = (  # family regex → (accelerator, count from the match)
     (re.compile(r"^a3-megagpu-(8)g$"), "NVIDIA_H100_MEGA_80GB"),
     (re.compile(r"^a3-ultragpu-(8)g$"), "NVIDIA_H200_141GB"),
     (re.compile(r"^a4-highgpu-(8)g$"), "NVIDIA_B200"),
+    (re.compile(r"^a4x-highgpu-(4)g$"), "NVIDIA_GB200"),
 )
 _CPU_FAMILY_NAMES = ("n1", "n2", "n2d", "n4", "e2", "c2", "c2d", "c3", "c3d", "c4", "m1", "m2", "m3")
 _CPU_FAMILIES = re.compile(
     rf"^({'|'.join(_CPU_FAMILY_NAMES)})-(standard|highmem|highcpu|megamem|ultramem)-(\d+)$"
 )
 
-#: How each known family names its machine types: a name of a family's shape that is not in the
-#: tables above may be a type trainguard has not learnt yet (WARN); any other name is a typo
-#: (FAIL, with the closest known name).
+#: How each known family names its machine types. A family whose types
+#: ``TRAINING_MACHINE_TYPES`` lists (``LISTED_FAMILIES``) FAILs a name it does not list (the
+#: page lists all the family's types training takes: n1-standard-2 is not one); a family the
+#: page does not list at all may be newer than the page (WARN); any other name is a typo (FAIL).
 _FAMILY_SHAPES: dict[str, re.Pattern[str]] = {
     "a2": re.compile(r"^a2-(highgpu|megagpu|ultragpu)-\d+g$"),
     "a3": re.compile(r"^a3-(highgpu|megagpu|ultragpu|edgegpu)-\d+g$"),
     "a4": re.compile(r"^a4x?-(highgpu|maxgpu)-\d+g$"),
     "g2": re.compile(r"^g2-standard-\d+$"),
+    "g4": re.compile(r"^g4-standard-\d+$"),
     "ct4p": re.compile(r"^ct4p-hightpu-\d+t$"),
     "ct5lp": re.compile(r"^ct5lp-hightpu-\d+t$"),
     "ct5p": re.compile(r"^ct5p-hightpu-\d+t$"),
     "ct6e": re.compile(r"^ct6e-standard-\d+t$"),
+    "tpu7x": re.compile(r"^tpu7x-standard-\d+t$"),
     **{f: re.compile(rf"^{f}-(standard|highmem|highcpu|megamem|ultramem)-\d+$") for f in _CPU_FAMILY_NAMES},
 }
-_KNOWN_EXAMPLES = (
-    [f"g2-standard-{n}" for n in sorted(_G2_L4)]
-    + [f"a2-highgpu-{n}g" for n in (1, 2, 4, 8)]
-    + ["a2-megagpu-16g"]
-    + [f"a2-ultragpu-{n}g" for n in (1, 2, 4, 8)]
-    + [f"a3-highgpu-{n}g" for n in (1, 2, 4, 8)]
-    + ["a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g", "cloud-tpu"]
-    + list(_TPU_MACHINES)
-    + [
-        f"{f}-{k}-{n}"
-        for f in ("n1", "n2", "e2", "c2")
-        for k in ("standard", "highmem", "highcpu")
-        for n in (2, 4, 8, 16, 32, 64, 96)
-    ]
+LISTED_FAMILIES = frozenset(
+    {"a2", "a3", "a4", "g2", "g4", "ct5lp", "ct6e", "tpu7x", "n1", "n2", "n4", "e2", "c2", "m1"}
 )
+_KNOWN_EXAMPLES = sorted(TRAINING_MACHINE_TYPES)
 
 
 def machine_family(machine_type: str) -> str | None:
@@ -427,7 +633,7 @@ def machine_family(machine_type: str) -> str | None:
 
 
 def suggest_machine(machine_type: str) -> str | None:
-    """The closest known machine type name, for "did you mean …"."""
+    """The closest machine type training accepts, for "did you mean …"."""
     close = difflib.get_close_matches(machine_type.lower(), _KNOWN_EXAMPLES, n=1, cutoff=0.5)
     return close[0] if close else None
 
@@ -439,7 +645,9 @@ def machine_vcpus(machine_type: str) -> int | None:
 
 
 def machine_rule(machine_type: str) -> MachineRule | None:
-    """The accelerator rule for ``machine_type``; None for a type trainguard does not know."""
+    """The accelerator rule for ``machine_type``; None for a type training does not accept."""
+    if machine_type not in TRAINING_MACHINE_TYPES and machine_type not in _TPU_MACHINES:
+        return None
     m = re.match(r"^g2-standard-(\d+)$", machine_type)
     if m and int(m.group(1)) in _G2_L4:
         return MachineRule(machine_type, {"NVIDIA_L4": (_G2_L4[int(m.group(1))],)}, {}, int(m.group(1)))
@@ -447,23 +655,35 @@ def machine_rule(machine_type: str) -> MachineRule | None:
         m = pattern.match(machine_type)
         if m:
             return MachineRule(machine_type, {accel: (int(m.group(1)),)}, {})
+    if machine_type.startswith("g4-standard-"):
+        count = {48: 1, 96: 2, 192: 4, 384: 8}[int(machine_type.rsplit("-", 1)[1])]
+        return MachineRule(machine_type, {"NVIDIA_RTX_PRO_6000": (count,)}, {})
     if machine_type in _TPU_MACHINES:
         accel, chips, slices = _TPU_MACHINES[machine_type]
         single = next(s.topology for s in slices.values() if s.chips == chips)
         return MachineRule(machine_type, {accel: (chips,)}, {chips: single})
     if machine_type == "cloud-tpu":
         return MachineRule(machine_type, {"TPU_V2": (8,), "TPU_V3": (8,)}, {})
-    m = _CPU_FAMILIES.match(machine_type)
-    if m:
-        vcpus = int(m.group(3))
-        if m.group(1) != "n1":
-            return MachineRule(machine_type, {}, {}, vcpus)
-        allowed = {
-            accel: tuple(count for count, max_vcpus in pairs if vcpus <= max_vcpus)
-            for accel, pairs in _N1_GPUS.items()
-        }
-        return MachineRule(machine_type, allowed, {}, vcpus)
-    return None
+    vcpus = machine_vcpus(machine_type)
+    return MachineRule(machine_type, dict(_N1_GPUS.get(machine_type, {})), {}, vcpus)
+
+
+def replacement_for(accelerator: str, machine_type: str, count: int) -> tuple[str, str, int] | None:
+    """For an out-of-support ``accelerator``: (machine type, accelerator, count) that works in
+    its place, the same machine type when it takes the replacement at that count, else the
+    replacement's own machine type; None when there is no replacement."""
+    old = ACCELERATORS.get(accelerator)
+    if old is None or not old.replacement:
+        return None
+    new = old.replacement
+    rule = machine_rule(machine_type)
+    if rule is not None and count in rule.accelerators.get(new, ()):
+        return machine_type, new, count
+    for candidate in ("n1-standard-8", "n1-standard-16", "n1-standard-32"):
+        allowed = _N1_GPUS[candidate].get(new, ())
+        if count in allowed:
+            return candidate, new, count
+    return "n1-standard-8", new, 1
 
 
 # --- quota metrics ----------------------------------------------------------------------------

@@ -33,7 +33,7 @@ app = typer.Typer(
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-_STYLE = {"PASS": "green", "WARN": "yellow", "UNKNOWN": "magenta", "FAIL": "bold red"}
+_STYLE = {"PASS": "green", "WARN": "yellow", "UNKNOWN": "magenta", "FAIL": "bold red", "ERROR": "bold red"}
 
 # A job that runs on this machine uses no cloud names: these harmless placeholders stand in.
 LOCAL_PROJECT = "local-project"
@@ -143,7 +143,9 @@ def _print_report(report, fail_on: str) -> None:
     style = {"passed": "green", "NOT PROVEN": "bold magenta"}.get(verdict, "bold red")
     out.print(
         f"preflight [{style}]{verdict}[/]: {c['PASS']} pass, {c['WARN']} warn, {c['UNKNOWN']} unknown, "
-        f"{c['FAIL']} fail in {report.wall_s:.2f} s"
+        f"{c['FAIL']} fail"
+        + (f", {c['ERROR']} internal error" if c["ERROR"] else "")
+        + f" in {report.wall_s:.2f} s"
     )
     if verdict == "NOT PROVEN":
         out.print(report.unproven_line(), markup=False)

@@ -5,7 +5,7 @@ protobuf's own ``json_format.ParseDict`` stops at the first problem with a bare 
 way Vertex AI would read it and reports each problem with its path
 (``workerPoolSpecs[0].machineSpec.acceleratorCount``) and what to do, so a spec can be fixed in
 one go. It also normalises what people write: snake_case keys become the camelCase JSON names
-(once, here), a single mapping where a list of messages belongs becomes a one-item list (as
+(once, here), a single mapping or scalar where a list belongs becomes a one-item list (as
 gcloud's ``--config`` reader does) and plain seconds become durations (``timeout: 3600``).
 
 Every value echoed in a message is redacted and cut short (:func:`show`): a 5 MB string, a
@@ -142,12 +142,16 @@ def normalise_keys(desc: Descriptor, data: Any, path: str, problems: Problems) -
     renames = _snake_to_json(desc)
     fields = _fields(desc)
     out: dict[Any, Any] = {}
+    spelled: dict[Any, Any] = {}  # JSON name -> the spelling it was first given in
     for key, value in data.items():
         name = renames.get(key, key) if isinstance(key, str) else key
         sub = _join(path, name)
         if name in out:
-            problems.append((sub, f"is given twice (as {name} and {key}); keep one"))
+            first = spelled[name]
+            both = f"as {first} and {key}" if first != key else f"twice as {key}"
+            problems.append((sub, f"is given twice ({both}); keep one"))
             continue
+        spelled[name] = key
         f = fields.get(name) if isinstance(name, str) else None
         if (
             f is not None
@@ -173,21 +177,26 @@ def normalise_keys(desc: Descriptor, data: Any, path: str, problems: Problems) -
 
 
 def wrap_singletons(desc: Descriptor, data: Any) -> Any:
-    """A single mapping where a list of messages belongs becomes a one-item list, as gcloud's
-    ``--config`` reader does (its own example writes ``workerPoolSpecs:`` as one mapping)."""
+    """A single value where a list belongs becomes a one-item list, as gcloud's ``--config``
+    reader decodes it: a mapping for a list of messages (gcloud's own example writes
+    ``workerPoolSpecs:`` as one mapping) and a scalar for a list of strings or numbers
+    (``args: --epochs=3``, ``packageUris: gs://…``)."""
     if not isinstance(data, Mapping):
         return data
     fields = _fields(desc)
     out = {}
     for key, value in data.items():
         f = fields.get(key) if isinstance(key, str) else None
-        if f is not None and f.message_type is not None and value is not None and not _is_map(f):
-            if _repeated(f):
-                items = [value] if isinstance(value, Mapping) else value
-                if isinstance(items, list):
-                    value = [wrap_singletons(f.message_type, v) for v in items]
-            else:
-                value = wrap_singletons(f.message_type, value)
+        if f is not None and value is not None and not _is_map(f):
+            if f.message_type is not None and f.message_type.full_name not in _OPAQUE:
+                if _repeated(f):
+                    items = [value] if isinstance(value, Mapping) else value
+                    if isinstance(items, list):
+                        value = [wrap_singletons(f.message_type, v) for v in items]
+                else:
+                    value = wrap_singletons(f.message_type, value)
+            elif f.message_type is None and _repeated(f) and isinstance(value, str | int | float | bool):
+                value = [value]
         out[key] = value
     return out
 

@@ -71,6 +71,10 @@ _MAX_LISTED = 20  # problems listed in one message; the rest are counted
 # Vertex AI gives each position in workerPoolSpecs[] a role: [0] the primary (chief), [1]
 # workers, [2] parameter servers / Reduction Server, [3] evaluators; there is no fifth.
 MAX_WORKER_POOLS = 4
+# Reduction Server replicas go in the third worker pool, the parameter servers' place: the SDK
+# builds them as ``server_spec`` (googleapis/python-aiplatform
+# google/cloud/aiplatform/utils/worker_spec_utils.py, ``reduction_server_spec``).
+REDUCTION_SERVER_POOL = 2
 
 
 def validate_project(project: str) -> str:
@@ -222,7 +226,7 @@ class JobSpec:
                     args=tuple(cs.args) or tuple(wp.python_package_spec.args),
                     env={e.name: e.value for e in cs.env},
                     tpu_topology=ms.tpu_topology,
-                    reduction_server=(i == 3 and not acc and "reductionserver" in image),
+                    reduction_server=(i == REDUCTION_SERVER_POOL and not acc and "reductionserver" in image),
                 )
             )
         return out
@@ -364,7 +368,7 @@ def _semantic_errors(data: Mapping[str, Any]) -> Problems:
         elif i == 0:
             errors.append(("workerPoolSpecs[0]", "the first worker pool (the chief) cannot be empty"))
     base = data.get("baseOutputDirectory") or {}
-    if base and not base.get("outputUriPrefix"):
+    if base and not base.get("outputUriPrefix") and set(base) - {"outputUriPrefix"}:
         errors.append(
             (
                 "baseOutputDirectory.outputUriPrefix",
@@ -372,6 +376,16 @@ def _semantic_errors(data: Mapping[str, Any]) -> Problems:
             )
         )
     return errors
+
+
+def _drop_empty_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    """The spec without the empty values GCPC's CustomTrainingJobOp sends on every job
+    (``baseOutputDirectory: {outputUriPrefix: ""}``): they mean "unset", as proto3's defaults
+    do, and must not read as a directory to write to."""
+    base = data.get("baseOutputDirectory")
+    if isinstance(base, Mapping) and not base.get("outputUriPrefix"):
+        return {k: v for k, v in data.items() if k != "baseOutputDirectory"}
+    return data
 
 
 def _raise(errors: Problems, source: str) -> None:
@@ -444,7 +458,7 @@ def parse_spec(
     errors = errors or _semantic_errors(checked)
     if errors:
         _raise(errors, source)
-    normalised = normalise_durations(_SPEC_DESC, checked)
+    normalised = normalise_durations(_SPEC_DESC, _drop_empty_defaults(checked))
     normalised["workerPoolSpecs"] = [
         {**pool, "replicaCount": 1} if pool and "replicaCount" not in pool else pool
         for pool in normalised["workerPoolSpecs"]

@@ -184,6 +184,8 @@ def _preflight(tmp_path: Path, text: str | bytes, *, memory: bool = False) -> No
     else:
         outcome = run_cli("preflight", path, *PR)
     assert_contract(outcome)
+    # a check that raised is a defect whatever the input (issue 28): never an ERROR result
+    assert "internal error" not in outcome.output, outcome.output[-2000:]
 
 
 @fuzz(40)

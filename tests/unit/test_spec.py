@@ -194,8 +194,8 @@ BAD = [
         "3600s",
     ),
     (
-        "args not a list",
-        {"workerPoolSpecs": [pool(containerSpec={"imageUri": "i", "args": "--lr=1"})]},
+        "args a mapping",
+        {"workerPoolSpecs": [pool(containerSpec={"imageUri": "i", "args": {"lr": 1}})]},
         "workerPoolSpecs[0].containerSpec.args",
         "must be a list",
     ),
@@ -504,10 +504,57 @@ def test_snake_case_keys_are_normalised_everywhere_once():
     assert spec.base_output_dir == "gs://b/r"
 
 
-def test_a_field_given_in_both_spellings_is_an_error():
+def test_a_field_given_in_both_spellings_is_an_error_naming_both():
     data = {"workerPoolSpecs": [pool()], "worker_pool_specs": [pool()]}
-    with pytest.raises(SpecError, match="given twice"):
+    with pytest.raises(SpecError, match=r"given twice \(as workerPoolSpecs and worker_pool_specs\)"):
         parse_spec(data, project=P, region=R)
+    data = {"worker_pool_specs": [pool()], "workerPoolSpecs": [pool()]}
+    with pytest.raises(SpecError, match=r"\(as worker_pool_specs and workerPoolSpecs\)"):
+        parse_spec(data, project=P, region=R)
+
+
+def test_a_scalar_for_a_repeated_string_is_a_one_item_list_as_gcloud_decodes_it():
+    text = """
+workerPoolSpecs:
+  machineSpec: {machineType: n1-standard-4}
+  pythonPackageSpec:
+    executorImageUri: us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-12.py310:latest
+    packageUris: gs://bucket/trainer-0.1.tar.gz
+    pythonModule: trainer.task
+    args: --epochs=3
+"""
+    spec = parse_spec(text, project=P, region=R)
+    pps = spec.job_spec.worker_pool_specs[0].python_package_spec
+    assert list(pps.package_uris) == ["gs://bucket/trainer-0.1.tar.gz"]
+    assert spec.pools[0].args == ("--epochs=3",)
+
+
+def test_gcpc_empty_defaults_count_as_unset():
+    """GCPC's CustomTrainingJobOp sends every field, empty ones included, on every job."""
+    body = {
+        "display_name": "add-numbers",
+        "job_spec": {
+            "worker_pool_specs": [
+                {
+                    "machine_spec": {"machine_type": "n1-standard-4"},
+                    "replica_count": 1.0,
+                    "container_spec": {"image_uri": "python:3.11", "command": ["echo"], "args": ["foo"]},
+                }
+            ],
+            "scheduling": {"timeout": "604800s", "restart_job_on_worker_restart": False},
+            "service_account": "",
+            "tensorboard": "",
+            "enable_web_access": False,
+            "network": "",
+            "reserved_ip_ranges": [],
+            "base_output_directory": {"output_uri_prefix": ""},
+        },
+        "labels": {},
+        "encryption_spec": {"kms_key_name": ""},
+    }
+    spec = parse_spec(body, project=P, region=R)
+    assert spec.base_output_dir == "" and spec.service_account == "" and spec.kms_key_name == ""
+    assert "baseOutputDirectory" not in spec.to_dict()
 
 
 def test_a_missing_snake_case_field_is_named_in_camel_case():

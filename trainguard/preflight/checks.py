@@ -6,9 +6,11 @@ read without importing any family, so listing or validating ``--only``/``--skip`
 ``@register`` connects its function. Families' own imports (the Google clients) happen lazily
 inside their functions, so a run of ``--only compat`` never imports a Google client.
 
-A check is a function ``(ctx: PreflightContext) -> list[CheckResult]``. It may raise: the runner
-turns any exception or time-out into UNKNOWN with the reason, so one broken check never crashes
-the run.
+A check is a function ``(ctx: PreflightContext) -> list[CheckResult]``. A check that raises is a
+bug: the runner turns the exception into an ERROR result (an internal error, with the trace in
+the log) and a time-out into UNKNOWN, so one broken check never crashes the run. A family made
+of several sub-checks runs each through ``guarded`` so one broken sub-check costs only its own
+result.
 """
 
 from __future__ import annotations
@@ -24,7 +26,17 @@ from trainguard.preflight.results import CheckResult
 if TYPE_CHECKING:
     from trainguard.spec import JobSpec
 
-__all__ = ["PreflightContext", "Check", "Family", "FAMILIES", "register", "load", "CHECKS", "BACKENDS"]
+__all__ = [
+    "PreflightContext",
+    "Check",
+    "Family",
+    "FAMILIES",
+    "register",
+    "load",
+    "guarded",
+    "CHECKS",
+    "BACKENDS",
+]
 
 BACKENDS = tuple(b.value for b in Backend)
 
@@ -166,3 +178,19 @@ def load(name: str) -> Check:
     if name not in CHECKS:
         importlib.import_module(f"trainguard.preflight.{FAMILIES[name].module}")
     return CHECKS[name]
+
+
+def guarded(
+    family: str, title: str, func: Callable[..., CheckResult | list[CheckResult] | None], *args
+) -> list[CheckResult]:
+    """``func(*args)`` as a list of results; an exception becomes one ERROR result (internal
+    error, trace logged) titled ``title``, so the family's other sub-checks still report."""
+    try:
+        found = func(*args)
+    except Exception as exc:  # a defect: reported, never silent
+        from trainguard.preflight.runner import internal_error
+
+        return [internal_error(family, title, exc)]
+    if found is None:
+        return []
+    return [found] if isinstance(found, CheckResult) else list(found)

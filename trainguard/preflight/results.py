@@ -18,16 +18,22 @@ MAX_TEXT_CHARS = 2_000  # of one result's evidence or remedy: a few lines a pers
 
 
 class Status(StrEnum):
-    """A check's outcome, ordered from best to worst by ``rank``."""
+    """A check's outcome, ordered from best to worst by ``rank``.
+
+    UNKNOWN is about the world (an API that did not answer, a role preflight lacks); ERROR is
+    about trainguard: a check raised, so what it was to prove is unproven and the run fails
+    whatever ``fail_on`` says (the trace is in the log; report it as a bug).
+    """
 
     PASS = "PASS"
     WARN = "WARN"
     UNKNOWN = "UNKNOWN"
     FAIL = "FAIL"
+    ERROR = "ERROR"
 
     @property
     def rank(self) -> int:
-        return {"PASS": 0, "WARN": 1, "UNKNOWN": 2, "FAIL": 3}[self.value]
+        return {"PASS": 0, "WARN": 1, "UNKNOWN": 2, "FAIL": 3, "ERROR": 4}[self.value]
 
 
 @dataclass(frozen=True)
@@ -38,7 +44,7 @@ class CheckResult:
         check: the check family (``compat``, ``quota``, ``iam``, ``image``, ``storage``,
             ``network``, ``capacity``, ``local``).
         title: what was checked, one line (``A100 quota for workerPoolSpecs[0]``).
-        status: PASS, WARN, UNKNOWN or FAIL.
+        status: PASS, WARN, UNKNOWN, FAIL or ERROR (trainguard's own defect).
         evidence: the facts behind the status (numbers, names), never a credential.
         remedy: the exact fix, '' on PASS.
         failure_class: the class this would have become at run time (``quota``, …) or ''.
@@ -87,7 +93,7 @@ class Report:
         return max((r.status for r in self.results), key=lambda s: s.rank, default=Status.PASS)
 
     def failing(self, fail_on: FailOn | str = FailOn.FAIL) -> list[CheckResult]:
-        """Results that fail the run: FAIL, plus WARN/UNKNOWN when ``fail_on`` asks for it.
+        """Results that fail the run: FAIL and ERROR, plus WARN/UNKNOWN when ``fail_on`` asks.
 
         Raises:
             ConfigError: ``fail_on`` is not one of ``FailOn``'s values.
@@ -156,7 +162,9 @@ class Report:
             f"# Preflight {verdict}: {self.subject}",
             "",
             f"Backend `{self.backend}` · {c['PASS']} pass · {c['WARN']} warn · "
-            f"{c['UNKNOWN']} unknown · {c['FAIL']} fail · {self.wall_s:.2f} s",
+            f"{c['UNKNOWN']} unknown · {c['FAIL']} fail"
+            + (f" · {c['ERROR']} internal error" if c["ERROR"] else "")
+            + f" · {self.wall_s:.2f} s",
             "",
         ]
         if verdict == "NOT PROVEN":
@@ -178,5 +186,6 @@ class Report:
             "failed": float(c["FAIL"]),
             "warnings": float(c["WARN"]),
             "unknown": float(c["UNKNOWN"]),
+            "errors": float(c["ERROR"]),
             "wall_seconds": round(self.wall_s, 3),
         }

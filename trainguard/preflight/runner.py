@@ -1,11 +1,14 @@
 """Runs the registered checks concurrently and gathers one report.
 
-Each check family runs in its own thread with a deadline; an exception or a missed deadline becomes
-UNKNOWN with the reason, so the run always ends with a report.
+Each check family runs in its own thread with a deadline, so the run always ends with a report: a
+missed deadline is UNKNOWN (the world did not answer in time), an exception is ERROR, an internal
+error of trainguard's, with its trace in the log (a check that raises is a bug, never a statement
+about the job).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -20,7 +23,9 @@ from trainguard.preflight.results import CheckResult, Report, Status
 if TYPE_CHECKING:
     from trainguard.spec import JobSpec
 
-__all__ = ["run_preflight", "available_checks"]
+__all__ = ["run_preflight", "available_checks", "internal_error"]
+
+_LOG = logging.getLogger(__name__)
 
 
 def available_checks(backend: str = "vertex") -> list[str]:
@@ -32,6 +37,21 @@ def available_checks(backend: str = "vertex") -> list[str]:
 def _describe(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}"[:300]
+
+
+def internal_error(check: str, title: str, exc: BaseException, duration_s: float = 0.0) -> CheckResult:
+    """An exception inside a check, as the report shows it: ERROR, naming the exception, with
+    the whole trace written to the log (``logging`` at ERROR, which reaches stderr)."""
+    _LOG.error("internal error in preflight check %s (%s): please report it", check, title, exc_info=exc)
+    return CheckResult(
+        check,
+        f"internal error: {title}",
+        Status.ERROR,
+        f"the check raised {_describe(exc)}; what it checks is unproven",
+        "this is a defect in trainguard (the trace is in the log): report it; rerun with --skip "
+        f"{check} to see the other checks",
+        duration_s=duration_s,
+    )
 
 
 def run_preflight(
@@ -92,7 +112,7 @@ def run_preflight(
         outcome: tuple[list[CheckResult] | None, BaseException | None]
         try:
             outcome = (_timed(checks[name].func, ctx), None)
-        except BaseException as exc:  # reported as UNKNOWN below
+        except BaseException as exc:  # reported as ERROR below
             outcome = (None, exc)
         with finished:
             outcomes[name] = outcome
@@ -120,16 +140,7 @@ def run_preflight(
             continue
         found, exc = done[name]
         if exc is not None:
-            results.append(
-                CheckResult(
-                    name,
-                    "could not run",
-                    Status.UNKNOWN,
-                    _describe(exc),
-                    "see the evidence; rerun with --only " + name,
-                    duration_s=time.perf_counter() - started,
-                )
-            )
+            results.append(internal_error(name, "the check family", exc, time.perf_counter() - started))
             continue
         results.extend(found or ())
     order = {n: i for i, n in enumerate(names)}

@@ -65,7 +65,7 @@ def test_valid_pairings_pass(machine, accel, count):
             "NVIDIA_TESLA_V100 × 4 or 8, not 1",
             "acceleratorCount: 4",
         ),
-        ("n1-standard-96", "NVIDIA_TESLA_P100", 2, "not 2", "acceleratorCount: 4"),
+        ("n1-standard-96", "NVIDIA_TESLA_V100", 4, "not 4", "acceleratorCount: 8"),
         ("a2-highgpu-1g", None, 0, "comes with 1 × NVIDIA_TESLA_A100", "acceleratorType: NVIDIA_TESLA_A100"),
     ],
 )
@@ -94,17 +94,33 @@ def test_a_machine_type_of_no_known_family_fails_with_did_you_mean(machine, sugg
         assert f"machineType: {suggestion}" in result.remedy
 
 
-@pytest.mark.parametrize("machine", ["a2-highgpu-3g", "a3-edgegpu-8g", "g2-standard-6", "ct6e-standard-4t"])
-def test_a_new_type_of_a_known_family_only_warns(machine):
+@pytest.mark.parametrize("machine", ["c3-standard-8", "ct5p-hightpu-4t", "n2d-standard-8"])
+def test_a_type_of_a_family_the_training_list_lacks_only_warns(machine):
     result = check_machine(job(machine, "NVIDIA_L4", 1).pools[0])
     assert result.status == Status.WARN
-    assert "has the shape of the" in result.evidence and "not in trainguard's table" in result.evidence
+    assert "has the shape of the" in result.evidence and "does not list" in result.evidence
+
+
+@pytest.mark.parametrize(
+    "machine,closest",
+    [
+        ("n1-standard-2", "n1-standard-4"),
+        ("a2-highgpu-3g", "a2-highgpu-4g"),
+        ("g2-standard-6", "g2-standard-8"),
+    ],
+)
+def test_a_type_training_does_not_take_fails_with_the_nearest_listed_one(machine, closest):
+    """configure-compute lists every machine type training accepts: n1-standard-2 is not one."""
+    result = check_machine(job(machine).pools[0])
+    assert result.status == Status.FAIL
+    assert "not one of the machine types Vertex AI training accepts" in result.evidence
+    assert f"machineType: {closest}" in result.remedy
 
 
 def test_tpu_topology_must_match_the_chips():
     ok = job("ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4, tpu_topology="2x2")
     assert check_machine(ok.pools[0]).status == Status.PASS
-    wrong = job("ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4, tpu_topology="2x4")
+    wrong = job("ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4, tpu_topology="1x1")
     result = check_machine(wrong.pools[0])
     assert result.status == Status.FAIL and "tpuTopology: 2x2" in result.remedy
     missing = job("ct5lp-hightpu-8t", "TPU_V5_LITEPOD", 8)
@@ -133,9 +149,9 @@ def test_accelerator_missing_from_region_warns_with_regions_that_have_it():
     spec = job("ct5lp-hightpu-1t", "TPU_V5_LITEPOD", 1, region="europe-west4", tpu_topology="1x1")
     (result,) = results(spec, "TPU_V5_LITEPOD in europe-west4")
     assert result.status == Status.WARN
-    assert "QUEUED" in result.evidence
+    assert "not offered for Vertex AI training in europe-west4" in result.evidence
     assert "us-central1" in result.remedy
-    assert result.failure_class == "quota"
+    assert result.failure_class == "capacity"
 
 
 def test_spot_without_checkpoints_names_the_trap():
@@ -175,7 +191,7 @@ def test_mixing_tpu_and_gpu_pools_fails():
     assert result.status == Status.FAIL
 
 
-def test_max_wait_duration_without_flex_start_warns_and_flex_start_without_it_warns():
+def test_max_wait_duration_without_flex_start_fails_and_flex_start_waits_a_day_by_default():
     data = {
         "workerPoolSpecs": [
             {"machineSpec": {"machineType": "n1-standard-4"}, "containerSpec": {"imageUri": "i"}}
@@ -183,56 +199,181 @@ def test_max_wait_duration_without_flex_start_warns_and_flex_start_without_it_wa
         "scheduling": {"strategy": "STANDARD", "maxWaitDuration": "3600s"},
     }
     (r,) = results(parse_spec(data, project=P, region=R), "maxWaitDuration")
-    assert r.status == Status.WARN and "FLEX_START" in r.evidence
+    assert r.status == Status.FAIL and "only with FLEX_START" in r.evidence
     data["scheduling"] = {"strategy": "FLEX_START"}
-    data["baseOutputDirectory"] = {"outputUriPrefix": "gs://b/x"}
     (r,) = results(parse_spec(data, project=P, region=R), "FLEX_START wait")
-    assert r.status == Status.WARN
+    assert r.status == Status.PASS and "1 day" in r.evidence
+    data["scheduling"] = {"strategy": "FLEX_START", "maxWaitDuration": "0s"}
+    (r,) = results(parse_spec(data, project=P, region=R), "FLEX_START wait")
+    assert r.status == Status.WARN and "indefinitely" in r.evidence
 
 
-def test_non_gcs_output_and_malformed_service_account_fail_on_vertex():
-    spec = job("n1-standard-4", base_output_dir="/tmp/out", service_account="trainer")
-    found = {r.title: r for r in results(spec)}
-    assert found["baseOutputDirectory"].status == Status.FAIL
-    assert found["serviceAccount"].status == Status.FAIL
+def test_flex_start_without_checkpoints_does_not_claim_a_reclaim():
+    """DWS capacity is not preemptible ("Your resources aren't preemptible")."""
+    spec = job("a2-highgpu-1g", "NVIDIA_TESLA_A100", 1)
+    data = spec.to_dict() | {"scheduling": {"strategy": "FLEX_START"}}
+    found = results(parse_spec(data, project=P, region=R))
+    assert not any("reclaim" in r.evidence for r in found)
 
 
-def test_too_short_timeout_warns():
-    (r,) = results(job("n1-standard-4", timeout_s=60), "timeout")
-    assert r.status == Status.WARN
+def tpu_spec(machine_spec, region=R, **pool):
+    data = {"workerPoolSpecs": [{"machineSpec": machine_spec, "containerSpec": {"imageUri": "i"}, **pool}]}
+    return parse_spec(data, project=P, region=region)
 
 
-def test_a_healthy_a100_spot_spec_has_no_false_alarm():
-    from pathlib import Path
+@pytest.mark.parametrize("accel", ["TPU_V2", "TPU_V3"])
+def test_cloud_tpu_v2_v3_is_checked_not_crashed(accel):
+    found = results(tpu_spec({"machineType": "cloud-tpu", "acceleratorType": accel, "acceleratorCount": 8}))
+    assert all(r.status == Status.PASS for r in found), [(r.title, r.evidence) for r in found]
+    (bad,) = results(
+        tpu_spec({"machineType": "cloud-tpu", "acceleratorType": accel, "acceleratorCount": 12}),
+        "machine/accelerator",
+    )
+    assert bad.status == Status.FAIL and "multiple of 32" in bad.evidence
 
-    from trainguard.spec import load_spec
 
-    spec = load_spec(Path(__file__).resolve().parents[3] / "examples" / "a100-spot.yaml", project=P, region=R)
-    report = run_preflight(spec, only=["compat"])
-    assert report.results and all(r.status == Status.PASS for r in report.results)
-    assert report.passed()
+def test_a_tpu_v3_pod_slice_fails_in_a_region_without_v3_pods():
+    spec = tpu_spec({"machineType": "cloud-tpu", "acceleratorType": "TPU_V3", "acceleratorCount": 32})
+    (r,) = results(spec, "TPU_V3 in us-central1")
+    assert r.status == Status.FAIL and "Pod slices" in r.evidence and "europe-west4" in r.remedy
+    eu = tpu_spec(
+        {"machineType": "cloud-tpu", "acceleratorType": "TPU_V3", "acceleratorCount": 32},
+        region="europe-west4",
+    )
+    assert all(r.status == Status.PASS for r in results(eu))
 
 
 @pytest.mark.parametrize(
-    "uri",
+    "machine,topology",
+    [("ct5lp-hightpu-4t", "4x4"), ("ct6e-standard-4t", "2x2"), ("tpu7x-standard-4t", "2x2x1")],
+)
+def test_tpu_given_as_machine_type_and_topology_only_is_googles_documented_form(machine, topology):
+    found = results(tpu_spec({"machineType": machine, "tpuTopology": topology}))
+    assert all(r.status == Status.PASS for r in found), [(r.title, r.evidence) for r in found]
+
+
+def test_a_tpu_job_has_one_pool_with_one_replica():
+    data = {
+        "workerPoolSpecs": [
+            {
+                "machineSpec": {"machineType": "ct5lp-hightpu-4t", "tpuTopology": "2x2"},
+                "containerSpec": {"imageUri": "i"},
+            },
+            {
+                "machineSpec": {"machineType": "ct5lp-hightpu-4t", "tpuTopology": "2x2"},
+                "replicaCount": 3,
+                "containerSpec": {"imageUri": "i"},
+            },
+        ]
+    }
+    spec = parse_spec(data, project=P, region=R)
+    (r,) = results(spec, "TPU job layout")
+    assert r.status == Status.FAIL and "one worker pool with replicaCount 1" in r.evidence
+
+
+def test_h200_is_offered_in_europe_west4():
+    (r,) = results(job("a3-ultragpu-8g", "NVIDIA_H200_141GB", 8, region="europe-west4"), "in europe-west4")
+    assert r.status == Status.PASS
+
+
+@pytest.mark.parametrize(
+    "machine,accel,count,when",
     [
-        "gs://",
-        "gs:///runs",
-        "gs://My_Bucket/x",
-        "gs://ab/x",
-        "gs://bucket!/x",
-        "gs://-bucket/x",
-        "gs://" + "b" * 64 + "/x",
+        ("n1-standard-4", "NVIDIA_TESLA_K80", 1, "May 1, 2024"),
+        ("n1-standard-8", "NVIDIA_TESLA_P100", 2, "September 15, 2026"),
+        ("n1-highmem-96", "NVIDIA_TESLA_K80", 8, "May 1, 2024"),
     ],
 )
-def test_an_output_uri_that_names_no_valid_bucket_fails_offline(uri):
-    # "gs://" and "gs://Bad_Bucket!/x" once passed compat and reached Vertex.
-    (found,) = results(job("n1-standard-4", base_output_dir=uri), "baseOutputDirectory")
-    assert found.status == Status.FAIL and "names no valid bucket" in found.evidence
+def test_an_accelerator_past_its_end_of_support_fails_with_the_date_and_a_replacement_that_works(
+    machine, accel, count, when
+):
+    from trainguard import catalog
+
+    found = results(job(machine, accel, count), "support")
+    (r,) = found
+    assert r.status == Status.FAIL and when in r.evidence and "NVIDIA_TESLA_T4" in r.remedy
+    # the remedy's machine takes the replacement at the count it names
+    named = [m for m in catalog.TRAINING_MACHINE_TYPES if m in r.remedy] or [machine]
+    count_named = (
+        int(r.remedy.rsplit("× ", 1)[-1].rstrip(")"))
+        if "× " in r.remedy
+        else int(r.remedy.rsplit(": ", 1)[-1])
+    )
+    rule = catalog.machine_rule(max(named, key=len))
+    assert count_named in rule.accelerators["NVIDIA_TESLA_T4"]
+    assert not any(
+        x.status == Status.FAIL and "example n1-standard-8" in x.remedy
+        for x in results(job(machine, accel, count))
+    )
+
+
+def test_boot_disks_outside_the_documented_types_and_sizes_fail():
+    data = {
+        "workerPoolSpecs": [
+            {
+                "machineSpec": {"machineType": "n1-standard-4"},
+                "diskSpec": {"bootDiskType": "pd-balanced", "bootDiskSizeGb": 50},
+                "containerSpec": {"imageUri": "i"},
+            }
+        ]
+    }
+    found = {r.details["rule"]: r for r in results(parse_spec(data, project=P, region=R), "boot disk")}
+    assert found["boot-disk-type"].status == Status.FAIL and "pd-balanced" in found["boot-disk-type"].evidence
+    assert (
+        found["boot-disk-size"].status == Status.FAIL
+        and "bootDiskSizeGb: 100" in found["boot-disk-size"].remedy
+    )
+
+
+def test_a_psc_dns_peering_domain_without_its_trailing_dot_fails():
+    data = {
+        "workerPoolSpecs": [
+            {"machineSpec": {"machineType": "n1-standard-4"}, "containerSpec": {"imageUri": "i"}}
+        ],
+        "pscInterfaceConfig": {
+            "networkAttachment": "my-attachment",
+            "dnsPeeringConfigs": [{"domain": "corp.example.com", "targetProject": "p", "targetNetwork": "n"}],
+        },
+    }
+    (r,) = results(parse_spec(data, project=P, region=R), "dnsPeeringConfigs")
+    assert r.status == Status.FAIL and "domain: corp.example.com." in r.remedy
 
 
 @pytest.mark.parametrize(
-    "uri", ["gs://my-bucket", "gs://tg_out/runs/r1", "gs://a.b.example.com/x", "gs://" + "b" * 63]
+    "extra",
+    [{"scheduling": {"strategy": "FLEX_START"}}, {"persistentResourceId": "my-pr"}],
 )
-def test_valid_bucket_names_pass(uri):
-    assert not results(job("n1-standard-4", base_output_dir=uri), "baseOutputDirectory")
+def test_a_reservation_in_a_job_whose_capacity_comes_from_elsewhere_is_named(extra):
+    data = {
+        "workerPoolSpecs": [
+            {
+                "machineSpec": {
+                    "machineType": "a2-highgpu-1g",
+                    "acceleratorType": "NVIDIA_TESLA_A100",
+                    "acceleratorCount": 1,
+                    "reservationAffinity": {"reservationAffinityType": "ANY_RESERVATION"},
+                },
+                "containerSpec": {"imageUri": "i"},
+            }
+        ],
+        **extra,
+    }
+    found = [
+        r
+        for r in results(parse_spec(data, project=P, region=R))
+        if r.details.get("rule") == "reservation-combination"
+    ]
+    assert len(found) == 1 and found[0].status == Status.WARN
+
+
+def test_a_compat_sub_check_that_raises_is_an_internal_error_and_the_others_still_report(monkeypatch):
+    from trainguard.preflight import compat
+
+    def boom(pool):
+        raise ValueError("too many values to unpack")
+
+    monkeypatch.setattr(compat, "check_machine", boom)
+    found = results(job("a2-highgpu-1g", "NVIDIA_TESLA_A100", 1))
+    errors = [r for r in found if r.status == Status.ERROR]
+    assert len(errors) == 1 and "ValueError: too many values to unpack" in errors[0].evidence
+    assert any(r.status == Status.PASS and "in us-central1" in r.title for r in found)

@@ -1,4 +1,4 @@
-"""The runner: concurrency, deadlines, crashes turned into UNKNOWN, report rendering."""
+"""The runner: concurrency, deadlines (UNKNOWN), crashes as internal errors (ERROR), rendering."""
 
 from __future__ import annotations
 
@@ -18,6 +18,20 @@ SPEC = JobSpec.create(
 
 
 @pytest.fixture
+def caplog_stderr():
+    """What the runner's logger wrote (the suite runs without pytest's logging plugin)."""
+    import io
+    import logging
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    logger = logging.getLogger("trainguard.preflight.runner")
+    logger.addHandler(handler)
+    yield stream.getvalue
+    logger.removeHandler(handler)
+
+
+@pytest.fixture
 def extra_checks():
     added = []
 
@@ -30,18 +44,20 @@ def extra_checks():
         CHECKS.pop(name, None)
 
 
-def test_a_crashing_check_becomes_unknown_and_others_still_report(extra_checks):
+def test_a_crashing_check_is_an_internal_error_with_its_trace_logged(extra_checks, caplog_stderr):
     def boom(ctx):
         raise RuntimeError("no route to host\nsecond line")
 
     extra_checks("zz_boom", boom)
     report = run_preflight(SPEC, only=["compat", "zz_boom"])
     (r,) = [r for r in report.results if r.check == "zz_boom"]
-    assert r.status == Status.UNKNOWN
-    assert "no route to host" in r.evidence and "second line" not in r.evidence
+    assert r.status == Status.ERROR and r.title.startswith("internal error")
+    assert "RuntimeError: no route to host" in r.evidence and "second line" not in r.evidence
+    assert "defect in trainguard" in r.remedy
     assert any(r.check == "compat" for r in report.results)
-    assert report.passed()  # UNKNOWN does not fail by default
-    assert not report.passed("unknown")
+    assert not report.passed()  # an internal error proves nothing: the run fails
+    assert report.counts()["ERROR"] == 1 and report.summary_metrics()["errors"] == 1.0
+    assert "Traceback" in caplog_stderr() and "in boom" in caplog_stderr()
 
 
 def test_a_slow_check_misses_the_deadline_as_unknown(extra_checks):

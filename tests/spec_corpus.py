@@ -1,0 +1,260 @@
+"""The real job-spec corpus for preflight's compat family: loading it and scoring it.
+
+The corpus (tests/fixtures/specs, INDEX.json there) holds job specs copied as found from public
+material: gcloud ``--config`` files, REST bodies, and the Python dicts people hand the SDK
+(whole files or the exact lines). Each entry says where it was read (repository, path, commit,
+or a documentation page and the day it was read), how to turn it into a spec, and the compat
+outcome the cited document backs. It is split by a stable hash of its source (a repository or a
+page), so every spec of one source lands in the same part: rules are tuned against ``dev``;
+``test`` only measures. Used by tests/unit/test_spec_corpus.py and
+tests/benchmarks/bench_spec_corpus.py.
+
+Placeholders stay as found (``CUSTOM_CONTAINER_IMAGE_URI``, a function parameter): compat does
+not look at images, and a Python name the file does not bind becomes the text ``${name}``.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CORPUS_DIR",
+    "SPLITS",
+    "Entry",
+    "Outcome",
+    "Score",
+    "split_of",
+    "load",
+    "spec_data",
+    "judge",
+    "score",
+]
+
+CORPUS_DIR = Path(__file__).resolve().parent / "fixtures" / "specs"
+SPLITS = ("dev", "test")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One real spec and what compat must say about it."""
+
+    id: str
+    file: str
+    source: str  # the repository (owner/name) or documentation page it was read from
+    url: str  # where exactly: a blob URL at a commit, or the page
+    kind: str  # gcloud-config | rest-body | sdk-dict
+    region: str
+    wrap: str  # spec | body | worker_pool_specs
+    expr: str  # for .py.txt (Python as found): the name (or Class.NAME) whose value is the spec
+    expect_parse: str  # ok | error
+    expect_status: str  # the worst compat status
+    expect_rules: dict[str, str]  # rule -> status, for every non-PASS result
+    why: str
+    docs: tuple[str, ...]
+
+    def text(self) -> str:
+        return (CORPUS_DIR / self.file).read_text(encoding="utf-8")
+
+
+@dataclass
+class Outcome:
+    """What preflight made of one entry."""
+
+    entry: Entry
+    parsed: bool
+    status: str = ""
+    rules: dict[str, str] = field(default_factory=dict)
+    message: str = ""  # the parse error, or the internal error's trace
+    internal_error: bool = False
+
+    @property
+    def status_right(self) -> bool:
+        if not self.parsed:
+            return self.entry.expect_parse == "error"
+        return self.entry.expect_parse == "ok" and self.status == self.entry.expect_status
+
+    @property
+    def rules_right(self) -> bool:
+        return self.status_right and (not self.parsed or self.rules == self.entry.expect_rules)
+
+
+@dataclass
+class Score:
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def status_right(self) -> int:
+        return sum(o.status_right for o in self.outcomes)
+
+    @property
+    def rules_right(self) -> int:
+        return sum(o.rules_right for o in self.outcomes)
+
+    @property
+    def internal_errors(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.internal_error]
+
+    def format(self, title: str = "") -> str:
+        lines = [title] if title else []
+        lines.append(
+            f"{self.total} specs: worst status right {self.status_right}/{self.total}, "
+            f"every rule right {self.rules_right}/{self.total}, internal errors {len(self.internal_errors)}"
+        )
+        for o in self.outcomes:
+            if not o.rules_right:
+                got = o.status if o.parsed else f"parse error ({o.message[:80]})"
+                want = f"{o.entry.expect_status} {o.entry.expect_rules}"
+                lines.append(f"  miss {o.entry.id}: want {want}, got {got} {o.rules}")
+        return "\n".join(lines)
+
+
+def split_of(source: str) -> str:
+    """The part an entry belongs to: a stable hash of its source (about 50/50)."""
+    return "test" if int(hashlib.sha256(source.encode()).hexdigest()[:8], 16) % 2 else "dev"
+
+
+def load(split: str | None = None) -> list[Entry]:
+    """The corpus, or one part of it (``dev`` or ``test``)."""
+    if split is not None and split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; one of {SPLITS}")
+    raw = json.loads((CORPUS_DIR / "INDEX.json").read_text(encoding="utf-8"))
+    out = []
+    for e in raw["entries"]:
+        entry = Entry(
+            e["id"],
+            e["file"],
+            e["source"],
+            e["url"],
+            e["kind"],
+            e["region"],
+            e["wrap"],
+            e.get("expr", ""),
+            e["expect"]["parse"],
+            e["expect"].get("status", ""),
+            dict(e["expect"].get("rules", {})),
+            e["why"],
+            tuple(e["docs"]),
+        )
+        if split is None or split_of(entry.source) == split:
+            out.append(entry)
+    return out
+
+
+# --- Python sources: the value of one name, literals only -------------------------------------
+
+
+def _bindings(tree: ast.AST) -> dict[str, ast.expr]:
+    """Every ``NAME = value`` and ``Class.NAME`` binding in the file, last one winning."""
+    out: dict[str, ast.expr] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for stmt in node.body:
+                if isinstance(stmt, ast.Assign):
+                    for t in stmt.targets:
+                        if isinstance(t, ast.Name):
+                            out[f"{node.name}.{t.id}"] = stmt.value
+                            out.setdefault(t.id, stmt.value)
+        elif isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    out[t.id] = node.value
+    return out
+
+
+def _eval(node: ast.expr, env: dict[str, ast.expr], depth: int = 0) -> Any:
+    """Literals, lists, dicts, names bound in the file; an attribute chain ending in an
+    enum-like NAME (``aiplatform.gapic.AcceleratorType.NVIDIA_TESLA_K80``) is that name; an
+    unbound name is the placeholder ``${name}``; f-strings join their parts."""
+    if depth > 50:
+        raise ValueError("bindings nest too deep")
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.List | ast.Tuple):
+        return [_eval(v, env, depth + 1) for v in node.elts]
+    if isinstance(node, ast.Dict):
+        return {
+            _eval(k, env, depth + 1): _eval(v, env, depth + 1)
+            for k, v in zip(node.keys, node.values, strict=True)
+            if k
+        }
+    if isinstance(node, ast.Name):
+        bound = env.get(node.id)
+        return _eval(bound, env, depth + 1) if bound is not None else "${" + node.id + "}"
+    if isinstance(node, ast.Attribute):
+        dotted = ast.unparse(node)
+        if dotted in env:
+            return _eval(env[dotted], env, depth + 1)
+        return node.attr
+    if isinstance(node, ast.JoinedStr):
+        return "".join(
+            str(_eval(v.value, env, depth + 1)) if isinstance(v, ast.FormattedValue) else str(v.value)
+            for v in node.values
+            if isinstance(v, ast.FormattedValue | ast.Constant)
+        )
+    return "${" + ast.unparse(node) + "}"
+
+
+def spec_data(entry: Entry) -> Any:
+    """The entry as the mapping (or text) ``parse_spec`` takes."""
+    text = entry.text()
+    if entry.file.endswith(".py.txt"):
+        tree = ast.parse(text)
+        env = _bindings(tree)
+        if entry.expr not in env:
+            raise KeyError(f"{entry.file} binds no {entry.expr}")
+        value = _eval(env[entry.expr], env)
+    else:
+        value = text
+    if entry.wrap == "worker_pool_specs":
+        return {"workerPoolSpecs": value}
+    return value
+
+
+def judge(entry: Entry, run: Callable[..., Any] | None = None) -> Outcome:
+    """Parses the entry and runs ``preflight --only compat`` on it."""
+    from trainguard.errors import SpecError
+    from trainguard.preflight import run_preflight
+    from trainguard.spec import parse_spec
+
+    try:
+        spec = parse_spec(spec_data(entry), project="my-project", region=entry.region, source=entry.file)
+    except SpecError as exc:
+        return Outcome(entry, parsed=False, message=str(exc))
+    try:
+        report = (run or run_preflight)(spec, only=["compat"])
+    except Exception:  # a defect: the scorer says so rather than dying
+        return Outcome(
+            entry, parsed=True, status="ERROR", message=traceback.format_exc(), internal_error=True
+        )
+    rules: dict[str, str] = {}
+    for r in report.results:
+        if r.status.value != "PASS":
+            key = r.details.get("rule") or r.title
+            worst = rules.get(key)
+            order = ("WARN", "UNKNOWN", "FAIL", "ERROR")
+            if worst is None or order.index(r.status.value) > order.index(worst):
+                rules[key] = r.status.value
+    errors = [r for r in report.results if r.status.value == "ERROR"]
+    return Outcome(
+        entry,
+        parsed=True,
+        status=report.worst().value,
+        rules=rules,
+        message="; ".join(r.evidence for r in errors),
+        internal_error=bool(errors),
+    )
+
+
+def score(entries: Iterable[Entry]) -> Score:
+    return Score([judge(e) for e in entries])

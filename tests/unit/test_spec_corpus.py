@@ -1,0 +1,59 @@
+"""``preflight --only compat`` on real job specs (tests/fixtures/specs, INDEX.json there).
+
+Each spec was copied as found from public material (Google's docs and samples, python-aiplatform,
+users' repositories) and labelled from the document its entry cites. The corpus is split by a
+hash of each source; rules were written against ``dev``, ``test`` only measures. ``pytest -s``
+prints both parts' figures (also: tests/benchmarks/bench_spec_corpus.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.spec_corpus import CORPUS_DIR, SPLITS, load, score, spec_data, split_of
+
+KINDS = {"gcloud-config", "rest-body", "sdk-dict"}
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return {split: load(split) for split in SPLITS}
+
+
+def test_every_entry_names_its_source_and_the_documents_behind_its_label(corpus):
+    entries = corpus["dev"] + corpus["test"]
+    assert entries and {e.kind for e in entries} <= KINDS
+    listed = {e.file for e in entries}
+    on_disk = {p.name for p in CORPUS_DIR.iterdir() if p.name != "INDEX.json"}
+    assert listed == on_disk, "every fixture is indexed, every index entry has its file"
+    for e in entries:
+        assert e.url.startswith("https://"), e.id
+        if e.url.startswith("https://github.com/"):
+            assert "/blob/" in e.url and len(e.url.split("/blob/")[1].split("/")[0]) == 40, e.id
+        assert e.docs and e.why, e.id
+        assert e.expect_parse in ("ok", "error") and e.expect_status in ("PASS", "WARN", "FAIL", ""), e.id
+        spec_data(e)  # every entry turns into a spec's data
+
+
+def test_both_parts_hold_specs_and_no_source_is_split(corpus):
+    assert corpus["dev"] and corpus["test"]
+    for split, entries in corpus.items():
+        assert all(split_of(e.source) == split for e in entries)
+
+
+def test_the_corpus_raises_no_internal_error_and_each_part_scores_its_figure(corpus, capsys):
+    for split in SPLITS:
+        result = score(corpus[split])
+        with capsys.disabled():
+            print("\n" + result.format(f"spec corpus, {split} part"))
+        assert not result.internal_errors, [o.message for o in result.internal_errors]
+        # every spec judged as its document says, in both parts
+        assert result.rules_right == result.total, result.format(split)
+
+
+def test_the_index_is_valid_json_with_unique_ids():
+    raw = json.loads((CORPUS_DIR / "INDEX.json").read_text(encoding="utf-8"))
+    ids = [e["id"] for e in raw["entries"]]
+    assert len(ids) == len(set(ids))

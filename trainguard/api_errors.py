@@ -324,8 +324,11 @@ def disabled_service(facts: ErrorFacts) -> DisabledService | None:
         title = (text["title"] or text["old"] or "").strip()
         project = project or (text["project"] or "")
         service = service or (text["activated"] or "")
-    if service and "." not in service:  # old answers: .../apis/api/monitoring/overview
-        service = f"{service}.googleapis.com"
+    if service and "." not in service:
+        # Old answers name the console's ID: apis/api/monitoring/overview (python-docs-samples
+        # #244), apis/api/storage_api/overview for storage-api.googleapis.com
+        # (cloudyr/googleCloudStorageR#5).
+        service = f"{service.replace('_', '-')}.googleapis.com"
     return DisabledService(service, title, project, url)
 
 

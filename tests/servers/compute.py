@@ -208,6 +208,8 @@ class ComputeServer(GoogleApiServer):
     """Compute Engine v1 over a ``NetworkState``, with Compute's error dialect."""
 
     domain = "compute.googleapis.com"
+    service = "compute.googleapis.com"
+    legacy_errors = True  # Compute answers a disabled API with errors[] accessNotConfigured too
 
     def __init__(self, state: NetworkState | None = None) -> None:
         self.state = state or NetworkState()
@@ -229,7 +231,8 @@ class ComputeServer(GoogleApiServer):
     # Compute's error bodies carry "errors" (domain/reason), not status/ErrorInfo.
     def _dispatch(self, request: Request) -> tuple[int, Any]:
         status, payload = super()._dispatch(request)
-        if status >= 400 and isinstance(payload, dict) and "error" in payload:
+        disabled = status == 403 and "errors" in (payload.get("error") or {})
+        if status >= 400 and isinstance(payload, dict) and "error" in payload and not disabled:
             error = payload["error"]
             reason = {
                 403: "forbidden",
@@ -300,6 +303,7 @@ class ServiceNetworkingServer(GoogleApiServer):
     """
 
     domain = "servicenetworking.googleapis.com"
+    service = "servicenetworking.googleapis.com"
 
     def __init__(self, state: NetworkState | None = None) -> None:
         self.state = state or NetworkState()

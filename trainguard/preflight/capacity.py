@@ -356,6 +356,7 @@ def _reservation(ctx: PreflightContext, claim: Claim) -> CheckResult:
             verify=f"gcloud compute reservations describe {ref.name} "
             f"--zone={ref.zone} --project={ref.project}",
             timeout_s=ctx.call_timeout_s,
+            project=ctx.spec.project,
             failure_class="capacity",
             where=endpoint_of("COMPUTE"),
         )
@@ -382,6 +383,7 @@ def _persistent_resource(ctx: PreflightContext) -> CheckResult:
             verify=f"gcloud ai persistent-resources describe {rid} "
             f"--region={spec.region} --project={spec.project}",
             timeout_s=ctx.call_timeout_s,
+            project=ctx.spec.project,
             failure_class="capacity",
             where=endpoint_of("AIPLATFORM", spec.region),
         )

@@ -335,10 +335,9 @@ def assess(
     needed = in_use + demand.units
     alternatives, fit = _alternatives(demand, region, info)
     over = demand.units > limit.value
-    if usage is not None:
-        used = f", in use {usage}"
-    else:  # over the limit, usage does not matter; within it, it is why this is not a PASS
-        used = "" if over else f", usage unknown ({usage_problem})"
+    # Usage is unknown here only over the limit (a fit with unknown usage WARNed above), where
+    # it does not matter: the request alone is too large.
+    used = f", in use {usage}" if usage is not None else ""
     if over:
         # Over the limit: Vertex refuses customJobs.create at once (429 RESOURCE_EXHAUSTED
         # "The following quota metrics exceed quota limits: …",

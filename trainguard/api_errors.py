@@ -72,6 +72,7 @@ KINDS = (SERVICE_DISABLED, CONSUMER_INVALID, PERMISSION, QUOTA_LIMIT, RATE_LIMIT
 GCLOUD_PROJECTS = frozenset({"32555940559", "764086051850"})
 
 _ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+_CALL_PREFIX = re.compile(r"^(?:GET|POST|PUT|PATCH|DELETE) \S+: ")
 _BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
 _DISABLED_TEXT = re.compile(
     r"(?P<title>[A-Z][\w ()&.,-]*?) has not been used in project (?P<project>\S+?) before or it is "
@@ -104,6 +105,9 @@ _PERMISSION_TEXT = re.compile(
 # machine_spec.accelerator_type; Message: Both `accelerator_type` and `accelerator_count` should
 # be specified or none. \t" (prefect-archive/prefect-gcp#175).
 _FOUND_ERROR = re.compile(r"\d+\.Field: (?P<field>[\w.\[\]]+); Message: (?P<message>[^\t]*?)\s*(?:\t|$)")
+# A check that names the field in a sentence: "custom_job.job_spec.service_account must be
+# specified when uploading to TensorBoard" (kubeflow/pipelines#7123).
+_LEADING_FIELD = re.compile(r"^(?P<field>custom_job\.[\w.\[\]]+) (?P<message>.+)$", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -168,7 +172,8 @@ class ErrorFacts:
             for e in getattr(exc, "errors", None) or ()
             if isinstance(e, Mapping) and e.get("reason")
         )
-        message = str(getattr(exc, "message", None) or exc)
+        # google-api-core puts "POST https://…: " before the body's message (REST clients).
+        message = _CALL_PREFIX.sub("", str(getattr(exc, "message", None) or exc), count=1)
         facts = cls._build(code if isinstance(code, int) else None, message, status, details, legacy)
         if not facts.reason and getattr(exc, "reason", None):  # api_core parsed an ErrorInfo
             facts = cls(
@@ -342,11 +347,12 @@ def quota_metrics(facts: ErrorFacts) -> tuple[str, ...]:
 
 def field_violation(facts: ErrorFacts) -> tuple[str, str]:
     """The first (field path, message) of a 400: from ``fieldViolations``, else from Vertex's
-    "List of found errors: 1.Field: …; Message: …" text; ('', '') when neither names a field."""
+    "List of found errors: 1.Field: …; Message: …" text or a sentence that starts with the field
+    (``custom_job.job_spec.…``); ('', '') when none names a field."""
     for path, description in facts.violations:
         if path:
             return path, description
-    found = _FOUND_ERROR.search(facts.message)
+    found = _FOUND_ERROR.search(facts.message) or _LEADING_FIELD.match(facts.message.strip())
     return (found["field"], found["message"].strip()) if found else ("", "")
 
 

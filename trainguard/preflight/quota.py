@@ -371,7 +371,7 @@ def assess(
     return CheckResult(NAME, title, Status.FAIL, evidence, remedy, "quota", details=details)
 
 
-def increase_command(project: str, region: str, quota_id: str, value: int) -> str:
+def increase_command(project: str, region: str, quota_id: str, value: int | str) -> str:
     """The ``gcloud quotas preferences create`` line that asks for ``value`` in ``region``."""
     return (
         f"gcloud quotas preferences create --service={SERVICE} --project={project} "

@@ -102,6 +102,8 @@ ROLES: tuple[tuple[str, frozenset[str]], ...] = (
         frozenset(
             {
                 "compute.reservations.get",
+                "compute.reservationBlocks.get",
+                "compute.reservationSubBlocks.get",
                 "compute.networks.get",
                 "compute.globalAddresses.get",
                 "compute.networkAttachments.get",

@@ -741,6 +741,27 @@ def test_a_job_waiting_for_quota_runs_once_the_other_jobs_free_it(vertex_server,
     assert vertex_server.states_seen(only_job_id(vertex_server))[:2] == ["QUEUED", "PENDING"]
 
 
+def test_a_project_display_name_given_as_the_id_is_named_as_such(vertex_server, fake_time):
+    # GoogleCloudPlatform/training-data-analyst#1811: 403 CONSUMER_INVALID, not a missing role
+    vertex_server.fail_next(
+        1,
+        403,
+        "create",
+        message="Permission denied on resource project My First Project.",
+        details=[
+            {
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": "CONSUMER_INVALID",
+                "domain": "googleapis.com",
+                "metadata": {"consumer": "projects/My First Project", "service": "aiplatform.googleapis.com"},
+            }
+        ],
+    )
+    with pytest.raises(ConfigError, match="--project must be the project ID") as err:
+        backend(fake_time).run(a100_spec())
+    assert "roles/" not in str(err.value)
+
+
 def test_a_disabled_vertex_api_is_enable_it_not_a_role(vertex_server, fake_time):
     vertex_server.disable(consumer="123456789012")
     with pytest.raises(ConfigError) as err:

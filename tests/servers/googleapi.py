@@ -282,7 +282,9 @@ class GoogleApiServer(LoopbackServer):
         return value if request.int_enums else names[value]
 
     def forbidden(self, permission: str, resource: str) -> ApiError:
-        """The 403 Google answers when the caller lacks ``permission`` on ``resource``."""
+        """The 403 Google answers when the caller lacks ``permission`` on ``resource``: message
+        and ErrorInfo ``IAM_PERMISSION_DENIED`` with ``permission``/``resource`` metadata, as
+        gcloud printed it in GoogleCloudPlatform/t5x-on-vertex-ai#5."""
         return ApiError(
             403,
             f"Permission '{permission}' denied on resource '{resource}' (or it may not exist).",
@@ -308,6 +310,8 @@ class GoogleApiServer(LoopbackServer):
             return 403, disabled_body(self.service_for(request.path), consumer, legacy=self.legacy_errors)
         for f in faults:
             if f.status:
+                # The rate-limit sentence is Google's (python-docs-samples#3482 quotes one
+                # word for word, with 'Write requests'); the 429 gets RATE_LIMIT_EXCEEDED.
                 message = f.message or {
                     403: "The caller does not have permission",
                     429: "Quota exceeded for quota metric 'Read requests' and limit 'Read requests "

@@ -8,6 +8,10 @@ error that names what was called, where, for how long, and the last failure:
   (connection refused, DNS, time-outs): most often a wrong endpoint override or no network;
 * :class:`~trainguard.errors.TransientError` when it answered, but only with 429/5xx.
 
+A 429 is retried only when it is a *rate* limit: one that says the request is over a quota
+*limit* ("The following quota metrics exceed quota limits: …", :func:`over_quota_limit`) is
+refused until someone raises the limit, so it propagates at once.
+
 The default deadline is ``DEFAULT_DEADLINE_S`` (10 s) for one-shot calls, settable with
 ``TRAINGUARD_RETRY_DEADLINE`` (``30s``, ``2m``); a job watcher passes its own, longer one.
 
@@ -37,6 +41,7 @@ __all__ = [
     "Backoff",
     "unreachable_types",
     "transient_types",
+    "over_quota_limit",
     "describe",
 ]
 
@@ -73,6 +78,18 @@ def unreachable_types() -> tuple[type[BaseException], ...]:
         TimeoutError,
         auth_exc.TransportError,
     )
+
+
+def over_quota_limit(exc: BaseException) -> bool:
+    """True for a 429 that refuses a request over a quota *limit* (waiting cannot cure it), as
+    opposed to a rate limit (see :mod:`trainguard.api_errors`)."""
+    from google.api_core import exceptions as gexc
+
+    from trainguard import api_errors
+
+    if not isinstance(exc, gexc.TooManyRequests):
+        return False
+    return api_errors.kind(api_errors.ErrorFacts.of(exc)) == api_errors.QUOTA_LIMIT
 
 
 def transient_types() -> tuple[type[BaseException], ...]:
@@ -143,6 +160,7 @@ class RetryPolicy:
         sleep: Callable[[float], None] = time.sleep,
         unreachable: tuple[type[BaseException], ...] | None = None,
         unanswered_deadline_s: float | None = None,
+        permanent: Callable[[BaseException], bool] | None = None,
     ) -> _T:
         """``fn()``, retrying errors of the ``transient`` types until the deadline.
 
@@ -157,6 +175,8 @@ class RetryPolicy:
             unanswered_deadline_s: a shorter deadline while nothing has answered at all (a long
                 deadline meant to ride out an outage of a service that was there should not make
                 a wrong or dead endpoint cost minutes before it is named).
+            permanent: True for an error of a transient type that waiting cannot cure: it
+                propagates at once (default :func:`over_quota_limit`).
 
         Raises:
             EndpointUnreachable: every attempt failed without an answer.
@@ -165,10 +185,13 @@ class RetryPolicy:
         first: float | None = None
         answered = False
         delays = self.delays()
+        permanent = permanent or over_quota_limit
         while True:
             try:
                 return fn()
             except transient as exc:
+                if permanent(exc):
+                    raise
                 now = clock()
                 first = now if first is None else first
                 no_answer = isinstance(exc, unreachable or unreachable_types())
@@ -217,8 +240,9 @@ class RetryPolicy:
         from google.api_core import exceptions, retry
 
         types = types or (exceptions.TooManyRequests, exceptions.ServiceUnavailable)
+        of_type = retry.if_exception_type(*types)  # type: ignore[arg-type]
         return retry.Retry(
-            predicate=retry.if_exception_type(*types),  # type: ignore[arg-type]
+            predicate=lambda exc: of_type(exc) and not over_quota_limit(exc),
             initial=self.initial_s,
             maximum=self.max_delay_s,
             multiplier=self.factor,

@@ -621,6 +621,10 @@ def loopback(monkeypatch, emulator):
     servers.quotas.set_limit(A100, 16, region="us-east1")
     servers.quotas.set_limit(A100_SPOT, 32, region=REGION)
     servers.monitoring.set_usage(A100, REGION, 2)
+    # A project that has run jobs has a usage series for each metric they used; a metric with no
+    # series at all is unknown usage (WARN), not 0 (see trainguard.preflight.quota).
+    servers.monitoring.set_usage(A100_SPOT, REGION, 0)
+    servers.monitoring.set_usage("aiplatform.googleapis.com/custom_model_training_cpus", REGION, 0)
     emulator.create_bucket(BUCKET, location="US-CENTRAL1", location_type="region")
     for api, server in (
         ("CLOUDQUOTAS", servers.quotas),

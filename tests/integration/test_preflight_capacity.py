@@ -280,3 +280,100 @@ def test_persistent_resources_refused_is_unknown_naming_the_role(loopback):
     assert "aiplatform.persistentResources.get" in r.evidence
     assert "roles/aiplatform.viewer" in r.remedy
     assert PROJECT_NUMBER not in r.remedy  # the command names the project as the user does
+
+
+# --- reservation blocks and sub-blocks (issue 28) --------------------------------------------------
+
+H200 = f"projects/{PROJECT}/zones/{ZONE}/reservations/tg-h200"
+
+
+def h200(replicas: int = 2, value: str = H200) -> dict:
+    spec = {
+        "machineType": "a3-ultragpu-8g",
+        "acceleratorType": "NVIDIA_H200_141GB",
+        "acceleratorCount": 8,
+        "reservationAffinity": {
+            "reservationAffinityType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": [value],
+        },
+    }
+    return {"machineSpec": spec, "replicaCount": replicas, "containerSpec": {"imageUri": IMAGE}}
+
+
+def h200_job(replicas: int, value: str) -> list[dict]:
+    """A chief and ``replicas - 1`` workers, every pool claiming ``value``."""
+    return [h200(1, value)] + ([h200(replicas - 1, value)] if replicas > 1 else [])
+
+
+def dense_h200(loopback, *, block_free: int = 4, sub_block_free: int = 2, degraded: int = 0) -> None:
+    """A dense H200 reservation: 16 VMs in two blocks; block b1 has sub-block s1 of 4 hosts."""
+    net = loopback.network
+    net.add_reservation(
+        PROJECT, ZONE, "tg-h200", machine_type="a3-ultragpu-8g", count=16, in_use=16 - block_free - 8
+    )
+    net.add_block(PROJECT, ZONE, "tg-h200", "b1", count=8, in_use=8 - block_free)
+    net.add_block(PROJECT, ZONE, "tg-h200", "b2", count=8, in_use=8)
+    net.add_sub_block(
+        PROJECT, ZONE, "tg-h200", "b1", "s1", count=4, in_use=4 - sub_block_free, degraded_hosts=degraded
+    )
+
+
+def test_a_reservation_block_is_looked_up_and_its_room_counted(loopback):
+    dense_h200(loopback, block_free=4)
+    results = run(h200_job(2, f"{H200}/reservationBlocks/b1"))
+    r = results[f"reservation tg-h200 block b1 ({ZONE})"]
+    assert r.status is Status.PASS, r.evidence
+    assert "(4 in use, 4 free for the 2 replicas)" in r.evidence
+    paths = [c.path for c in loopback.compute.calls("reservations")]
+    assert paths == [
+        f"/compute/v1/projects/{PROJECT}/zones/{ZONE}/reservations/tg-h200",
+        f"/compute/v1/projects/{PROJECT}/zones/{ZONE}/reservations/tg-h200/reservationBlocks/b1",
+    ]
+
+
+def test_a_full_block_fails_though_the_reservation_has_room_elsewhere(loopback):
+    dense_h200(loopback)
+    r = run(h200_job(2, f"{H200}/reservationBlocks/b2"))[f"reservation tg-h200 block b2 ({ZONE})"]
+    assert r.status is Status.FAIL and r.failure_class == "capacity"
+    assert "8 VMs in the block, 8 in use, 0 free" in r.evidence
+    assert f"gcloud compute reservations blocks list tg-h200 --zone={ZONE}" in r.remedy
+
+
+def test_a_sub_block_is_looked_up_under_its_block(loopback):
+    dense_h200(loopback, sub_block_free=2)
+    value = f"{H200}/reservationBlocks/b1/reservationSubBlocks/s1"
+    r = run(h200_job(2, value))[f"reservation tg-h200 block b1 sub-block s1 ({ZONE})"]
+    assert r.status is Status.PASS, r.evidence
+    assert loopback.compute.calls("reservationSubBlocks")[0].path.endswith(
+        "/reservations/tg-h200/reservationBlocks/b1/reservationSubBlocks/s1"
+    )
+    r = run(h200_job(3, value))[f"reservation tg-h200 block b1 sub-block s1 ({ZONE})"]
+    assert r.status is Status.FAIL and "4 hosts, 2 in use, 2 free" in r.evidence
+
+
+def test_a_degraded_sub_block_is_a_warning(loopback):
+    dense_h200(loopback, sub_block_free=4, degraded=1)
+    value = f"{H200}/reservationBlocks/b1/reservationSubBlocks/s1"
+    r = run(h200_job(2, value))[f"reservation tg-h200 block b1 sub-block s1 ({ZONE})"]
+    assert r.status is Status.WARN and "DEGRADED (1 degraded hosts)" in r.evidence
+
+
+def test_a_block_the_reservation_does_not_have_fails_naming_the_listing(loopback):
+    dense_h200(loopback)
+    r = run(h200_job(1, f"{H200}/reservationBlocks/b9"))[f"reservation tg-h200 block b9 ({ZONE})"]
+    assert r.status is Status.FAIL and "has no block b9" in r.evidence
+    assert f"gcloud compute reservations blocks list tg-h200 --zone={ZONE} --project={PROJECT}" in r.remedy
+    r = run(h200_job(1, f"{H200}/reservationBlocks/b1/reservationSubBlocks/s9"))[
+        f"reservation tg-h200 block b1 sub-block s9 ({ZONE})"
+    ]
+    assert r.status is Status.FAIL and "has no sub-block s9 of block b1" in r.evidence
+    assert "gcloud compute reservations sub-blocks list tg-h200 --block-name=b1" in r.remedy
+
+
+def test_a_block_of_another_machine_shape_fails_on_the_reservation_s_vms(loopback):
+    dense_h200(loopback)
+    pool = h200(1, f"{H200}/reservationBlocks/b1")
+    pool["machineSpec"].update(machineType="a3-highgpu-8g", acceleratorType="NVIDIA_H100_80GB")
+    r = run([pool])[f"reservation tg-h200 block b1 ({ZONE})"]
+    assert r.status is Status.FAIL and "the reservation holds a3-ultragpu-8g VMs" in r.evidence

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
 from tests.integration.conftest import A100, A100_SPOT, PROJECT, REGION, context, make_spec
@@ -43,6 +45,7 @@ def test_multi_pool_job_beyond_the_limit_fails_with_increase_command_and_regions
     assert result.failure_class == "quota"
     assert f"{A100} in {REGION}: limit 8, in use 3, requested 7" in result.evidence
     assert "workerPoolSpecs[0], workerPoolSpecs[1]" in result.evidence
+    assert "within the limit" in result.evidence and "stays QUEUED" in result.evidence
     assert "gcloud quotas preferences create --service=aiplatform.googleapis.com" in result.remedy
     assert f"--project={PROJECT}" in result.remedy
     assert "--preferred-value=10 --dimensions=region=us-central1" in result.remedy
@@ -95,7 +98,7 @@ def test_tpu_quota_counts_chips(loopback):
     ]
     [result] = run(make_spec(IMAGE, pools=pools))
     assert result.status is Status.FAIL
-    assert "limit 4, in use 0, requested 8" in result.evidence
+    assert "limit 4, requested 8" in result.evidence and "Vertex refuses to create" in result.evidence
 
 
 def test_unlimited_quota_passes(loopback):
@@ -133,7 +136,7 @@ def test_usage_unreadable_and_limit_too_small_still_fails(loopback):
     ]
     [result] = run(make_spec(IMAGE, pools=pools))
     assert result.status is Status.FAIL
-    assert "limit 8, usage unknown" in result.evidence and "requested 16" in result.evidence
+    assert "limit 8, requested 16" in result.evidence and "Vertex refuses to create" in result.evidence
 
 
 def test_quotas_forbidden_is_unknown_naming_the_permission_and_the_gcloud_check(loopback):
@@ -222,7 +225,7 @@ def test_a_v5e_multi_host_slice_is_charged_its_chips(loopback):
     ]
     [result] = run(make_spec(IMAGE, pools=pools))
     assert result.status is Status.FAIL
-    assert "limit 16, in use 0, requested 32 chips" in result.evidence
+    assert "limit 16, requested 32 chips" in result.evidence
 
 
 def test_a_v4_pod_gets_a_real_verdict_when_the_project_lists_its_metric(loopback):
@@ -240,6 +243,7 @@ def test_a_v4_pod_gets_a_real_verdict_when_the_project_lists_its_metric(loopback
             "containerSpec": {"imageUri": IMAGE},
         }
     ]
+    loopback.monitoring.set_usage(metric, REGION, 0)  # allocated before, nothing now
     [result] = run(make_spec(IMAGE, pools=pools))
     assert result.status is Status.PASS, result.evidence
     assert f"{metric} in {REGION}: limit 64, in use 0, requested 32 cores" in result.evidence
@@ -271,3 +275,51 @@ def test_many_rate_limits_give_up_as_unknown(loopback):
     loopback.quotas.fail("quotaInfos", 429, times=None)
     [result] = run(make_spec(IMAGE), timeout=1.0)
     assert result.status is Status.UNKNOWN
+
+
+# --- what Monitoring's sampling allows (issue 28) -------------------------------------------------
+
+
+def test_a_usage_sample_repeated_almost_a_day_ago_is_still_read(loopback):
+    # Unchanged usage is repeated "at least every 24 hours": a 24 h window could miss a sample
+    # 24.5 h old and call the metric unused.
+    loopback.monitoring.set_usage(A100, REGION, 7, age_s=24.5 * 3600)
+    [result] = run(make_spec(IMAGE, pools=[_pool("a2-highgpu-2g", "NVIDIA_TESLA_A100", 2, 1)]))
+    assert result.status is Status.FAIL
+    assert "limit 8, in use 7, requested 2" in result.evidence and "stays QUEUED" in result.evidence
+    [call] = loopback.monitoring.calls("timeSeries")
+    start, end = call.param("interval.startTime"), call.param("interval.endTime")
+    span = datetime.fromisoformat(end) - datetime.fromisoformat(start)
+    assert span.total_seconds() > 24 * 3600
+
+
+def test_no_usage_sample_is_unknown_usage_not_zero(loopback):
+    loopback.monitoring.usage.clear()
+    [result] = run(make_spec(IMAGE))
+    assert result.status is Status.WARN
+    assert "limit 8 covers the 1 requested" in result.evidence
+    assert "holds no quota-usage sample" in result.evidence and "not counted as 0" in result.evidence
+    assert result.details["usage"] is None
+
+
+def test_monitoring_disabled_is_enable_the_api_not_a_role(loopback):
+    loopback.monitoring.disable(consumer="123456789012")
+    [result] = run(make_spec(IMAGE))
+    assert result.status is Status.WARN
+    assert "Cloud Monitoring API (monitoring.googleapis.com) is not enabled" in result.evidence
+    assert result.remedy.startswith(
+        "enable the API: gcloud services enable monitoring.googleapis.com --project=123456789012"
+    )
+    assert "roles/" not in result.remedy
+
+
+def test_cloud_quotas_disabled_is_unknown_with_the_enable_line(loopback):
+    loopback.quotas.disable(consumer="123456789012")
+    [result] = run(make_spec(IMAGE))
+    assert result.status is Status.UNKNOWN
+    assert "Cloud Quotas API (cloudquotas.googleapis.com) is not enabled in project 123456789012" in (
+        result.evidence
+    )
+    assert "gcloud services enable cloudquotas.googleapis.com --project=123456789012" in result.remedy
+    assert "roles/cloudquotas.viewer" not in result.remedy
+    assert result.details["lacking_permission"] == ""

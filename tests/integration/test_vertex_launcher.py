@@ -322,7 +322,9 @@ def test_bad_request_on_create_is_a_spec_error_with_the_server_message(vertex_se
     assert isinstance(err.value, UserError) and err.value.exit_code == 2
     assert "Vertex AI rejected the CustomJob" in str(err.value)
     assert "Output URI prefix must be a Cloud Storage path" in str(err.value)
-    assert err.value.path == "custom_job.job_spec.base_output_directory.output_uri_prefix"
+    # Vertex names it job_spec.base_output_directory.output_uri_prefix; the spec file spells it so:
+    assert err.value.path == "baseOutputDirectory.outputUriPrefix"
+    assert "Vertex names it job_spec.base_output_directory.output_uri_prefix" in str(err.value)
     assert vertex_server.calls("get") == []
 
 
@@ -337,7 +339,7 @@ def test_scripted_400_with_field_violation(vertex_server, fake_time):
                 "@type": "type.googleapis.com/google.rpc.BadRequest",
                 "fieldViolations": [
                     {
-                        "field": "custom_job.job_spec.worker_pool_specs[0].machine_spec.machine_type",
+                        "field": "job_spec.worker_pool_specs[0].machine_spec.machine_type",
                         "description": "unsupported",
                     }
                 ],
@@ -346,8 +348,48 @@ def test_scripted_400_with_field_violation(vertex_server, fake_time):
     )
     with pytest.raises(SpecError, match="is not supported in region") as err:
         backend(fake_time).run(a100_spec())
-    assert err.value.path.endswith("worker_pool_specs[0].machine_spec.machine_type")
+    assert err.value.path == "workerPoolSpecs[0].machineSpec.machineType"
     assert len(vertex_server.calls("create")) == 1  # a 400 is never retried
+
+
+def test_a_400_that_names_the_field_only_in_its_message_still_gets_the_path(vertex_server, fake_time):
+    # What Vertex sent in prefect-archive/prefect-gcp#175: the field is in the message alone.
+    vertex_server.fail_next(
+        1,
+        400,
+        "create",
+        message="List of found errors:\t1.Field: job_spec.worker_pool_specs[0].machine_spec."
+        "accelerator_type; Message: Both `accelerator_type` and `accelerator_count` should be "
+        "specified or none. \t",
+    )
+    with pytest.raises(SpecError) as err:
+        backend(fake_time).run(a100_spec())
+    assert err.value.path == "workerPoolSpecs[0].machineSpec.acceleratorType"
+    assert str(err.value).startswith("workerPoolSpecs[0].machineSpec.acceleratorType: Vertex AI rejected")
+    assert "should be specified or none" in str(err.value)
+
+
+def test_tensorboard_without_a_service_account_is_refused_with_the_field(vertex_server, fake_time):
+    spec = parse_spec(
+        {
+            "workerPoolSpecs": [
+                {
+                    "machineSpec": {"machineType": "n1-standard-4"},
+                    "replicaCount": 1,
+                    "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/trainer:1"},
+                }
+            ],
+            "tensorboard": f"projects/{PROJECT}/locations/{REGION}/tensorboards/42",
+            "baseOutputDirectory": {"outputUriPrefix": "gs://bucket/runs/tb"},
+        },
+        project=PROJECT,
+        region=REGION,
+        display_name="tb",
+    )
+    with pytest.raises(SpecError) as err:
+        backend(fake_time).run(spec)
+    assert err.value.path == "serviceAccount"
+    assert "must be specified when uploading to TensorBoard" in str(err.value)
 
 
 def test_permission_denied_on_create_names_what_is_missing(vertex_server, fake_time):
@@ -601,10 +643,134 @@ def test_sigterm_during_create_cancels_a_job_that_landed(vertex_server, fake_tim
 
 
 def test_429_on_create_is_retried_without_a_lookup(vertex_server, fake_time):
-    vertex_server.fail_next(1, 429, "create")
+    vertex_server.fail_next(1, 429, "create")  # a rate limit: RATE_LIMIT_EXCEEDED, CRUD per minute
     assert backend(fake_time).run(a100_spec()).succeeded
     assert len(vertex_server.calls("create")) == 2
     assert vertex_server.calls("list") == []
+
+
+# --- a create over a quota limit (issue 28) --------------------------------------------------------
+
+L4 = "aiplatform.googleapis.com/custom_model_training_nvidia_l4_gpus"
+
+
+def l4_spec(count: int = 8, replicas: int = 1) -> JobSpec:
+    machine = {1: "g2-standard-12", 2: "g2-standard-24", 4: "g2-standard-48", 8: "g2-standard-96"}[count]
+    return JobSpec.create(
+        PROJECT,
+        REGION,
+        machine_type=machine,
+        accelerator_type="NVIDIA_L4",
+        accelerator_count=count,
+        replica_count=replicas,
+        image_uri="us-docker.pkg.dev/my-project/t/trainer:1",
+        base_output_dir="gs://bucket/runs/l4",
+        display_name="l4",
+    )
+
+
+def test_a_create_over_the_quota_limit_is_named_quota_at_once_with_the_fix(
+    vertex_server, fake_time, monkeypatch, tmp_path
+):
+    from tests.servers.quotas import QuotasServer
+
+    vertex_server.set_quota(L4, 4, "NVIDIA_L4")
+    with QuotasServer(PROJECT) as quotas:
+        quotas.set_limit(L4, 4, region=REGION)
+        monkeypatch.setenv("TRAINGUARD_ENDPOINT_CLOUDQUOTAS", quotas.url)
+        out = io.StringIO()
+        gcp_resources = tmp_path / "gcp_resources"
+        result = backend(fake_time, stream=out, gcp_resources_path=str(gcp_resources)).run(l4_spec(8))
+    assert (result.state, result.failure_class, result.job_name) == ("FAILED", "quota", "")
+    assert len(vertex_server.calls("create")) == 1  # not retried: waiting cannot raise a limit
+    assert fake_time.sleeps == [] and vertex_server.jobs == {}
+    assert not gcp_resources.exists()  # no job to name
+    assert f"The following quota metrics exceed quota limits: {L4}" in result.error
+    assert "the job asks for 8 (workerPoolSpecs[0])" in result.error
+    assert (
+        "gcloud quotas preferences create --service=aiplatform.googleapis.com --project=my-project "
+        "--quota-id=CustomModelTrainingNvidiaL4GpusPerProjectPerRegion --preferred-value=8 "
+        "--dimensions=region=us-central1"
+    ) in result.error
+    assert "retrying" not in out.getvalue()
+    diagnosis = diagnose_result(result)
+    assert diagnosis.failure_class == "quota"
+
+
+def test_without_cloud_quotas_the_fix_looks_the_quota_id_up_itself(vertex_server, fake_time):
+    vertex_server.set_quota(L4, 0, "NVIDIA_L4")  # the fixture points Cloud Quotas at a dead port
+    result = backend(fake_time).run(l4_spec(1))
+    assert result.failure_class == "quota"
+    assert (
+        "--quota-id=$(gcloud quotas info list --service=aiplatform.googleapis.com --project=my-project "
+        f'--filter="metric={L4}" --format="value(quotaId)") --preferred-value=1'
+    ) in result.error
+
+
+def test_spot_counts_against_the_preemptible_metric_only(vertex_server, fake_time):
+    vertex_server.set_quota(L4, 0, "NVIDIA_L4")  # on-demand L4: none; Spot is another metric
+    spec = JobSpec.create(
+        PROJECT,
+        REGION,
+        machine_type="g2-standard-12",
+        accelerator_type="NVIDIA_L4",
+        accelerator_count=1,
+        image_uri="us-docker.pkg.dev/my-project/t/trainer:1",
+        spot=True,
+        base_output_dir="gs://bucket/runs/l4",
+        display_name="l4-spot",
+    )
+    assert backend(fake_time).run(spec).succeeded
+
+
+def test_within_the_limit_but_held_by_other_jobs_it_waits_queued(vertex_server, fake_time):
+    vertex_server.set_quota(L4, 8, "NVIDIA_L4", in_use=4)  # the limit fits 8; 4 are taken
+    result = backend(fake_time, max_queued_s=600).run(l4_spec(8))
+    assert len(vertex_server.calls("create")) == 1  # accepted
+    assert (result.state, result.failure_class) == ("CANCELLED", "quota")
+    assert result.error.startswith("stayed QUEUED for 600 s: likely accelerator quota in us-central1")
+    assert vertex_server.states_seen(only_job_id(vertex_server)) == ["QUEUED", "CANCELLING", "CANCELLED"]
+
+
+def test_a_job_waiting_for_quota_runs_once_the_other_jobs_free_it(vertex_server, fake_time):
+    vertex_server.set_quota(L4, 8, "NVIDIA_L4", in_use=4)
+    polls = iter(range(1000))
+    fake_time.hook = lambda: next(polls) == 5 and vertex_server.quota_in_use.update({L4: 0})
+    result = backend(fake_time).run(l4_spec(8))
+    assert result.succeeded
+    assert vertex_server.states_seen(only_job_id(vertex_server))[:2] == ["QUEUED", "PENDING"]
+
+
+def test_a_project_display_name_given_as_the_id_is_named_as_such(vertex_server, fake_time):
+    # GoogleCloudPlatform/training-data-analyst#1811: 403 CONSUMER_INVALID, not a missing role
+    vertex_server.fail_next(
+        1,
+        403,
+        "create",
+        message="Permission denied on resource project My First Project.",
+        details=[
+            {
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": "CONSUMER_INVALID",
+                "domain": "googleapis.com",
+                "metadata": {"consumer": "projects/My First Project", "service": "aiplatform.googleapis.com"},
+            }
+        ],
+    )
+    with pytest.raises(ConfigError, match="--project must be the project ID") as err:
+        backend(fake_time).run(a100_spec())
+    assert "roles/" not in str(err.value)
+
+
+def test_a_disabled_vertex_api_is_enable_it_not_a_role(vertex_server, fake_time):
+    vertex_server.disable(consumer="123456789012")
+    with pytest.raises(ConfigError) as err:
+        backend(fake_time).run(a100_spec())
+    text = str(err.value)
+    assert "the Vertex AI API is not enabled" in text and "SERVICE_DISABLED" in text
+    assert "gcloud services enable aiplatform.googleapis.com --project=123456789012" in text
+    assert "roles/aiplatform.user" not in text
+    assert len(vertex_server.calls("create")) == 1
 
 
 # --- the queue limit follows the strategy (Flex-start) -------------------------------------------
@@ -905,6 +1071,30 @@ def test_train_max_queued_cancels_a_waiting_job_and_names_the_class(vertex_serve
     assert data["state"] == "CANCELLED" and data["failure_class"] == cls
     assert data["diagnosis"]["failure_class"] == cls
     assert len(vertex_server.calls("cancel")) == 1
+
+
+def test_train_names_a_quota_refusal_at_create_quota_and_exits_1(vertex_server, tmp_path):
+    vertex_server.set_quota(
+        "aiplatform.googleapis.com/custom_model_training_nvidia_a100_gpus", 0, "NVIDIA_TESLA_A100"
+    )
+    outcome = run_cli(
+        "train",
+        write_spec(tmp_path, "STANDARD"),
+        "--vertex",
+        "--project",
+        PROJECT,
+        "--region",
+        REGION,
+        "--json",
+        tmp_path / "r.json",
+    )
+    assert_contract(outcome, max_seconds=60, allowed=(1,))
+    assert "class:    quota" in outcome.output
+    assert "The following quota metrics exceed quota limits" in outcome.output
+    assert "gcloud quotas preferences create" in outcome.output
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["failure_class"] == "quota" and data["diagnosis"]["failure_class"] == "quota"
+    assert len(vertex_server.calls("create")) == 1 and vertex_server.calls("get") == []
 
 
 def test_train_rejects_a_max_queued_that_is_not_a_duration(vertex_server, tmp_path):

@@ -11,6 +11,14 @@ Compute Engine speaks its own REST dialect, which these servers imitate:
   (``specificReservation{count, inUseCount, instanceProperties{machineType, guestAccelerators[],
   localSsds[]}}`` with int64 as strings, ``status``, ``shareSettings``,
   ``reservationSharingPolicy.serviceShareType``);
+- ``GET …/zones/Z/reservations/R/reservationBlocks/B`` and
+  ``…/reservationBlocks/B/reservationSubBlocks/S`` → ``{"resource": compute#reservationBlock |
+  compute#reservationSubBlock}`` (``reservationBlocks.get`` / ``reservationSubBlocks.get`` of the
+  compute v1 discovery document, revision 20261106: ``count``, ``inUseCount``, ``inUseHostCount``
+  are int32, so JSON *numbers*, unlike the reservation's int64 strings; ``status``
+  CREATING/DELETING/INVALID/READY; ``healthInfo.healthStatus`` HEALTHY/DEGRADED with host or
+  sub-block counts; ``physicalTopology``). A reservation with blocks is ``deploymentType: DENSE``
+  with ``resourceStatus.reservationBlockCount``;
 - ``GET /compute/v1/projects/P/regions/R/networkAttachments/N`` → ``compute#networkAttachment``;
 - errors as Compute sends them: ``{"error": {"code", "message", "errors": [{"message", "domain":
   "global", "reason": "notFound"|"forbidden"}]}}`` (no ``status``, no ErrorInfo); enums are
@@ -32,6 +40,7 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +51,11 @@ __all__ = ["NetworkState", "ComputeServer", "ServiceNetworkingServer"]
 
 _API = "https://www.googleapis.com/compute/v1"
 _STAMP = "2025-03-04T05:06:07.890-08:00"
+
+
+def _topology_hash(name: str) -> str:
+    """A stable stand-in for the hashes ``physicalTopology`` gives blocks and sub-blocks."""
+    return hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -59,6 +73,8 @@ class NetworkState:
     connections: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     reservations: dict[tuple[str, str, str], dict] = field(default_factory=dict)
     attachments: dict[tuple[str, str, str], dict] = field(default_factory=dict)
+    blocks: dict[tuple[str, str, str, str], dict] = field(default_factory=dict)
+    sub_blocks: dict[tuple[str, str, str, str, str], dict] = field(default_factory=dict)
     denied: set[str] = field(default_factory=set)
     _ids: int = 4000000000000000000
 
@@ -187,6 +203,96 @@ class NetworkState:
         self.reservations[(project, zone, name)] = record
         return record
 
+    def add_block(
+        self,
+        project: str,
+        zone: str,
+        reservation: str,
+        name: str,
+        *,
+        count: int,
+        in_use: int = 0,
+        status: str = "READY",
+        degraded_sub_blocks: int = 0,
+    ) -> dict:
+        """A block of a (dense) reservation: ``count`` VMs, ``in_use`` of them running."""
+        parent = self.reservations[(project, zone, reservation)]
+        parent["deploymentType"] = "DENSE"
+        url = f"{parent['selfLink']}/reservationBlocks/{name}"
+        record = {
+            "kind": "compute#reservationBlock",
+            "id": self._next_id(),
+            "creationTimestamp": _STAMP,
+            "name": name,
+            "selfLink": url,
+            "selfLinkWithId": f"{parent['selfLink']}/reservationBlocks/{self._ids}",
+            "zone": f"{_API}/projects/{project}/zones/{zone}",
+            "count": count,
+            "inUseCount": in_use,
+            "inUseHostCount": in_use,
+            "reservationSubBlockCount": 0,
+            "reservationSubBlockInUseCount": 0,
+            "status": status,
+            "physicalTopology": {"cluster": "cluster-a", "block": _topology_hash(name)},
+            "healthInfo": {
+                "healthStatus": "DEGRADED" if degraded_sub_blocks else "HEALTHY",
+                "healthySubBlockCount": 0,
+                "degradedSubBlockCount": degraded_sub_blocks,
+            },
+        }
+        self.blocks[(project, zone, reservation, name)] = record
+        status_of = parent.setdefault("resourceStatus", {})
+        status_of["reservationBlockCount"] = sum(
+            1 for k in self.blocks if k[:3] == (project, zone, reservation)
+        )
+        return record
+
+    def add_sub_block(
+        self,
+        project: str,
+        zone: str,
+        reservation: str,
+        block: str,
+        name: str,
+        *,
+        count: int,
+        in_use: int = 0,
+        status: str = "READY",
+        degraded_hosts: int = 0,
+    ) -> dict:
+        """A sub-block of a block: ``count`` hosts, ``in_use`` VMs running on them."""
+        parent = self.blocks[(project, zone, reservation, block)]
+        record = {
+            "kind": "compute#reservationSubBlock",
+            "id": self._next_id(),
+            "creationTimestamp": _STAMP,
+            "name": name,
+            "selfLink": f"{parent['selfLink']}/reservationSubBlocks/{name}",
+            "selfLinkWithId": f"{parent['selfLink']}/reservationSubBlocks/{self._ids}",
+            "zone": f"{_API}/projects/{project}/zones/{zone}",
+            "count": count,
+            "inUseCount": in_use,
+            "inUseHostCount": in_use,
+            "status": status,
+            "physicalTopology": {
+                "cluster": parent["physicalTopology"]["cluster"],
+                "block": parent["physicalTopology"]["block"],
+                "subBlock": _topology_hash(name),
+            },
+            "healthInfo": {
+                "healthStatus": "DEGRADED" if degraded_hosts else "HEALTHY",
+                "healthyHostCount": count - degraded_hosts,
+                "degradedHostCount": degraded_hosts,
+                "healthyInfraCount": 1,
+                "degradedInfraCount": 0,
+            },
+        }
+        self.sub_blocks[(project, zone, reservation, block, name)] = record
+        parent["reservationSubBlockCount"] += 1
+        if in_use:
+            parent["reservationSubBlockInUseCount"] += 1
+        return record
+
     def add_attachment(self, project: str, region: str, name: str, subnet: str = "psc-subnet") -> dict:
         record = {
             "kind": "compute#networkAttachment",
@@ -208,6 +314,8 @@ class ComputeServer(GoogleApiServer):
     """Compute Engine v1 over a ``NetworkState``, with Compute's error dialect."""
 
     domain = "compute.googleapis.com"
+    service = "compute.googleapis.com"
+    legacy_errors = True  # Compute answers a disabled API with errors[] accessNotConfigured too
 
     def __init__(self, state: NetworkState | None = None) -> None:
         self.state = state or NetworkState()
@@ -221,6 +329,18 @@ class ComputeServer(GoogleApiServer):
             ("GET", base + r"/zones/(?P<zone>[^/]+)/reservations/(?P<name>[^/]+)", self._reservation),
             (
                 "GET",
+                base + r"/zones/(?P<zone>[^/]+)/reservations/(?P<reservation>[^/]+)/reservationBlocks/"
+                r"(?P<name>[^/]+)",
+                self._block,
+            ),
+            (
+                "GET",
+                base + r"/zones/(?P<zone>[^/]+)/reservations/(?P<reservation>[^/]+)/reservationBlocks/"
+                r"(?P<block>[^/]+)/reservationSubBlocks/(?P<name>[^/]+)",
+                self._sub_block,
+            ),
+            (
+                "GET",
                 base + r"/regions/(?P<region>[^/]+)/networkAttachments/(?P<name>[^/]+)",
                 self._attachment,
             ),
@@ -229,7 +349,8 @@ class ComputeServer(GoogleApiServer):
     # Compute's error bodies carry "errors" (domain/reason), not status/ErrorInfo.
     def _dispatch(self, request: Request) -> tuple[int, Any]:
         status, payload = super()._dispatch(request)
-        if status >= 400 and isinstance(payload, dict) and "error" in payload:
+        disabled = status == 403 and "errors" in (payload.get("error") or {})
+        if status >= 400 and isinstance(payload, dict) and "error" in payload and not disabled:
             error = payload["error"]
             reason = {
                 403: "forbidden",
@@ -282,6 +403,34 @@ class ComputeServer(GoogleApiServer):
             f"projects/{m['project']}/zones/{m['zone']}/reservations/{m['name']}",
         )
 
+    def _block(self, request: Request, m: re.Match) -> dict:
+        project = self.state.project_id(m["project"])
+        path = (
+            f"projects/{m['project']}/zones/{m['zone']}/reservations/{m['reservation']}/"
+            f"reservationBlocks/{m['name']}"
+        )
+        block = self._lookup(
+            self.state.blocks,
+            (project, m["zone"], m["reservation"], m["name"]),
+            "compute.reservationBlocks.get",
+            path,
+        )
+        return {"resource": block}
+
+    def _sub_block(self, request: Request, m: re.Match) -> dict:
+        project = self.state.project_id(m["project"])
+        path = (
+            f"projects/{m['project']}/zones/{m['zone']}/reservations/{m['reservation']}/"
+            f"reservationBlocks/{m['block']}/reservationSubBlocks/{m['name']}"
+        )
+        sub = self._lookup(
+            self.state.sub_blocks,
+            (project, m["zone"], m["reservation"], m["block"], m["name"]),
+            "compute.reservationSubBlocks.get",
+            path,
+        )
+        return {"resource": sub}
+
     def _attachment(self, request: Request, m: re.Match) -> dict:
         project = self.state.project_id(m["project"])
         return self._lookup(
@@ -300,6 +449,7 @@ class ServiceNetworkingServer(GoogleApiServer):
     """
 
     domain = "servicenetworking.googleapis.com"
+    service = "servicenetworking.googleapis.com"
 
     def __init__(self, state: NetworkState | None = None) -> None:
         self.state = state or NetworkState()

@@ -8,6 +8,8 @@ and lists its routes; this module gives them what every Google REST API shares:
   do), as names otherwise (plain REST callers);
 - fault injection: an HTTP status for the next N matching calls (403, 429-then-success, 503) and
   delays (to exercise per-call timeouts and concurrency);
+- a disabled API (``disable()``): every call answers 403 ``SERVICE_DISABLED`` in the body Google
+  sends (:func:`disabled_body`);
 - a log of the requests, so tests can assert what the client sent.
 """
 
@@ -25,7 +27,16 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.servers.loopback import LoopbackServer, Request
 
-__all__ = ["ApiError", "Fault", "GoogleApiServer", "Request", "STATUS_NAMES", "error_body"]
+__all__ = [
+    "ApiError",
+    "Fault",
+    "GoogleApiServer",
+    "Request",
+    "STATUS_NAMES",
+    "SERVICE_TITLES",
+    "error_body",
+    "disabled_body",
+]
 
 STATUS_NAMES = {
     400: "INVALID_ARGUMENT",
@@ -45,6 +56,80 @@ _DEFAULT_REASONS = {
     503: "SERVICE_UNAVAILABLE",
     401: "ACCESS_TOKEN_TYPE_UNSUPPORTED",
 }
+
+
+#: The title each API's SERVICE_DISABLED message gives it, as seen in public answers: Cloud Quotas
+#: (hashicorp/terraform-provider-google#21165), IAM (openshift/installer#2187), Cloud Resource
+#: Manager (nccgroup/ScoutSuite#1388), Compute Engine (fog/fog#3996), Vertex AI
+#: (GoogleCloudPlatform/vertex-ai-samples#476), Cloud Storage JSON API
+#: (cloudyr/googleCloudStorageR#5); the others are the APIs' names in the API Library.
+SERVICE_TITLES = {
+    "cloudquotas.googleapis.com": "Cloud Quotas API",
+    "monitoring.googleapis.com": "Cloud Monitoring API",
+    "policytroubleshooter.googleapis.com": "Policy Troubleshooter API",
+    "iam.googleapis.com": "Identity and Access Management (IAM) API",
+    "iamcredentials.googleapis.com": "IAM Service Account Credentials API",
+    "cloudresourcemanager.googleapis.com": "Cloud Resource Manager API",
+    "compute.googleapis.com": "Compute Engine API",
+    "cloudkms.googleapis.com": "Cloud Key Management Service (KMS) API",
+    "servicenetworking.googleapis.com": "Service Networking API",
+    "aiplatform.googleapis.com": "Vertex AI API",
+    "logging.googleapis.com": "Cloud Logging API",
+    "storage-api.googleapis.com": "Cloud Storage JSON API",
+}
+
+
+def disabled_body(service: str, consumer: str, *, legacy: bool = False) -> dict:
+    """The 403 an API answers when it is off in the consumer project (the project the call is
+    billed to: the credentials' quota project, not necessarily the one in the path).
+
+    The shape is a real one: message, ``status: PERMISSION_DENIED``, ErrorInfo ``SERVICE_DISABLED``
+    with ``consumer``/``service``/``serviceTitle``/``containerInfo``/``activationUrl``, a
+    LocalizedMessage and a Help link "Google developers console API activation"
+    (lbjlaq/Antigravity-Manager#3058, GoogleCloudPlatform/vertex-ai-samples#476). The
+    discovery-era APIs (Compute Engine, Cloud Storage; ``legacy``) also carry ``errors:
+    [{"domain": "usageLimits", "reason": "accessNotConfigured", "extendedHelp"}]`` (fog/fog#3996,
+    taylorwilsdon/google_workspace_mcp#126; the whole body as Drive sends it is quoted in the
+    README of github.com/vasconcelos-giovanni/equilibra-que-da-ifrn).
+    """
+    title = SERVICE_TITLES.get(service, service)
+    url = f"https://console.developers.google.com/apis/api/{service}/overview?project={consumer}"
+    message = (
+        f"{title} has not been used in project {consumer} before or it is disabled. Enable it by "
+        f"visiting {url} then retry. If you enabled this API recently, wait a few minutes for the "
+        "action to propagate to our systems and retry."
+    )
+    error: dict[str, Any] = {"code": 403, "message": message}
+    if legacy:
+        error["errors"] = [
+            {
+                "message": message,
+                "domain": "usageLimits",
+                "reason": "accessNotConfigured",
+                "extendedHelp": "https://console.developers.google.com",
+            }
+        ]
+    error["status"] = "PERMISSION_DENIED"
+    error["details"] = [
+        {
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": "SERVICE_DISABLED",
+            "domain": "googleapis.com",
+            "metadata": {
+                "consumer": f"projects/{consumer}",
+                "service": service,
+                "serviceTitle": title,
+                "containerInfo": consumer,
+                "activationUrl": url,
+            },
+        },
+        {"@type": "type.googleapis.com/google.rpc.LocalizedMessage", "locale": "en-US", "message": message},
+        {
+            "@type": "type.googleapis.com/google.rpc.Help",
+            "links": [{"description": "Google developers console API activation", "url": url}],
+        },
+    ]
+    return {"error": error}
 
 
 class ApiError(Exception):
@@ -125,11 +210,16 @@ class GoogleApiServer(LoopbackServer):
 
     #: The service domain named in ErrorInfo details.
     domain = "googleapis.com"
+    #: The API this server is (``cloudquotas.googleapis.com``), for a SERVICE_DISABLED answer.
+    service = ""
+    #: Whether the API is a discovery-era one whose errors also carry ``errors[]``.
+    legacy_errors = False
 
     def __init__(self) -> None:
         self.faults: list[Fault] = []
         self.requests: list[Request] = []
         self.delay_s = 0.0  # added to every call (simulated network latency)
+        self.disabled: dict[str, str] = {}  # service → the consumer project it is off in
         self._lock = threading.Lock()
         self._routes = [(m, re.compile(p), h) for m, p, h in self.routes()]
 
@@ -157,6 +247,21 @@ class GoogleApiServer(LoopbackServer):
             self.faults.append(fault)
         return fault
 
+    def disable(self, service: str = "", consumer: str = "123456789012") -> None:
+        """Turns an API off in ``consumer``: every call to it answers 403 SERVICE_DISABLED.
+
+        Args:
+            service: the API (default: this server's); a server that answers several APIs
+                (``IamServer``) tells them apart with :meth:`service_for`.
+            consumer: the project number the answer names as the consumer.
+        """
+        with self._lock:
+            self.disabled[service or self.service] = consumer
+
+    def service_for(self, path: str) -> str:
+        """The API a request path belongs to (one per server, unless a server answers several)."""
+        return self.service
+
     def slow(self, path: str, delay_s: float, *, times: int | None = None) -> Fault:
         """Delays calls matching ``path`` by ``delay_s`` seconds."""
         fault = Fault(path, 0, times, delay_s)
@@ -177,7 +282,9 @@ class GoogleApiServer(LoopbackServer):
         return value if request.int_enums else names[value]
 
     def forbidden(self, permission: str, resource: str) -> ApiError:
-        """The 403 Google answers when the caller lacks ``permission`` on ``resource``."""
+        """The 403 Google answers when the caller lacks ``permission`` on ``resource``: message
+        and ErrorInfo ``IAM_PERMISSION_DENIED`` with ``permission``/``resource`` metadata, as
+        gcloud printed it in GoogleCloudPlatform/t5x-on-vertex-ai#5."""
         return ApiError(
             403,
             f"Permission '{permission}' denied on resource '{resource}' (or it may not exist).",
@@ -195,11 +302,16 @@ class GoogleApiServer(LoopbackServer):
             for f in faults:
                 if f.times is not None:
                     f.times -= 1
+            consumer = self.disabled.get(self.service_for(request.path))
         delay = self.delay_s + sum(f.delay_s for f in faults)
         if delay:
             time.sleep(delay)
+        if consumer is not None:
+            return 403, disabled_body(self.service_for(request.path), consumer, legacy=self.legacy_errors)
         for f in faults:
             if f.status:
+                # The rate-limit sentence is Google's (python-docs-samples#3482 quotes one
+                # word for word, with 'Write requests'); the 429 gets RATE_LIMIT_EXCEEDED.
                 message = f.message or {
                     403: "The caller does not have permission",
                     429: "Quota exceeded for quota metric 'Read requests' and limit 'Read requests "

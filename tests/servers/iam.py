@@ -203,10 +203,20 @@ class IamServer(GoogleApiServer):
     """Resource Manager v3 + IAM v1 + IAM Credentials v1 over one ``IamState``."""
 
     domain = "iam.googleapis.com"
+    service = "iam.googleapis.com"
 
     def __init__(self, state: IamState | None = None) -> None:
         self.state = state or IamState()
         super().__init__()
+
+    def service_for(self, path: str) -> str:
+        """Three APIs answer here: Resource Manager (/v3/projects), IAM Credentials
+        (:generateAccessToken) and IAM; each can be disabled on its own."""
+        if path.startswith("/v3/projects"):
+            return "cloudresourcemanager.googleapis.com"
+        if path.endswith(":generateAccessToken"):
+            return "iamcredentials.googleapis.com"
+        return "iam.googleapis.com"
 
     def routes(self):
         return [

@@ -70,6 +70,7 @@ class KmsServer(GoogleApiServer):
     """
 
     domain = "cloudkms.googleapis.com"
+    service = "cloudkms.googleapis.com"
 
     def __init__(self, state: IamState | None = None) -> None:
         self.state = state or IamState()

@@ -98,6 +98,7 @@ class LoggingServer(GoogleApiServer):
     """
 
     domain = "logging.googleapis.com"
+    service = "logging.googleapis.com"
 
     def __init__(self, project: str = "my-project", project_number: str = "123456789012") -> None:
         super().__init__()

@@ -3,7 +3,13 @@
 Answers ``GET /v3/projects/P/timeSeries?filter=…&interval.startTime&interval.endTime&aggregation.*``
 as Monitoring does: the filter is an AND of ``key = "value"`` terms, ``interval.endTime`` is
 required, matching series come back with ``metricKind``/``valueType`` as names (plain REST JSON),
-points newest first and int64 values as strings; no matching series → ``{}`` (usage 0).
+points newest first and int64 values as strings; no matching series → ``{}``.
+
+A series is only returned when its newest sample falls inside ``[interval.startTime,
+interval.endTime]``: allocation usage is written when it changes and otherwise "the last value is
+repeated at least every 24 hours" (the metric's description in Google's metrics list,
+https://cloud.google.com/monitoring/api/metrics_gcp_p_z#gcp-serviceruntime), so a sample may be up
+to a day old (``set_usage(…, age_s=…)``), and a window of exactly 24 h can miss it.
 
 Example::
 
@@ -60,16 +66,26 @@ class MonitoringServer(GoogleApiServer):
     """
 
     domain = "monitoring.googleapis.com"
+    service = "monitoring.googleapis.com"
 
     def __init__(self, project: str = "tg-proj") -> None:
         super().__init__()
         self.project = project
         self.usage: dict[tuple[str, str], int] = {}
         self.previous: dict[tuple[str, str], int] = {}
+        self.age_s: dict[tuple[str, str], float] = {}
 
-    def set_usage(self, metric: str, region: str, value: int, previous: int | None = None) -> None:
-        """Sets the current usage of ``metric`` in ``region`` (and an older sample)."""
+    def set_usage(
+        self, metric: str, region: str, value: int, previous: int | None = None, age_s: float = 60.0
+    ) -> None:
+        """Sets the current usage of ``metric`` in ``region`` (and an older sample).
+
+        Args:
+            age_s: how long ago the newest sample was written (up to a day when usage has not
+                changed: the last value is repeated at least every 24 hours).
+        """
         self.usage[(metric, region)] = value
+        self.age_s[(metric, region)] = age_s
         if previous is not None:
             self.previous[(metric, region)] = previous
 
@@ -93,8 +109,9 @@ class MonitoringServer(GoogleApiServer):
                 reason="INVALID_ARGUMENT",
             )
         end = _parse_time(request.param("interval.endTime"), "interval.endTime")
+        start = end
         if request.param("interval.startTime"):
-            _parse_time(request.param("interval.startTime"), "interval.startTime")
+            start = _parse_time(request.param("interval.startTime"), "interval.startTime")
         if (
             terms["metric.type"] != USAGE_METRIC
             or terms.get("resource.type", "consumer_quota") != "consumer_quota"
@@ -112,6 +129,9 @@ class MonitoringServer(GoogleApiServer):
             }
             if any(terms.get(k, v) != v for k, v in labels.items()):
                 continue
+            sampled = datetime.now(UTC) - timedelta(seconds=self.age_s.get((metric, region), 60.0))
+            if not start <= sampled <= end:
+                continue  # its newest sample is older than the window: the series is not returned
             points = [self._point(end, value)]
             if (metric, region) in self.previous:
                 points.append(self._point(end - step, self.previous[(metric, region)]))

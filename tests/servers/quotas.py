@@ -55,6 +55,7 @@ class QuotasServer(GoogleApiServer):
     """
 
     domain = "cloudquotas.googleapis.com"
+    service = "cloudquotas.googleapis.com"
 
     def __init__(
         self, project: str = "tg-proj", project_number: str = "123456789012", max_page_size: int = 3

@@ -72,6 +72,7 @@ class TroubleshooterServer(GoogleApiServer):
     """
 
     domain = "policytroubleshooter.googleapis.com"
+    service = "policytroubleshooter.googleapis.com"
 
     def __init__(self, state: IamState | None = None) -> None:
         self.state = state or IamState()

@@ -20,7 +20,18 @@ A Flex-start (``FLEX_START``) job made with :meth:`Scenario.waits_for_capacity` 
 QUEUED by the server's :attr:`VertexJobsServer.clock` (share the test's fake clock): until capacity
 comes, or until its own ``scheduling.maxWaitDuration`` runs out (default 24 h; ``0s`` waits forever),
 as the Dynamic Workload Scheduler docs describe; then it moves on one step per GET.
-A cancelled job goes CANCELLING → CANCELLED (``error: {code: 1, message: "CANCELED"}``). Faults are
+A cancelled job goes CANCELLING → CANCELLED (``error: {code: 1, message: "CANCELED"}``).
+
+Quota, as Vertex applies it (:meth:`VertexJobsServer.set_quota`): a create whose accelerators are
+over a metric's *limit* is refused with 429 RESOURCE_EXHAUSTED "The following quota metrics exceed
+quota limits: …" (GoogleCloudPlatform/stable-diffusion-on-gcp#12, google-deepmind/xmanager#29);
+one within the limit while other jobs hold the rest is accepted and stays QUEUED until they end.
+A rate-limited call is a different 429 (``fail_next(status=429)``: "Quota exceeded for quota
+metric 'Resource management (CRUD) requests' …", ErrorInfo ``RATE_LIMIT_EXCEEDED``,
+GoogleCloudPlatform/vertex-ai-samples#1000). :meth:`VertexJobsServer.disable` turns the API off:
+every call answers 403 ``SERVICE_DISABLED``. A 400 names fields as Vertex does,
+``job_spec.worker_pool_specs[0].…`` in "List of found errors:\t1.Field: …; Message: …\t"
+(prefect-archive/prefect-gcp#175). Faults are
 injected with :meth:`VertexJobsServer.fail_next` (an error status for the next N matching requests)
 and :meth:`VertexJobsServer.drop_next` (close the connection without answering). Every request is
 recorded in :attr:`VertexJobsServer.requests`. :attr:`VertexJobsServer.on_running` is called on
@@ -49,6 +60,7 @@ import pytest
 from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 
+from tests.servers.googleapi import disabled_body
 from tests.servers.loopback import LoopbackServer, Request
 
 __all__ = [
@@ -78,6 +90,7 @@ _DEFAULT_MESSAGES = {
     "'//aiplatform.googleapis.com/projects/{project}/locations/{location}' (or it may not exist).",
     404: "The CustomJob does not exist.",
     409: "The resource already exists.",
+    # A rate limit, word for word as GoogleCloudPlatform/vertex-ai-samples#1000 shows it.
     429: "Quota exceeded for quota metric 'Resource management (CRUD) requests' and limit "
     "'Resource management (CRUD) requests per minute per region' of service "
     "'aiplatform.googleapis.com' for consumer 'project_number:{number}'.",
@@ -259,6 +272,10 @@ class VertexJobsServer(LoopbackServer):
         self._lock = threading.RLock()
         self.on_running: Callable[[str, int], None] | None = None
         self._running_gets: dict[str, int] = {}
+        # metric → (limit, accelerator type, Spot); metric → units held by jobs outside this server
+        self.quotas: dict[str, tuple[int, str, bool]] = {}
+        self.quota_in_use: dict[str, int] = {}
+        self.disabled_for = ""  # the consumer project the API is off in ('' = enabled)
 
     # -- scripting --
 
@@ -278,6 +295,21 @@ class VertexJobsServer(LoopbackServer):
         """Answers the next ``count`` requests (with ``verb``: create/get/list/cancel) with an error."""
         with self._lock:
             self._faults.append(Fault(count, status, verb, message, details))
+
+    def set_quota(
+        self, metric: str, limit: int, accelerator_type: str, preemptible: bool = False, in_use: int = 0
+    ) -> None:
+        """Applies a quota: ``accelerator_type`` accelerators (× replicas) of STANDARD jobs, or of
+        Spot/Flex-start jobs when ``preemptible``, count against ``metric`` with ``limit``;
+        ``in_use`` of it is held by jobs this server does not know."""
+        with self._lock:
+            self.quotas[metric] = (limit, accelerator_type, preemptible)
+            self.quota_in_use[metric] = in_use
+
+    def disable(self, consumer: str = "123456789012") -> None:
+        """Turns the Vertex AI API off in ``consumer``: every call answers 403 SERVICE_DISABLED."""
+        with self._lock:
+            self.disabled_for = consumer
 
     def drop_next(self, count: int = 1, verb: str | None = None, after_handling: bool = False) -> None:
         """Closes the connection without an answer for the next ``count`` matching requests.
@@ -424,8 +456,44 @@ class VertexJobsServer(LoopbackServer):
         if entry.scenario.flex and not entry.has_capacity:
             self._wait_for_capacity(entry)
             return
+        if entry.state == "QUEUED" and not self._quota_fits(entry):
+            return  # within the limit, but other jobs hold the rest: it waits QUEUED
         entry.gets += 1
         self._set_state(entry, self._scheduled_state(entry))
+
+    def _demand(self, job: aiplatform_v1.CustomJob) -> dict[str, int]:
+        """The job's units per quota metric this server applies."""
+        strategy = job.job_spec.scheduling.strategy
+        preemptible = strategy in (
+            aiplatform_v1.Scheduling.Strategy.SPOT,
+            aiplatform_v1.Scheduling.Strategy.FLEX_START,
+        )
+        out: dict[str, int] = {}
+        for metric, (_, accel, spot) in self.quotas.items():
+            if spot != preemptible:
+                continue
+            units = sum(
+                p.machine_spec.accelerator_count * p.replica_count
+                for p in job.job_spec.worker_pool_specs
+                if p.machine_spec.accelerator_type.name == accel
+            )
+            if units:
+                out[metric] = units
+        return out
+
+    def _held(self, metric: str, but: _Job | None = None) -> int:
+        """Units of ``metric`` held: by jobs outside the server, and by its own jobs that left QUEUED."""
+        held = self.quota_in_use.get(metric, 0)
+        for entry in self._jobs.values():
+            if entry is not but and entry.state not in _TERMINAL and entry.state != "QUEUED":
+                held += self._demand(entry.job).get(metric, 0)
+        return held
+
+    def _quota_fits(self, entry: _Job) -> bool:
+        return all(
+            units + self._held(metric, entry) <= self.quotas[metric][0]
+            for metric, units in self._demand(entry.job).items()
+        )
 
     def _wait_for_capacity(self, entry: _Job) -> None:
         """A Flex-start job's wait: capacity comes, its maxWaitDuration runs out, or it waits on."""
@@ -533,19 +601,23 @@ class VertexJobsServer(LoopbackServer):
         job = aiplatform_v1.CustomJob.wrap(pb)
         violations = _violations(job)
         if violations:
+            # The form of prefect-archive/prefect-gcp#175's answer: the fields in the message,
+            # tab-separated; the public answers show no fieldViolations detail beside it.
             listed = "".join(
                 f"{i}.Field: {f}; Message: {d}\t" for i, (f, d) in enumerate(violations, start=1)
             )
+            raise _ApiError(400, f"List of found errors:\t{listed}")
+        if job.job_spec.tensorboard and not job.job_spec.service_account:
+            # Word for word from kubeflow/pipelines#7123 (CreateCustomJob): this one check
+            # names the field from the CustomJob, custom_job.…, in a plain sentence.
             raise _ApiError(
-                400,
-                f"List of found errors:\t{listed}",
-                [
-                    {
-                        "@type": "type.googleapis.com/google.rpc.BadRequest",
-                        "fieldViolations": [{"field": f, "description": d} for f, d in violations],
-                    }
-                ],
+                400, "custom_job.job_spec.service_account must be specified when uploading to TensorBoard"
             )
+        over = [metric for metric, units in self._demand(job).items() if units > self.quotas[metric][0]]
+        if over:
+            # Over a limit: refused at once, whatever is free. The body gcloud printed in
+            # GoogleCloudPlatform/stable-diffusion-on-gcp#12: code, message, status, no details.
+            raise _ApiError(429, f"The following quota metrics exceed quota limits: {', '.join(over)}", [])
         # Output-only fields in the request are ignored, as Vertex does.
         for name in (
             "name",
@@ -612,6 +684,9 @@ class VertexJobsServer(LoopbackServer):
             number=self.project_number, project=self.project_number, location="us-central1"
         )
         if details is None and status == 429:
+            # A rate limit's ErrorInfo: reason RATE_LIMIT_EXCEEDED (vertex-ai-samples#1000); the
+            # metadata keys are those Google's rate-limit answers carry
+            # (google-gemini/deprecated-generative-ai-python#244), the values illustrative.
             details = [
                 {
                     "@type": "type.googleapis.com/google.rpc.ErrorInfo",
@@ -621,40 +696,44 @@ class VertexJobsServer(LoopbackServer):
                         "service": "aiplatform.googleapis.com",
                         "consumer": f"projects/{self.project_number}",
                         "quota_metric": "aiplatform.googleapis.com/resource_management_requests",
+                        "quota_limit": "ResourceManagementRequestsPerMinutePerProjectPerRegion",
+                        "quota_location": "us-central1",
                     },
                 }
             ]
-        return {
-            "error": {
-                "code": status,
-                "message": message,
-                "status": status_name or STATUS_NAMES.get(status, "UNKNOWN"),
-                "details": details or [],
-            }
+        error: dict[str, Any] = {
+            "code": status,
+            "message": message,
+            "status": status_name or STATUS_NAMES.get(status, "UNKNOWN"),
         }
+        if details:  # Google leaves the key out when there are none (stable-diffusion-on-gcp#12)
+            error["details"] = details
+        return {"error": error}
 
 
 def _violations(job: aiplatform_v1.CustomJob) -> list[tuple[str, str]]:
-    """The checks Vertex makes on create, with its field paths (snake_case, under custom_job)."""
+    """The checks Vertex makes on create, with its field paths: snake_case from the CustomJob,
+    ``job_spec.worker_pool_specs[0].machine_spec.accelerator_type`` (prefect-archive/prefect-gcp
+    #175, which also gives the accelerator message word for word; the other messages are ours)."""
     out = []
     if not job.display_name:
-        out.append(("custom_job.display_name", "Required field is not set."))
+        out.append(("display_name", "Required field is not set."))
     pools = job.job_spec.worker_pool_specs
     if not pools:
-        out.append(("custom_job.job_spec.worker_pool_specs", "Required field is not set."))
+        out.append(("job_spec.worker_pool_specs", "Required field is not set."))
     for i, pool in enumerate(pools):
-        path = f"custom_job.job_spec.worker_pool_specs[{i}]"
+        path = f"job_spec.worker_pool_specs[{i}]"
         if not pool.machine_spec.machine_type:
             if i == 0:
                 out.append((f"{path}.machine_spec.machine_type", "Required field is not set."))
             continue
         if not pool.container_spec.image_uri and not pool.python_package_spec.executor_image_uri:
             out.append((f"{path}.container_spec.image_uri", "Required field is not set."))
-        if pool.machine_spec.accelerator_type and pool.machine_spec.accelerator_count < 1:
+        if bool(pool.machine_spec.accelerator_type) != (pool.machine_spec.accelerator_count > 0):
             out.append(
                 (
-                    f"{path}.machine_spec.accelerator_count",
-                    "Accelerator count must be positive when an accelerator type is set.",
+                    f"{path}.machine_spec.accelerator_type",
+                    "Both `accelerator_type` and `accelerator_count` should be specified or none.",
                 )
             )
         if i == 0 and pool.replica_count != 1:
@@ -667,7 +746,7 @@ def _violations(job: aiplatform_v1.CustomJob) -> list[tuple[str, str]]:
     if base and not base.startswith("gs://"):
         out.append(
             (
-                "custom_job.job_spec.base_output_directory.output_uri_prefix",
+                "job_spec.base_output_directory.output_uri_prefix",
                 f"Output URI prefix must be a Cloud Storage path (gs://...), got {base!r}.",
             )
         )
@@ -702,6 +781,10 @@ class _Handler(BaseHTTPRequestHandler):
         server = self.owner
         with server._lock:
             server.requests.append(record)
+            consumer = server.disabled_for
+        if consumer:
+            self._send(403, disabled_body("aiplatform.googleapis.com", consumer))
+            return
         fault = server.take_fault(record.verb)
         if fault is not None and fault.drop:
             if fault.after_handling and not isinstance(body, str):
@@ -739,16 +822,18 @@ class _Handler(BaseHTTPRequestHandler):
 def vertex_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[VertexJobsServer]:
     """A running server, with ``TRAINGUARD_ENDPOINT_AIPLATFORM`` pointing at it.
 
-    Cloud Logging (read for a failed job's log tail) points at a closed loopback port unless a
-    test sets its own server: no test may reach the real API with this machine's credentials.
+    Cloud Logging (read for a failed job's log tail) and Cloud Quotas (asked for a quota ID after
+    a quota refusal) point at a closed loopback port unless a test sets its own server: no test
+    may reach the real API with this machine's credentials.
     """
     with VertexJobsServer() as server:
         monkeypatch.setenv("TRAINGUARD_ENDPOINT_AIPLATFORM", server.url)
-        if "TRAINGUARD_ENDPOINT_LOGGING" not in os.environ:
-            with socket.socket() as probe:  # a port nothing listens on
-                probe.bind(("127.0.0.1", 0))
-                closed = probe.getsockname()[1]
-            monkeypatch.setenv("TRAINGUARD_ENDPOINT_LOGGING", f"http://127.0.0.1:{closed}")
+        for api in ("LOGGING", "CLOUDQUOTAS"):  # read after a failure / a quota refusal
+            if f"TRAINGUARD_ENDPOINT_{api}" not in os.environ:
+                with socket.socket() as probe:  # a port nothing listens on
+                    probe.bind(("127.0.0.1", 0))
+                    closed = probe.getsockname()[1]
+                monkeypatch.setenv(f"TRAINGUARD_ENDPOINT_{api}", f"http://127.0.0.1:{closed}")
         yield server
 
 

@@ -46,6 +46,7 @@ class VertexResourcesServer(GoogleApiServer):
     """
 
     domain = "aiplatform.googleapis.com"
+    service = "aiplatform.googleapis.com"
 
     def __init__(self, projects: dict[str, str] | None = None) -> None:
         self.projects = dict(projects or {"tg-proj": "123456789012"})

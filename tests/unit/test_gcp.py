@@ -288,6 +288,42 @@ def test_rest_json_does_not_retry_a_refusal(server):
     assert len(server.calls) == 1
 
 
+def test_rest_json_retries_a_rate_limit_but_not_a_quota_limit(server):
+    import requests
+
+    from trainguard.retry import RetryPolicy
+
+    policy = RetryPolicy(initial_s=0.01, deadline_s=5)
+    # a rate limit (GoogleCloudPlatform/vertex-ai-samples#1000): passes within a minute, retried
+    server.answer(
+        429,
+        _error(
+            429,
+            "RESOURCE_EXHAUSTED",
+            "Quota exceeded for quota metric 'Resource management (CRUD) requests' and limit "
+            "'Resource management (CRUD) requests per minute per region' of service "
+            "'aiplatform.googleapis.com' for consumer 'project_number:1'.",
+        ),
+    )
+    server.answer(200, {"ok": True})
+    with requests.Session() as session:
+        assert gcp.rest_json(session, "GET", f"{server.url}/v1/a", timeout=5, retry=policy) == {"ok": True}
+    assert len(server.calls) == 2
+    # over a quota limit (GoogleCloudPlatform/stable-diffusion-on-gcp#12): refused until raised
+    server.answer(
+        429,
+        _error(
+            429,
+            "RESOURCE_EXHAUSTED",
+            "The following quota metrics exceed quota limits: "
+            "aiplatform.googleapis.com/custom_model_training_nvidia_l4_gpus",
+        ),
+    )
+    with requests.Session() as session, pytest.raises(exceptions.TooManyRequests, match="exceed quota"):
+        gcp.rest_json(session, "GET", f"{server.url}/v1/b", timeout=5, retry=policy)
+    assert len(server.calls) == 3
+
+
 def test_rest_json_gives_up_on_503_at_the_deadline_with_a_transient_error(server):
     import requests
 

@@ -11,7 +11,10 @@ What it does, in order:
    Components' format (:mod:`trainguard.launch.gcp_resources`), so the Vertex AI Pipelines UI
    links the job and cancels it with the run. A create that fails with a transient error is
    retried only after looking the job up by a one-time ``trainguard-launch-id`` label, so a create
-   that did reach Vertex is never doubled.
+   that did reach Vertex is never doubled. A create refused because the job is over a quota
+   *limit* (429 "The following quota metrics exceed quota limits: …") is not retried: the run
+   ends at once, named ``quota``, with the metric and the ``gcloud quotas preferences create``
+   line (:func:`~trainguard.launch.vertex_api.quota_refusal`); a rate-limit 429 is retried.
 3. It polls with backoff (``poll_initial_s`` growing by ``poll_factor`` to ``poll_max_s``, fast
    again after each state change), logging each state change with the console URL. Every call
    goes through :class:`~trainguard.launch.vertex_api.VertexCalls`: 429/5xx and connection errors
@@ -60,6 +63,7 @@ from trainguard.launch.vertex_api import (
     TERMINAL_STATES,
     VertexCalls,
     console_url,
+    quota_refusal,
     state_name,
     system_labels,
 )
@@ -208,8 +212,9 @@ class VertexBackend:
     def run(self, spec: JobSpec, watcher: Watcher | None = None) -> TrainResult:
         """Runs the job to a terminal state (or resumes it) and returns the result.
 
-        Never raises because the job failed, was cancelled, stayed queued or was stopped by the
-        watcher: that is in ``TrainResult.state``, ``.error``, ``.failure_class`` and ``.stopped``.
+        Never raises because the job failed, was cancelled, stayed queued, was refused for quota
+        at create (state FAILED, no job name, class ``quota``) or was stopped by the watcher:
+        that is in ``TrainResult.state``, ``.error``, ``.failure_class`` and ``.stopped``.
 
         Args:
             spec: the job.
@@ -245,6 +250,10 @@ class VertexBackend:
                 self._watch(client, r)
                 if r.cancel_why:
                     r.job = self._cancel(r, r.cancel_why, r.job)
+            except _Refused as refused:  # no job was created: nothing to watch or cancel
+                self._say(refused.error)
+                r.failure_class = "quota"
+                return self._result(r, "", "FAILED", refused.error)
             except (Terminated, KeyboardInterrupt) as exc:
                 guard.fired = True
                 early = self._interrupted(r, exc)
@@ -469,7 +478,11 @@ class VertexBackend:
                     raise
                 return self._get(client, r, found)
 
-        created = r.calls(attempt, "create")
+        try:
+            # Only a quota refusal comes through as a 429: the policy retries rate limits.
+            created = r.calls(attempt, "create", passthrough=(gexc.TooManyRequests,))
+        except gexc.TooManyRequests as exc:
+            raise _Refused(quota_refusal(exc, spec)) from None
         self._say(
             f"created {created.name} ({spec.display_name}, {spec.strategy}): "
             f"{console_url(spec.project, spec.region, created.name)}"
@@ -607,6 +620,14 @@ class VertexBackend:
             # ends the wait; Vertex finishes the cancellation on its own.
             self._say("stopped waiting for the cancellation")
             return job
+
+
+class _Refused(Exception):
+    """Vertex refused to create the job over a quota limit; ``error`` says what to do."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 def _running_for(job: Any) -> float:

@@ -3,7 +3,13 @@
 Every call the backend makes goes through :class:`VertexCalls`, which retries 429/5xx and
 connection errors with :class:`trainguard.retry.RetryPolicy` (backoff within a total deadline,
 ``max_transient_s`` for the job watcher) and turns any other API error into the project's own
-error with what to do (:func:`api_error`).
+error with what to do (:func:`api_error`). A 429 is retried only when it is a rate limit: a create
+over a quota *limit* ("The following quota metrics exceed quota limits: …") is refused until the
+limit is raised, and :mod:`trainguard.launch.vertex` names it ``quota`` at once. What Google's
+bodies say is read by :mod:`trainguard.api_errors`: a 403 may be the API being off
+(``SERVICE_DISABLED``) or a project ID that is not one (``CONSUMER_INVALID``), not a role; a 400
+names the field as ``job_spec.worker_pool_specs[0].machine_spec.…``, reported in the spec file's
+spelling (``workerPoolSpecs[0].machineSpec.…``).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from trainguard import api_errors
 from trainguard.errors import (
     ConfigError,
     EndpointUnreachable,
@@ -36,6 +43,8 @@ __all__ = [
     "console_url",
     "system_labels",
     "api_error",
+    "quota_refusal",
+    "QUOTA_LOOKUP_TIMEOUT_S",
     "VertexCalls",
 ]
 
@@ -46,6 +55,9 @@ TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "PAR
 # Ended, but not with the job's work done: a later attempt may relaunch it.
 FAILED_STATES = frozenset({"FAILED", "CANCELLED", "EXPIRED", "PARTIALLY_SUCCEEDED", "PAUSED"})
 LAUNCH_ID_LABEL = "trainguard-launch-id"
+# After a quota refusal, Cloud Quotas is asked for the quota's ID (for the exact increase line)
+# for at most this long; without it the line looks the ID up itself.
+QUOTA_LOOKUP_TIMEOUT_S = 5.0
 # Vertex AI Pipelines puts the run's billing labels here; GCPC's launcher adds them to the job.
 SYSTEM_LABELS_ENV = "VERTEX_AI_PIPELINES_RUN_LABELS"
 
@@ -84,17 +96,31 @@ def api_error(exc: Exception, doing: str, spec: JobSpec) -> TrainguardError:
     from google.api_core import exceptions as gexc
 
     msg = safe_error(str(getattr(exc, "message", None) or exc))
+    facts = api_errors.ErrorFacts.of(exc)
     if isinstance(exc, gexc.BadRequest) and doing == "create":
-        path = ""
-        for detail in getattr(exc, "details", None) or []:
-            violations = detail.get("fieldViolations") if isinstance(detail, dict) else None
-            if violations:
-                path = violations[0].get("field", "")
-                break
-        return SpecError(f"Vertex AI rejected the CustomJob: {msg}", path)
+        vertex_path, description = api_errors.field_violation(facts)
+        path = api_errors.spec_path(vertex_path)
+        named = f" (Vertex names it {vertex_path})" if vertex_path and vertex_path != path else ""
+        # From Vertex's list ("List of found errors:\t1.Field: …; Message: …\t") the one message
+        # is said alone; a list of several, or any other text, is said as Vertex wrote it.
+        listed = facts.message.count("Field: ")
+        said = safe_error(description if listed == 1 and description else facts.message.strip())
+        return SpecError(f"Vertex AI rejected the CustomJob: {said}{named}", path)
     if isinstance(exc, gexc.Unauthorized):
         return ConfigError(
             f"Vertex AI refused the credentials ({doing}): {msg}; run gcloud auth application-default login"
+        )
+    disabled = api_errors.disabled_service(facts)
+    if disabled is not None:
+        return ConfigError(
+            f"the Vertex AI API is not enabled ({doing} in {spec.parent}: 403 SERVICE_DISABLED, "
+            f"{disabled.label()} off in project {disabled.project or spec.project}); "
+            f"{disabled.remedy(spec.project, 'aiplatform.googleapis.com')}, then run again"
+        )
+    if api_errors.kind(facts) == api_errors.CONSUMER_INVALID:
+        return ConfigError(
+            f"Vertex AI does not know project {spec.project!r} ({doing}: {msg}); --project must "
+            "be the project ID (gcloud projects list shows it), not its display name"
         )
     if isinstance(exc, gexc.Forbidden):
         return UserError(
@@ -108,6 +134,45 @@ def api_error(exc: Exception, doing: str, spec: JobSpec) -> TrainguardError:
             "--region, and that the Vertex AI API is enabled"
         )
     return TrainguardError(f"Vertex AI {doing} failed: {type(exc).__name__}: {msg}")
+
+
+def quota_refusal(exc: Exception, spec: JobSpec, quota_id_of: Callable[[str, str], str] | None = None) -> str:
+    """What to say when Vertex refused the create over a quota limit: the metric, what the job
+    asks of it, and the ``gcloud quotas preferences create`` line preflight gives.
+
+    Args:
+        exc: the 429 (``trainguard.retry.over_quota_limit`` was True for it).
+        spec: the job.
+        quota_id_of: ``(project, metric) → quota ID`` ('' when unknown); default: ask Cloud
+            Quotas within :data:`QUOTA_LOOKUP_TIMEOUT_S`.
+    """
+    from trainguard.preflight import quota
+
+    facts = api_errors.ErrorFacts.of(exc)
+    lookup = quota_id_of or (lambda p, m: quota.quota_id_of(p, m, QUOTA_LOOKUP_TIMEOUT_S))
+    wanted = {d.metric: d for d in quota.demands(spec)[0]}
+    parts = []
+    for metric in api_errors.quota_metrics(facts):
+        demand = wanted.get(metric)
+        quota_id = lookup(spec.project, metric) or (
+            f"$(gcloud quotas info list --service={quota.SERVICE} --project={spec.project} "
+            f'--filter="metric={metric}" --format="value(quotaId)")'
+        )
+        if demand is not None:
+            unit = f" {demand.unit}" if demand.unit else ""
+            pools = ", ".join(f"workerPoolSpecs[{i}]" for i in demand.pools)
+            asks, value = f"the job asks for {demand.units}{unit} ({pools})", str(demand.units)
+        else:
+            asks, value = "the job asks for more than its limit", "VALUE"
+        line = quota.increase_command(spec.project, spec.region, quota_id, value)
+        parts.append(f"{metric}: {asks}; raise its limit to at least {value}: {line}")
+    return (
+        f"Vertex AI refused to create the job: it is over a quota limit in {spec.region} (429 "
+        f"RESOURCE_EXHAUSTED: {facts.message.strip()}); "
+        + "; ".join(parts or ["the answer names no metric: see the quotas of aiplatform.googleapis.com"])
+        + "; no retry helps until the limit is raised (or run where there is quota: trainguard "
+        "preflight --only quota lists the regions)"
+    )
 
 
 @dataclass

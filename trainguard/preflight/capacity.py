@@ -5,7 +5,12 @@
   exactly (machine type and accelerators), Vertex AI may consume it
   (``reservationSharingPolicy.serviceShareType: ALLOW_ALL``), it is shared with the job's project
   when another project owns it, and it has unused VMs (``count - inUseCount``) for the replicas
-  that name it. Compute Engine ``reservations.get`` over REST.
+  that name it. Compute Engine ``reservations.get`` over REST. A value may name a block of the
+  reservation or a block's sub-block (``…/reservationBlocks/B[/reservationSubBlocks/S]``, allowed
+  by aiplatform v1 ``ReservationAffinity.values``): the VM shape and sharing are the
+  reservation's, and the block (``reservationBlocks.get``) or sub-block
+  (``reservationSubBlocks.get``; both answer ``{"resource": {...}}``, counts as int32 numbers)
+  must exist, be READY and have the room; a DEGRADED one (``healthInfo``) is a warning.
 - ``persistentResourceId`` (Vertex AI "Run training jobs on a persistent resource"): the resource
   exists in the job's project and region, is RUNNING, every pool fits a resource pool with the
   same machine spec (and boot disk type, when the job sets one) and enough replicas, and its
@@ -114,11 +119,39 @@ def _sharing_problems(claim: Claim, reservation: dict, project: str) -> list[str
     return problems
 
 
-def assess_reservation(claim: Claim, reservation: dict | None, project: str) -> CheckResult:
-    """PASS / WARN / FAIL for one claimed reservation (``reservation`` None: not found) (pure)."""
+def _missing_part(claim: Claim) -> CheckResult:
+    """The block or sub-block the value names is not in the reservation."""
     ref = claim.ref
-    title = f"reservation {ref.name} ({ref.zone})"
-    describe = f"gcloud compute reservations describe {ref.name} --zone={ref.zone} --project={ref.project}"
+    where = f"--zone={ref.zone} --project={ref.project}"
+    if ref.sub_block:
+        what = f"sub-block {ref.sub_block} of block {ref.block}"
+        listing = f"gcloud compute reservations sub-blocks list {ref.name} --block-name={ref.block} {where}"
+    else:
+        what = f"block {ref.block}"
+        listing = f"gcloud compute reservations blocks list {ref.name} {where}"
+    return CheckResult(
+        NAME,
+        f"reservation {ref.label} ({ref.zone})",
+        Status.FAIL,
+        f"reservation {ref.name} in {ref.zone} has no {what}",
+        f"fix reservationAffinity.values ({listing})",
+        "capacity",
+    )
+
+
+def assess_reservation(
+    claim: Claim, reservation: dict | None, project: str, part: dict | None = None
+) -> CheckResult:
+    """PASS / WARN / FAIL for one claimed reservation (``reservation`` None: not found) (pure).
+
+    Args:
+        part: the block or sub-block the value names (the ``resource`` of Compute's answer), whose
+            counts, status and health then decide the room; None when the value names the whole
+            reservation (the caller reports a named part that does not exist).
+    """
+    ref = claim.ref
+    title = f"reservation {ref.label} ({ref.zone})"
+    describe = ref.describe_command()
     if reservation is None:
         return CheckResult(
             NAME,
@@ -132,24 +165,30 @@ def assess_reservation(claim: Claim, reservation: dict | None, project: str) -> 
         )
     specific = reservation.get("specificReservation") or {}
     props = specific.get("instanceProperties") or {}
-    count, in_use = _int(specific.get("count")), _int(specific.get("inUseCount"))
+    # The room is that of what the value names: the whole reservation, or its block/sub-block.
+    counted = part if part is not None else specific
+    count, in_use = _int(counted.get("count")), _int(counted.get("inUseCount"))
     free = count - in_use
+    status = (part if part is not None else reservation).get("status")
     details = {
         "count": count,
         "in_use": in_use,
         "free": free,
         "needed": claim.replicas,
-        "status": reservation.get("status", ""),
+        "status": status or "",
     }
     fails = _vm_problems(claim, props)
     sharing = _sharing_problems(claim, reservation, project)
     if reservation.get("status") not in ("READY", None):
         fails.append(f"its status is {reservation.get('status')}, not READY")
+    if part is not None and status not in ("READY", None):
+        fails.append(f"{ref.label} is {status}, not READY")
     short = free < claim.replicas
     if short:
         pools = ", ".join(f"workerPoolSpecs[{p.index}]" for p in claim.pools)
+        unit = "VMs" if part is None else ("hosts" if ref.sub_block else "VMs in the block")
         fails.append(
-            f"{count} VMs, {in_use} in use, {free} free; {pools} need {claim.replicas}: "
+            f"{count} {unit}, {in_use} in use, {free} free; {pools} need {claim.replicas}: "
             "the job would wait for reserved capacity"
         )
     if fails or sharing:
@@ -157,6 +196,17 @@ def assess_reservation(claim: Claim, reservation: dict | None, project: str) -> 
             remedy = (
                 f"gcloud compute reservations update {ref.name} --zone={ref.zone} "
                 f"--project={ref.project} --reservation-sharing-policy=ALLOW_ALL"
+            )
+        elif short and len(fails) == 1 and not sharing and part is not None:
+            listing = (
+                f"gcloud compute reservations sub-blocks list {ref.name} --block-name={ref.block}"
+                if ref.sub_block
+                else f"gcloud compute reservations blocks list {ref.name}"
+            )
+            remedy = (
+                f"name a {'sub-block' if ref.sub_block else 'block'} with room ({listing} "
+                f"--zone={ref.zone} --project={ref.project}), name the whole reservation, or "
+                "lower replicaCount"
             )
         elif short and len(fails) == 1 and not sharing:
             remedy = (
@@ -173,8 +223,22 @@ def assess_reservation(claim: Claim, reservation: dict | None, project: str) -> 
             NAME,
             title,
             Status.FAIL,
-            f"{ref.name}: " + "; ".join(fails + sharing),
+            f"{ref.label}: " + "; ".join(fails + sharing),
             remedy,
+            "capacity",
+            details=details,
+        )
+    health = (part or {}).get("healthInfo") or {}
+    if health.get("healthStatus") == "DEGRADED":
+        degraded = health.get("degradedHostCount", health.get("degradedSubBlockCount"))
+        return CheckResult(
+            NAME,
+            title,
+            Status.WARN,
+            f"{ref.label} is DEGRADED"
+            + (f" ({degraded} degraded {'hosts' if ref.sub_block else 'sub-blocks'})" if degraded else "")
+            + f"; {free} of {count} free for the {claim.replicas} replicas",
+            f"check it: {describe}; a degraded host can fail the job's workers",
             "capacity",
             details=details,
         )
@@ -189,12 +253,16 @@ def assess_reservation(claim: Claim, reservation: dict | None, project: str) -> 
             "capacity",
             details=details,
         )
+    holds = (
+        f"holds {count} × {props.get('machineType')}"
+        if part is None
+        else f"of {props.get('machineType')} VMs has {count}"
+    )
     return CheckResult(
         NAME,
         title,
         Status.PASS,
-        f"{ref.name} holds {count} × {props.get('machineType')} ({in_use} in use, "
-        f"{free} free for the {claim.replicas} replicas), ALLOW_ALL",
+        f"{ref.label} {holds} ({in_use} in use, {free} free for the {claim.replicas} replicas), ALLOW_ALL",
         details=details,
     )
 
@@ -342,24 +410,37 @@ def _get(ctx: PreflightContext, api: str, region: str, path: str) -> dict | None
 
 def _reservation(ctx: PreflightContext, claim: Claim) -> CheckResult:
     ref = claim.ref
+    base = f"/compute/v1/projects/{ref.project}/zones/{ref.zone}/reservations/{ref.name}"
+    permission = "compute.reservations.get"
     try:
-        found = _get(
-            ctx, "COMPUTE", "", f"/compute/v1/projects/{ref.project}/zones/{ref.zone}/reservations/{ref.name}"
-        )
+        found = _get(ctx, "COMPUTE", "", base)
+        part = None
+        if found is not None and ref.block:
+            # reservationBlocks.get / reservationSubBlocks.get (compute v1 discovery document):
+            # …/reservations/R/reservationBlocks/B[/reservationSubBlocks/S] → {"resource": {...}}
+            path = f"{base}/reservationBlocks/{ref.block}"
+            permission = "compute.reservationBlocks.get"
+            if ref.sub_block:
+                path += f"/reservationSubBlocks/{ref.sub_block}"
+                permission = "compute.reservationSubBlocks.get"
+            answer = _get(ctx, "COMPUTE", "", path)
+            if answer is None:
+                return _missing_part(claim)
+            part = answer.get("resource") or {}
     except Exception as exc:
         return unknown_result(
             NAME,
-            f"reservation {ref.name} ({ref.zone})",
+            f"reservation {ref.label} ({ref.zone})",
             exc,
             api="Compute Engine",
-            permission="compute.reservations.get",
-            verify=f"gcloud compute reservations describe {ref.name} "
-            f"--zone={ref.zone} --project={ref.project}",
+            permission=permission,
+            verify=ref.describe_command(),
             timeout_s=ctx.call_timeout_s,
+            project=ctx.spec.project,
             failure_class="capacity",
             where=endpoint_of("COMPUTE"),
         )
-    return assess_reservation(claim, found, ctx.spec.project)
+    return assess_reservation(claim, found, ctx.spec.project, part)
 
 
 def _persistent_resource(ctx: PreflightContext) -> CheckResult:
@@ -382,6 +463,7 @@ def _persistent_resource(ctx: PreflightContext) -> CheckResult:
             verify=f"gcloud ai persistent-resources describe {rid} "
             f"--region={spec.region} --project={spec.project}",
             timeout_s=ctx.call_timeout_s,
+            project=ctx.spec.project,
             failure_class="capacity",
             where=endpoint_of("AIPLATFORM", spec.region),
         )

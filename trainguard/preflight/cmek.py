@@ -27,6 +27,7 @@ from trainguard.preflight.common import (
     Target,
     api_retry,
     describe_failure,
+    enable_line,
     endpoint_of,
     project_number,
     role_for,
@@ -200,12 +201,24 @@ def _from_key_policy(ctx: PreflightContext, email: str, name: str) -> dict[str, 
     return {p: (True if roles & set(roles_granting(p)) else None) for p in PERMISSIONS}
 
 
+def _undecided_remedy(verify: str, grant: str, enables: list[str]) -> str:
+    """Enable the APIs found off (a role would not help), else the role preflight needs."""
+    off = list(dict.fromkeys(filter(None, enables)))
+    if off:
+        return f"{'; '.join(off)}, then run trainguard preflight again; or verify by hand: {verify}"
+    return (
+        f"verify by hand: {verify}; preflight needs "
+        f"{role_for('cloudkms.cryptoKeys.getIamPolicy')} to decide; or grant it: {grant}"
+    )
+
+
 def _agent_access(ctx: PreflightContext, name: str, number: str) -> CheckResult:
     email = vertex_agent(number)
     target = Target("kms_key", name)
     title = f"Vertex AI Service Agent {email} on key {name}"
     grant = target.grant_command(f"serviceAccount:{email}", KEY_ROLE)
     reasons = []
+    enables: list[str] = []  # gcloud services enable lines of the APIs found off
     try:
         answers = _troubleshoot(ctx, email, target)
         via = "Policy Troubleshooter"
@@ -213,6 +226,7 @@ def _agent_access(ctx: PreflightContext, name: str, number: str) -> CheckResult:
             reasons.append("Policy Troubleshooter could not read every policy that applies")
     except Exception as exc:
         answers = dict.fromkeys(PERMISSIONS)
+        enables.append(enable_line(exc, ctx.spec.project))
         reasons.append(
             describe_failure(
                 exc,
@@ -233,6 +247,7 @@ def _agent_access(ctx: PreflightContext, name: str, number: str) -> CheckResult:
                     "the key ring or project cannot be seen from there)"
                 )
         except Exception as exc:
+            enables.append(enable_line(exc, ctx.spec.project))
             reasons.append(
                 describe_failure(
                     exc,
@@ -262,9 +277,7 @@ def _agent_access(ctx: PreflightContext, name: str, number: str) -> CheckResult:
             title,
             Status.UNKNOWN,
             f"cannot tell whether {email} holds {', '.join(unknown)} on {name}: {'; '.join(reasons)}",
-            f"verify by hand: {target.verify_command(email, unknown[0])}; preflight "
-            f"needs {role_for('cloudkms.cryptoKeys.getIamPolicy')} to decide; "
-            f"or grant it: {grant}",
+            _undecided_remedy(target.verify_command(email, unknown[0]), grant, enables),
             "permission",
             details=details,
         )
@@ -315,6 +328,7 @@ def check_key(ctx: PreflightContext) -> list[CheckResult]:
                     permission="cloudkms.cryptoKeys.get",
                     verify=verify,
                     timeout_s=ctx.call_timeout_s,
+                    project=ctx.spec.project,
                     failure_class="permission",
                     where=endpoint_of("CLOUDKMS"),
                 )
@@ -333,6 +347,7 @@ def check_key(ctx: PreflightContext) -> list[CheckResult]:
                     permission="resourcemanager.projects.get",
                     verify=f"gcloud projects describe {spec.project} --format='value(projectNumber)'",
                     timeout_s=ctx.call_timeout_s,
+                    project=ctx.spec.project,
                     failure_class="permission",
                     where=endpoint_of("CLOUDRESOURCEMANAGER"),
                 )

@@ -3,7 +3,11 @@
 
 A check that cannot decide says so: ``unknown_result`` turns any failed call into UNKNOWN with
 the reason (never a credential), the read-only role the caller lacks (from the 403's ErrorInfo or
-the permission the call needs) and the ``gcloud`` line that verifies the fact by hand.
+the permission the call needs) and the ``gcloud`` line that verifies the fact by hand. A 403 is
+not always a role: an API that is off in the project (ErrorInfo ``SERVICE_DISABLED``; Cloud
+Quotas and Policy Troubleshooter are off in most projects) gets the ``gcloud services enable``
+line, and a project ID that is no project (``CONSUMER_INVALID``) gets "check --project"
+(:mod:`trainguard.api_errors` reads the bodies).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from trainguard import api_errors
 from trainguard.preflight.results import CheckResult, Status
 from trainguard.retry import RetryPolicy
 
@@ -28,6 +33,9 @@ __all__ = [
     "call_policy",
     "api_retry",
     "describe_failure",
+    "disabled_api",
+    "enable_remedy",
+    "enable_line",
     "unknown_result",
 ]
 
@@ -94,6 +102,8 @@ ROLES: tuple[tuple[str, frozenset[str]], ...] = (
         frozenset(
             {
                 "compute.reservations.get",
+                "compute.reservationBlocks.get",
+                "compute.reservationSubBlocks.get",
                 "compute.networks.get",
                 "compute.globalAddresses.get",
                 "compute.networkAttachments.get",
@@ -275,6 +285,52 @@ def _connection_refused(exc: BaseException) -> bool:
     return "refused" in text or "errno 111" in text
 
 
+def _answer_of(exc: BaseException) -> api_errors.ErrorFacts | None:
+    """The error answer behind a failed call: an api_core error (retries that ran out included),
+    or the body google-auth's RefreshError carries (impersonation); None when nothing answered."""
+    import json
+
+    from google.api_core import exceptions
+    from google.auth import exceptions as auth_exceptions
+
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if isinstance(seen, exceptions.RetryError):
+            seen = seen.cause
+        elif isinstance(seen, exceptions.GoogleAPICallError):
+            return api_errors.ErrorFacts.of(seen)
+        elif isinstance(seen, auth_exceptions.RefreshError):
+            for arg in seen.args[1:]:
+                try:
+                    body = json.loads(arg) if isinstance(arg, str | bytes) else arg
+                except ValueError:
+                    continue
+                if isinstance(body, dict) and isinstance(body.get("error"), dict):
+                    return api_errors.ErrorFacts.from_body(body)
+            return None
+        else:
+            return None
+    return None
+
+
+def disabled_api(exc: BaseException) -> api_errors.DisabledService | None:
+    """The API a failed call found disabled (403 SERVICE_DISABLED), or None."""
+    facts = _answer_of(exc)
+    return api_errors.disabled_service(facts) if facts is not None else None
+
+
+def enable_remedy(disabled: api_errors.DisabledService, project: str, verify: str = "") -> str:
+    """The remedy of a check an off API kept from deciding: enable it, then run preflight again."""
+    line = f"{disabled.remedy(project)}, then run trainguard preflight again"
+    return f"{line} (or verify by hand: {verify})" if verify else line
+
+
+def enable_line(exc: BaseException, project: str) -> str:
+    """``gcloud services enable …`` when ``exc`` is a disabled API's answer, else ''."""
+    disabled = disabled_api(exc)
+    return disabled.remedy(project) if disabled is not None else ""
+
+
 def describe_failure(
     exc: BaseException, *, api: str, permission: str, timeout_s: float, where: str = ""
 ) -> tuple[str, str]:
@@ -300,6 +356,14 @@ def describe_failure(
         if "timed out" in str(exc).lower():
             return (f"{api}{at} did not answer within {timeout_s:g} s", "")
         return (f"cannot reach {api}{at} (connection failed)", "")
+    facts = _answer_of(exc)
+    disabled = api_errors.disabled_service(facts) if facts is not None else None
+    if disabled is not None:
+        where_off = f" in project {disabled.project}" if disabled.project else ""
+        return (f"{api}: {disabled.label()} is not enabled{where_off} (403 SERVICE_DISABLED)", "")
+    if facts is not None and api_errors.kind(facts) == api_errors.CONSUMER_INVALID:
+        text = facts.message.strip().splitlines()[0][:200]
+        return (f"{api}: {text} (CONSUMER_INVALID: not a project ID this account can use)", "")
     if isinstance(exc, EndpointUnreachable | TransientError):
         return (f"{api}: {str(exc)[:300]}", "")
     if isinstance(exc, exceptions.RetryError) and exc.cause is not None:  # retries ran out
@@ -340,19 +404,44 @@ def unknown_result(
     timeout_s: float,
     failure_class: str = "",
     where: str = "",
+    project: str = "",
 ) -> CheckResult:
-    """An UNKNOWN result that says why (what the caller lacks) and how to verify by hand."""
+    """An UNKNOWN result that says why (what the caller lacks, or the API that is off) and how to
+    verify by hand.
+
+    Args:
+        project: the job's project, for the ``gcloud services enable`` line of a disabled API
+            (the answer's consumer project is used when it names one).
+    """
     from google.auth import exceptions as auth_exceptions
 
     evidence, lacking = describe_failure(
         exc, api=api, permission=permission, timeout_s=timeout_s, where=where
     )
-    if isinstance(exc, auth_exceptions.DefaultCredentialsError):
+    disabled = disabled_api(exc)
+    facts = _answer_of(exc)
+    if disabled is not None:
+        remedy = enable_remedy(disabled, project or disabled.project, verify)
+    elif facts is not None and api_errors.kind(facts) == api_errors.CONSUMER_INVALID:
+        remedy = (
+            f"check --project: it must be the project ID (gcloud projects list shows it), not "
+            f"its display name; then verify by hand: {verify}"
+        )
+    elif isinstance(exc, auth_exceptions.DefaultCredentialsError):
         remedy = f"run `gcloud auth application-default login`, or verify by hand: {verify}"
     elif lacking:
         remedy = f"verify by hand: {verify} (preflight needs {role_for(lacking)} to check this)"
     else:
         remedy = f"verify by hand: {verify}"
     return CheckResult(
-        check, title, Status.UNKNOWN, evidence, remedy, failure_class, details={"lacking_permission": lacking}
+        check,
+        title,
+        Status.UNKNOWN,
+        evidence,
+        remedy,
+        failure_class,
+        details={
+            "lacking_permission": lacking,
+            **({"disabled_service": disabled.service} if disabled is not None else {}),
+        },
     )

@@ -33,6 +33,7 @@ from trainguard.preflight.common import (
     call_policy,
     covering_role,
     describe_failure,
+    enable_line,
     endpoint_of,
     project_number,
     role_for,
@@ -135,6 +136,7 @@ class Answer:
     via: str = ""
     reason: str = ""
     lacking: str = ""
+    enable: str = ""  # the gcloud services enable line when an API it needed is off
 
 
 def _troubleshoot(
@@ -154,6 +156,7 @@ def _troubleshoot(
             where=endpoint_of("POLICYTROUBLESHOOTER"),
         )
         return {n: Answer(UNDECIDED, reason=evidence, lacking=lacking) for n in needs}
+    project = ctx.spec.project
     states = pt.TroubleshootIamPolicyResponse.OverallAccessState
     retry = api_retry(ctx.call_timeout_s)
 
@@ -175,7 +178,7 @@ def _troubleshoot(
                 timeout_s=ctx.call_timeout_s,
                 where=endpoint_of("POLICYTROUBLESHOOTER"),
             )
-            return Answer(UNDECIDED, reason=evidence, lacking=lacking)
+            return Answer(UNDECIDED, reason=evidence, lacking=lacking, enable=enable_line(exc, project))
         state = response.overall_access_state
         if state == states.CAN_ACCESS:
             return Answer(GRANTED, via="Policy Troubleshooter")
@@ -200,6 +203,15 @@ def _impersonate(ctx: PreflightContext, email: str, needs: Sequence[Need]) -> di
         creds = gcp.impersonated_credentials(email)
         creds.refresh(gcp.timed_request(ctx.call_timeout_s))
     except auth_exceptions.RefreshError as exc:
+        enable = enable_line(exc, ctx.spec.project)
+        if enable:  # IAM Credentials is off: no role makes impersonation work
+            reason, _ = describe_failure(
+                exc,
+                api="IAM Credentials",
+                permission="iam.serviceAccounts.getAccessToken",
+                timeout_s=ctx.call_timeout_s,
+            )
+            return {n: Answer(UNDECIDED, reason=reason, enable=enable) for n in needs}
         reason = f"cannot impersonate {email}: {_refresh_reason(exc)}"
         return {
             n: Answer(UNDECIDED, reason=reason, lacking="iam.serviceAccounts.getAccessToken") for n in needs
@@ -244,8 +256,9 @@ def _impersonate(ctx: PreflightContext, email: str, needs: Sequence[Need]) -> di
             evidence, lacking = describe_failure(
                 exc, api=api, permission=permissions[0], timeout_s=ctx.call_timeout_s
             )
+            enable = enable_line(exc, ctx.spec.project)
             for need in group:
-                out[need] = Answer(UNDECIDED, reason=evidence, lacking=lacking)
+                out[need] = Answer(UNDECIDED, reason=evidence, lacking=lacking, enable=enable)
             continue
         for need in group:
             state = GRANTED if need.permission in granted else MISSING
@@ -298,6 +311,7 @@ def _caller_may_create(ctx: PreflightContext) -> CheckResult:
             "--flatten=bindings[].members --filter=bindings.members:"
             "$(gcloud config get-value account)",
             timeout_s=ctx.call_timeout_s,
+            project=ctx.spec.project,
         )
     if permission in data.get("permissions", []):
         return CheckResult(
@@ -353,6 +367,7 @@ def _caller_may_act_as(ctx: PreflightContext, sa: str) -> CheckResult:
             where=endpoint_of("IAM"),
             verify=f"gcloud iam service-accounts get-iam-policy {sa}",
             timeout_s=ctx.call_timeout_s,
+            project=ctx.spec.project,
         )
     if permission in data.get("permissions", []):
         return CheckResult(NAME, title, Status.PASS, f"the caller holds {permission} on {sa}")
@@ -421,7 +436,10 @@ def summarize(email: str, is_agent: bool, answers: dict[Need, Answer]) -> list[C
             if others:
                 remedy += f" (repeat for {', '.join(others)})"
             lacking = answers[first].lacking
-            if lacking:
+            enables = list(dict.fromkeys(answers[n].enable for n in undecided if answers[n].enable))
+            if enables:  # an API is off: enabling it, not a role, lets preflight decide
+                remedy = f"{'; '.join(enables)}, then run trainguard preflight again; or {remedy}"
+            elif lacking:
                 remedy += f"; preflight needs {role_for(lacking)} to decide"
             evidence = (
                 f"cannot tell whether {email} holds "
@@ -473,6 +491,7 @@ def _job_identity(ctx: PreflightContext, pool: cf.ThreadPoolExecutor) -> list[Ch
                     permission="resourcemanager.projects.get",
                     verify=f"gcloud projects describe {spec.project} --format='value(projectNumber)'",
                     timeout_s=ctx.call_timeout_s,
+                    project=ctx.spec.project,
                     failure_class="permission",
                 )
             ]
@@ -487,7 +506,10 @@ def _job_identity(ctx: PreflightContext, pool: cf.ThreadPoolExecutor) -> list[Ch
                 first = answers[need].reason
                 reason = first if first == answer.reason else f"{first}; {answer.reason}"
                 answers[need] = Answer(
-                    UNDECIDED, reason=reason, lacking=answer.lacking or answers[need].lacking
+                    UNDECIDED,
+                    reason=reason,
+                    lacking=answer.lacking or answers[need].lacking,
+                    enable="; ".join(filter(None, dict.fromkeys([answers[need].enable, answer.enable]))),
                 )
     return summarize(email, is_agent, answers)
 

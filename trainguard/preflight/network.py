@@ -20,7 +20,13 @@ from dataclasses import dataclass
 
 from trainguard import gcp
 from trainguard.preflight.checks import PreflightContext, register
-from trainguard.preflight.common import call_policy, describe_failure, endpoint_of, unknown_result
+from trainguard.preflight.common import (
+    call_policy,
+    describe_failure,
+    enable_line,
+    endpoint_of,
+    unknown_result,
+)
 from trainguard.preflight.references import (
     AttachmentRef,
     NetworkRef,
@@ -50,6 +56,7 @@ class Connection:
 
     ranges: tuple[str, ...] | None
     problem: str = ""
+    enable: str = ""  # the gcloud services enable line when Service Networking is off
 
 
 def _connect(ref: NetworkRef, ranges: str = "RANGE") -> str:
@@ -157,7 +164,9 @@ def assess_range(ref: NetworkRef, name: str, address: dict | None, connection: C
             Status.WARN,
             f"{name} ({cidr}) is a VPC_PEERING range of {ref.name}, but whether it "
             f"is given to the private connection is unknown: {connection.problem}",
-            f"verify by hand: gcloud services vpc-peerings list --network={ref.name} --project={ref.project}",
+            (f"{connection.enable}, then run trainguard preflight again; or " if connection.enable else "")
+            + f"verify by hand: gcloud services vpc-peerings list --network={ref.name} "
+            f"--project={ref.project}",
             details=details,
         )
     if name not in connection.ranges:
@@ -243,7 +252,7 @@ def _connection(ctx: PreflightContext, ref: NetworkRef) -> Connection:
             timeout_s=ctx.call_timeout_s,
             where=endpoint_of("SERVICENETWORKING"),
         )
-        return Connection(None, problem)
+        return Connection(None, problem, enable_line(exc, ctx.spec.project))
     ranges: list[str] = []
     for conn in data.get("connections") or []:
         if conn.get("service", "").endswith(SERVICE):
@@ -262,6 +271,7 @@ def _unknown(
         permission=permission,
         verify=verify,
         timeout_s=ctx.call_timeout_s,
+        project=ctx.spec.project,
         failure_class="container",
         where=endpoint_of("COMPUTE"),
     )

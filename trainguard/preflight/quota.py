@@ -6,11 +6,17 @@ The limit comes from the Cloud Quotas API (``list_quota_infos`` on
 IDs are not stable enough to hard-code — and the ``dimensionsInfos`` entry for the region, else the
 region-less default). Usage comes from Cloud Monitoring
 (``serviceruntime.googleapis.com/quota/allocation/usage`` on the ``consumer_quota`` resource; REST,
-the Python client being gRPC-only). A quota-short job does not fail on Vertex: it sits QUEUED, which
-is why this check matters. Metric names come from ``trainguard.catalog``: GPUs count accelerators ×
-replicas; TPUs count the chips of the whole slice (its topology) × replicas, in cores where the
-project's quota is kept in cores (TPU v4, whose metric is found by pattern); CPU-only pools count
-vCPUs × replicas against their machine family's ``custom_model_training_*cpus`` metric.
+the Python client being gRPC-only). What Vertex does with a quota-short job depends on which
+number is short: a request over the *limit* is refused at create (429 RESOURCE_EXHAUSTED "The
+following quota metrics exceed quota limits: …"); one within the limit but short of *free* quota
+(other jobs hold it) is accepted and stays QUEUED until they free it. Usage is a sample Monitoring
+repeats only "at least every 24 hours" when it does not change (the metric's description), so the
+window read is longer than a day, and a metric with no sample in it is *unknown* usage, not 0:
+nothing was ever allocated in the region, or the series cannot be seen. Metric names come from
+``trainguard.catalog``: GPUs count accelerators × replicas; TPUs count the chips of the whole
+slice (its topology) × replicas, in cores where the project's quota is kept in cores (TPU v4,
+whose metric is found by pattern); CPU-only pools count vCPUs × replicas against their machine
+family's ``custom_model_training_*cpus`` metric.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from trainguard.preflight.common import (
     api_retry,
     call_policy,
     describe_failure,
+    enable_line,
     endpoint_of,
     role_for,
     unknown_result,
@@ -43,6 +50,9 @@ __all__ = [
     "pool_units",
     "limit_in",
     "latest_usage",
+    "no_sample",
+    "increase_command",
+    "quota_id_of",
     "assess",
     "resolve",
     "quota",
@@ -52,9 +62,11 @@ NAME = "quota"
 SERVICE = "aiplatform.googleapis.com"
 USAGE_METRIC = "serviceruntime.googleapis.com/quota/allocation/usage"
 CONSOLE_URL = "https://console.cloud.google.com/iam-admin/quotas?project={project}"
-# Allocation usage is a gauge written when it changes; a day's window with one alignment period
-# returns the latest value of each series.
-USAGE_WINDOW = timedelta(days=1)
+# Allocation usage is a gauge written when it changes, and "if no changes are received in quota
+# usage, the last value is repeated at least every 24 hours" (the metric's description,
+# https://cloud.google.com/monitoring/api/metrics_gcp_p_z#gcp-serviceruntime): a window of 25 h
+# with one alignment period holds the latest sample of every series that exists.
+USAGE_WINDOW = timedelta(hours=25)
 
 
 @dataclass(frozen=True)
@@ -194,8 +206,9 @@ def limit_in(info, region: str) -> Limit | None:
     return default
 
 
-def latest_usage(payload: dict) -> int:
-    """The current usage in a timeSeries.list answer: each series' newest point; no series = 0."""
+def latest_usage(payload: dict) -> int | None:
+    """The current usage in a timeSeries.list answer: each series' newest point; None when the
+    answer holds no point at all (not proof of zero usage: see the module docstring)."""
     values = []
     for series in payload.get("timeSeries", []):
         points = series.get("points") or []
@@ -207,7 +220,17 @@ def latest_usage(payload: dict) -> int:
         values.append(int(float(raw)))
     # One series per (metric, location) is expected; if the service splits it, the largest is
     # the conservative reading that cannot hide a shortage.
-    return max(values, default=0)
+    return max(values, default=None)
+
+
+def no_sample(metric: str, region: str) -> str:
+    """Why usage is unknown when Monitoring answered with no sample."""
+    hours = int(USAGE_WINDOW.total_seconds() // 3600)
+    return (
+        f"Cloud Monitoring holds no quota-usage sample of {metric} in {region} in the last {hours} h "
+        "(it repeats the sample at least every 24 hours, so either nothing of it was ever "
+        "allocated there or the series cannot be read; not counted as 0)"
+    )
 
 
 def _alternatives(demand: Demand, region: str, info) -> tuple[list[str], bool]:
@@ -237,12 +260,18 @@ def assess(
     usage: int | None,
     info=None,
     usage_problem: str = "",
+    usage_fix: str = "",
 ) -> CheckResult:
     """PASS / WARN / FAIL for one metric from the limit and usage (pure).
 
+    A request over the limit FAILs as Vertex's refusal at create; one within the limit that the
+    usage leaves no room for FAILs as a job that would wait QUEUED.
+
     Args:
-        usage: None when it could not be read (``usage_problem`` says why): the limit alone is
+        usage: None when it is unknown (``usage_problem`` says why): the limit alone is
             compared, and a fit is only a WARN.
+        usage_fix: what to do so usage can be read (``gcloud services enable …``); '' for the
+            default (the Monitoring role).
     """
     pools = ", ".join(f"workerPoolSpecs[{i}]" for i in demand.pools)
     title = f"{demand.short} in {region}"
@@ -293,26 +322,44 @@ def assess(
             Status.WARN,
             f"{demand.metric} in {region}: limit {limit.value} covers the "
             f"{demand.units} requested ({pools}), but current usage is unknown "
-            f"({usage_problem}); running jobs may hold some of it",
-            f"check current usage at {url} (preflight needs "
-            f"{role_for('monitoring.timeSeries.list')} to read it)",
+            f"({usage_problem}); running jobs may hold some of it, and then the job waits "
+            "QUEUED until they free it",
+            usage_fix
+            or (
+                f"check current usage at {url} (preflight needs "
+                f"{role_for('monitoring.timeSeries.list')} to read it)"
+            ),
             "quota",
             details=details,
         )
     needed = in_use + demand.units
     alternatives, fit = _alternatives(demand, region, info)
-    used = f"in use {usage}" if usage is not None else f"usage unknown ({usage_problem})"
+    over = demand.units > limit.value
+    # Usage is unknown here only over the limit (a fit with unknown usage WARNed above), where
+    # it does not matter: the request alone is too large.
+    used = f", in use {usage}" if usage is not None else ""
+    if over:
+        # Over the limit: Vertex refuses customJobs.create at once (429 RESOURCE_EXHAUSTED
+        # "The following quota metrics exceed quota limits: …",
+        # GoogleCloudPlatform/stable-diffusion-on-gcp#12, google-deepmind/xmanager#29).
+        outcome = (
+            "over the limit: Vertex refuses to create the job (429 RESOURCE_EXHAUSTED, "
+            "'The following quota metrics exceed quota limits')"
+        )
+    else:
+        outcome = (
+            f"within the limit, but {in_use} in use leave {available}: Vertex accepts the job "
+            "and it stays QUEUED until other jobs free the rest"
+        )
+    details["refused_at_create"] = over
     evidence = (
-        f"{demand.metric} in {region}: limit {limit.value}, {used}, requested "
-        f"{demand.units}{unit} ({pools}); the job would stay QUEUED"
+        f"{demand.metric} in {region}: limit {limit.value}{used}, requested "
+        f"{demand.units}{unit} ({pools}); {outcome}"
     )
     if limit.value == 0:
         evidence += f" — {demand.accelerator} has no quota in {region}"
     remedy = (
-        f"raise the limit to {needed}: gcloud quotas preferences create --service={SERVICE} "
-        f"--project={project} --quota-id={limit.quota_id} --preferred-value={needed} "
-        f"--dimensions=region={region} --email=$(gcloud config get-value account) "
-        f"(or {url})"
+        f"raise the limit to {needed}: {increase_command(project, region, limit.quota_id, needed)} (or {url})"
     )
     if alternatives and fit:
         remedy += f"; or run in {', '.join(alternatives[:5])}"
@@ -322,6 +369,33 @@ def assess(
         )
     details["alternatives"] = alternatives
     return CheckResult(NAME, title, Status.FAIL, evidence, remedy, "quota", details=details)
+
+
+def increase_command(project: str, region: str, quota_id: str, value: int | str) -> str:
+    """The ``gcloud quotas preferences create`` line that asks for ``value`` in ``region``."""
+    return (
+        f"gcloud quotas preferences create --service={SERVICE} --project={project} "
+        f"--quota-id={quota_id} --preferred-value={value} --dimensions=region={region} "
+        "--email=$(gcloud config get-value account)"
+    )
+
+
+def quota_id_of(project: str, metric: str, timeout_s: float) -> str:
+    """The Cloud Quotas ID of ``metric`` (for :func:`increase_command`); '' when it cannot be read.
+
+    Never raises: the launcher asks this after Vertex refused a create, to give the exact line,
+    and a missing ID only costs the user a ``gcloud quotas info list``.
+    """
+    try:
+        client = gcp.quotas_client()
+        pager = client.list_quota_infos(
+            request={"parent": f"projects/{project}/locations/global/services/{SERVICE}", "page_size": 100},
+            timeout=timeout_s,
+            retry=api_retry(timeout_s),
+        )
+        return next((info.quota_id for info in pager if info.metric == metric), "")
+    except Exception:  # any failure: the line then says how to find the ID
+        return ""
 
 
 def _list_infos(ctx: PreflightContext) -> dict[str, object]:
@@ -337,8 +411,9 @@ def _list_infos(ctx: PreflightContext) -> dict[str, object]:
     return {info.metric: info for info in pager}
 
 
-def _usage(ctx: PreflightContext, metric: str) -> int:
-    """Current allocation usage of ``metric`` in the job's region (Monitoring REST)."""
+def _usage(ctx: PreflightContext, metric: str) -> int | None:
+    """Current allocation usage of ``metric`` in the job's region (Monitoring REST); None when
+    Monitoring holds no sample of it in the window."""
     spec = ctx.spec
     session, base = gcp.authorized_session("MONITORING")
     end = datetime.now(UTC)
@@ -394,10 +469,16 @@ def _one(ctx: PreflightContext, demand: Demand, infos: dict, usage_f) -> CheckRe
             "quota",
             details={"pattern": demand.metric},
         )
+    fix = ""
     try:
         future = usage_f.get(resolved.metric)
         usage = future.result() if future else _usage(ctx, resolved.metric)
-        problem = ""
+        problem = no_sample(resolved.metric, spec.region) if usage is None else ""
+        if usage is None:
+            fix = (
+                f"check current usage at {CONSOLE_URL.format(project=spec.project)} (filter on "
+                f"{resolved.short}); with no other job using it, the limit is all there is"
+            )
     except Exception as exc:
         usage = None
         problem, _ = describe_failure(
@@ -407,6 +488,8 @@ def _one(ctx: PreflightContext, demand: Demand, infos: dict, usage_f) -> CheckRe
             timeout_s=ctx.call_timeout_s,
             where=endpoint_of("MONITORING"),
         )
+        enable = enable_line(exc, spec.project)
+        fix = f"{enable}, then run trainguard preflight again" if enable else ""
     info = infos.get(resolved.metric)
     limit = limit_in(info, spec.region) if info is not None else None
     return assess(
@@ -417,6 +500,7 @@ def _one(ctx: PreflightContext, demand: Demand, infos: dict, usage_f) -> CheckRe
         usage=usage,
         info=info,
         usage_problem=problem,
+        usage_fix=fix,
     )
 
 
@@ -457,6 +541,7 @@ def quota(ctx: PreflightContext) -> list[CheckResult]:
                         permission="cloudquotas.quotas.get",
                         verify=_verify(spec.project, demand.metric),
                         timeout_s=ctx.call_timeout_s,
+                        project=ctx.spec.project,
                         failure_class="quota",
                         where=endpoint_of("CLOUDQUOTAS"),
                     )

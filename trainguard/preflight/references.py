@@ -13,8 +13,12 @@ parsers here are what they share. What Vertex AI requires of each name:
 - ``tensorboard``: ``projects/{project}/locations/{location}/tensorboards/{tensorboard}`` in the
   job's region; a job that uploads to one must run as a service account (``serviceAccount``).
 - ``machineSpec.reservationAffinity`` SPECIFIC_RESERVATION: key
-  ``compute.googleapis.com/reservation-name`` and values that are "the full resource name of the
-  reservation" (``projects/P/zones/Z/reservations/R``), in a zone of the job's region.
+  ``compute.googleapis.com/reservation-name`` and values that are "the resource name of the
+  reservation, reservation block, or reservation sub-block" (aiplatform v1
+  ``ReservationAffinity.values``): ``projects/P/zones/Z/reservations/R``, with
+  ``/reservationBlocks/B`` and ``/reservationSubBlocks/S`` after it (Compute Engine's
+  ``reservationBlocks.get`` / ``reservationSubBlocks.get`` paths), in a zone of the job's region.
+  H200/B200 capacity is sold as dense reservations of blocks.
 """
 
 from __future__ import annotations
@@ -56,8 +60,8 @@ _TENSORBOARD = re.compile(
     r"tensorboards/(?P<id>[^/]+)$"
 )
 _RESERVATION = re.compile(
-    r"^projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/reservations/"
-    r"(?P<name>[^/]+)$"
+    r"^projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/reservations/(?P<name>[^/]+)"
+    r"(?:/reservationBlocks/(?P<block>[^/]+)(?:/reservationSubBlocks/(?P<sub_block>[^/]+))?)?$"
 )
 _SIMPLE_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
@@ -84,13 +88,41 @@ class TensorboardRef:
 
 @dataclass(frozen=True)
 class ReservationRef:
+    """A reservation, or one of its blocks (``block``), or a block's sub-block (``sub_block``)."""
+
     project: str
     zone: str
     name: str
+    block: str = ""
+    sub_block: str = ""
 
     @property
     def region(self) -> str:
         return self.zone.rsplit("-", 1)[0]
+
+    @property
+    def label(self) -> str:
+        """``R``, ``R block B`` or ``R block B sub-block S``."""
+        out = self.name
+        if self.block:
+            out += f" block {self.block}"
+        if self.sub_block:
+            out += f" sub-block {self.sub_block}"
+        return out
+
+    def describe_command(self) -> str:
+        """The ``gcloud`` line that shows what is named (reservation, block or sub-block)."""
+        where = f"--zone={self.zone} --project={self.project}"
+        if self.sub_block:
+            return (
+                f"gcloud compute reservations sub-blocks describe {self.name} --block-name="
+                f"{self.block} --sub-block-name={self.sub_block} {where}"
+            )
+        if self.block:
+            return (
+                f"gcloud compute reservations blocks describe {self.name} --block-name={self.block} {where}"
+            )
+        return f"gcloud compute reservations describe {self.name} {where}"
 
 
 @dataclass(frozen=True)
@@ -122,8 +154,11 @@ def parse_tensorboard(name: str) -> TensorboardRef | None:
 
 
 def parse_reservation(value: str) -> ReservationRef | None:
+    """A reservation's, block's or sub-block's full name; None for anything else."""
     m = _RESERVATION.match(value)
-    return ReservationRef(m["project"], m["zone"], m["name"]) if m else None
+    if not m:
+        return None
+    return ReservationRef(m["project"], m["zone"], m["name"], m["block"] or "", m["sub_block"] or "")
 
 
 def affinities(spec: JobSpec) -> list[Affinity]:
@@ -315,9 +350,10 @@ def _affinity(spec: JobSpec, aff: Affinity) -> CheckResult | None:
                 NAME,
                 title,
                 Status.FAIL,
-                f"{value!r} is not a reservation's full name",
-                f"set {path}.values to projects/PROJECT/zones/ZONE/reservations/"
-                f"NAME (gcloud compute reservations list --project={spec.project})",
+                f"{value!r} is not the full name of a reservation, reservation block or sub-block",
+                f"set {path}.values to projects/PROJECT/zones/ZONE/reservations/NAME (or "
+                ".../reservations/NAME/reservationBlocks/BLOCK[/reservationSubBlocks/SUB_BLOCK]; "
+                f"gcloud compute reservations list --project={spec.project})",
                 "capacity",
             )
         if ref.region != spec.region:

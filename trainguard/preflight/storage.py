@@ -121,6 +121,7 @@ def check_tensorboard(ctx: PreflightContext) -> list[CheckResult]:
                 verify=f"gcloud ai tensorboards describe {ref.id} "
                 f"--region={ref.location} --project={ref.project}",
                 timeout_s=ctx.call_timeout_s,
+                project=ctx.spec.project,
                 where=endpoint_of("AIPLATFORM", ref.location),
             )
         ]
@@ -187,6 +188,7 @@ def _bucket(ctx: PreflightContext) -> list[CheckResult]:
                 permission="storage.buckets.get",
                 verify=verify,
                 timeout_s=ctx.call_timeout_s,
+                project=ctx.spec.project,
                 where=os.environ.get("STORAGE_EMULATOR_HOST") or "https://storage.googleapis.com",
             )
         ]

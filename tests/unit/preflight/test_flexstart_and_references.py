@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainguard.preflight import Status, run_preflight
+from trainguard.preflight.references import parse_reservation
 from trainguard.spec import parse_spec
 
 P, R = "my-project", "us-central1"
@@ -186,7 +187,8 @@ def test_specific_reservation_needs_a_full_name_in_the_job_region():
         }
 
     (r,) = compat(spec(affinity(["my-res"])), "reservationAffinity")
-    assert r.status is Status.FAIL and "not a reservation's full name" in r.evidence
+    assert r.status is Status.FAIL and "not the full name of a reservation" in r.evidence
+    assert "reservationBlocks/BLOCK" in r.remedy
     (r,) = compat(spec(affinity(["projects/p/zones/europe-west4-a/reservations/r"])), "reservationAffinity")
     assert r.status is Status.FAIL and "outside the job's region" in r.evidence
     (r,) = compat(
@@ -195,4 +197,33 @@ def test_specific_reservation_needs_a_full_name_in_the_job_region():
     assert r.status is Status.FAIL and "compute.googleapis.com/reservation-name" in r.remedy
     assert (
         compat(spec(affinity(["projects/p/zones/us-central1-a/reservations/r"])), "reservationAffinity") == []
+    )
+
+
+def test_reservation_blocks_and_sub_blocks_are_names_vertex_accepts():
+    # aiplatform v1 ReservationAffinity.values: "the resource name of the reservation,
+    # reservation block, or reservation sub-block" (how H200/B200 capacity is sold).
+    def affinity(value):
+        return {
+            **A100,
+            "reservationAffinity": {
+                "reservationAffinityType": "SPECIFIC_RESERVATION",
+                "key": "compute.googleapis.com/reservation-name",
+                "values": [value],
+            },
+        }
+
+    base = "projects/p/zones/us-central1-a/reservations/r"
+    for value in (f"{base}/reservationBlocks/b1", f"{base}/reservationBlocks/b1/reservationSubBlocks/s1"):
+        assert compat(spec(affinity(value)), "reservationAffinity") == [], value
+    (r,) = compat(spec(affinity(f"{base}/reservationSubBlocks/s1")), "reservationAffinity")
+    assert r.status is Status.FAIL  # a sub-block lives in a block
+    far = "projects/p/zones/europe-west4-b/reservations/r/reservationBlocks/b1"
+    (r,) = compat(spec(affinity(far)), "reservationAffinity")
+    assert r.status is Status.FAIL and "outside the job's region" in r.evidence
+    ref = parse_reservation(f"{base}/reservationBlocks/b1/reservationSubBlocks/s1")
+    assert (ref.name, ref.block, ref.sub_block, ref.zone) == ("r", "b1", "s1", "us-central1-a")
+    assert ref.describe_command() == (
+        "gcloud compute reservations sub-blocks describe r --block-name=b1 --sub-block-name=s1 "
+        "--zone=us-central1-a --project=p"
     )

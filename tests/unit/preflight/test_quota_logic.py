@@ -130,7 +130,7 @@ def test_region_entry_wins_then_the_default():
     assert limit_in(info([({"region": "us-east1"}, 4)]), "us-central1") is None
 
 
-def test_latest_usage_reads_the_newest_point_and_no_series_is_zero():
+def test_latest_usage_reads_the_newest_point_and_no_series_is_unknown_not_zero():
     payload = {
         "timeSeries": [
             {
@@ -142,7 +142,10 @@ def test_latest_usage_reads_the_newest_point_and_no_series_is_zero():
         ]
     }
     assert latest_usage(payload) == 3
-    assert latest_usage({}) == 0
+    # Monitoring repeats an unchanged usage sample only "at least every 24 hours": no series in
+    # the window is not proof that nothing is in use.
+    assert latest_usage({}) is None
+    assert latest_usage({"timeSeries": [{"points": []}]}) is None
 
 
 def test_verdicts_carry_the_numbers():
@@ -152,12 +155,25 @@ def test_verdicts_carry_the_numbers():
     short = assess(d, project="p", region="us-central1", limit=Limit(8, "Q", "region"), usage=5)
     assert short.status is Status.FAIL and "--preferred-value=9" in short.remedy
     assert short.details["available"] == 3
+    # within the limit, short of free quota: Vertex accepts the job and it waits QUEUED
+    assert "within the limit, but 5 in use leave 3" in short.evidence
+    assert "stays QUEUED" in short.evidence and not short.details["refused_at_create"]
     unknown_usage = assess(
         d, project="p", region="us-central1", limit=Limit(8, "Q", "region"), usage=None, usage_problem="403"
     )
     assert unknown_usage.status is Status.WARN
     no_entry = assess(d, project="p", region="us-central1", limit=None, usage=0)
     assert no_entry.status is Status.UNKNOWN
+
+
+def test_a_request_over_the_limit_is_refused_at_create_not_queued():
+    d = Demand(A100, "NVIDIA_TESLA_A100", 16, (0, 1))
+    over = assess(d, project="p", region="us-central1", limit=Limit(8, "Q", "region"), usage=None)
+    assert over.status is Status.FAIL and over.details["refused_at_create"]
+    assert "limit 8, requested 16" in over.evidence  # usage does not matter over the limit
+    assert "Vertex refuses to create the job (429 RESOURCE_EXHAUSTED" in over.evidence
+    assert "QUEUED" not in over.evidence
+    assert "--preferred-value=16" in over.remedy
 
 
 def test_alternatives_with_quota_come_with_their_limits():

@@ -26,7 +26,7 @@ def test_on_gcs_a_second_run_goes_beside_the_first_and_resume_finds_the_newest(b
     store.write_bytes(f"{second.base}/history.jsonl", b'{"step": 1}\n')
     third = claim(bucket)
     store.write_bytes(f"{third.base}/model/model.pt", b"w")
-    assert store.child_dirs(f"{bucket}/runs") == sorted([second.run_id, third.run_id])
+    assert list(store.child_dirs(f"{bucket}/runs")) == sorted([second.run_id, third.run_id])
     resumed = claim(bucket, resume=True)
     assert resumed.run_id == third.run_id and resumed.base == third.base and resumed.resumed
     assert claim(bucket, run_id=second.run_id).base == second.base

@@ -140,3 +140,18 @@ def test_make_cloud_images_submits_the_config_with_the_registry_and_version():
     ) in dry.stdout
     missing = subprocess.run(["make", "cloud-images"], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert missing.returncode == 2 and "set REGISTRY" in missing.stderr
+
+
+def test_the_command_in_a_base_install_says_in_one_line_what_to_install():
+    proc = _bare_python("from trainguard.entry import main; main()")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "trainguard: the command line needs the pipelines extra (this install is the training runtime "
+        "alone): pip install 'trainguard[pipelines]' — from a clone of the repository: "
+        "pip install '.[pipelines]'"
+    ]
+
+
+def test_the_installed_command_is_the_entry_that_says_so():
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"trainguard": "trainguard.entry:main"}

@@ -36,7 +36,7 @@ $(STAMP): pyproject.toml
 	@$(BIN)/python -c '$(WHICH_PYTHON)' > $(BASE)
 	@touch $(STAMP)
 
-install: $(STAMP) ## create .venv and install trainguard with the dev and torch extras
+install: $(STAMP) ## create .venv and install trainguard with every extra (dev, pipelines, torch, jax, …)
 
 # Many end-to-end tests wait on subprocesses (preemptions, guard polls): five workers keep the two
 # cores of a CI machine busy; a sixth costs more CPU than it fills, since each worker collects the
@@ -67,7 +67,7 @@ lint: install ## ruff (rules, complexity <= 15), ruff format --check, mypy on th
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-images: ## docker build (and push with REGISTRY=…) the components and trainer images
+images: ## docker build (and push with REGISTRY=…) the components, trainer and jax-trainer images
 	@if ! docker info >/dev/null 2>&1; then \
 	  echo "make images: no Docker engine is reachable (docker info failed)." >&2; \
 	  echo "Run it where a Docker engine runs (it builds containers/components/Dockerfile and" >&2; \
@@ -80,13 +80,20 @@ images: ## docker build (and push with REGISTRY=…) the components and trainer 
 	@if [ -n "$(REGISTRY)" ]; then docker push $(COMPONENT_IMAGE) && docker push $(TRAINER_IMAGE) \
 	  && docker push $(JAX_TRAINER_IMAGE); fi
 
-cloud-images: ## build and push both images with Cloud Build (no Docker engine needed; REGISTRY=…)
+# The project of REGISTRY (LOCATION-docker.pkg.dev/PROJECT/REPO, gcr.io/PROJECT): Cloud Build runs there.
+REGISTRY_PROJECT = $(word 2,$(subst /, ,$(REGISTRY)))
+
+cloud-images: ## build and push the three images with Cloud Build (no Docker engine; REGISTRY=…)
 	@if [ -z "$(REGISTRY)" ]; then \
 	  echo "make cloud-images: set REGISTRY, e.g. REGISTRY=us-central1-docker.pkg.dev/my-project/ml" >&2; \
 	  exit 2; fi
 	@command -v gcloud >/dev/null 2>&1 || { echo "make cloud-images: gcloud is not installed;" \
 	  "install the Google Cloud CLI (https://cloud.google.com/sdk/docs/install)" >&2; exit 2; }
-	gcloud builds submit --config cloudbuild.yaml --substitutions=_REGISTRY=$(REGISTRY),_VERSION=$(VERSION) .
+	@if [ -z "$(REGISTRY_PROJECT)" ]; then \
+	  echo "make cloud-images: REGISTRY=$(REGISTRY) names no project; use LOCATION-docker.pkg.dev/PROJECT/REPO" >&2; \
+	  exit 2; fi
+	gcloud builds submit --project=$(REGISTRY_PROJECT) --config cloudbuild.yaml \
+	  --substitutions=_REGISTRY=$(REGISTRY),_VERSION=$(VERSION) .
 
 clean: ## remove build outputs and local runs
 	rm -rf compiled .tg-local build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -290,6 +290,9 @@ class LocalBackend:
         base = self.base_dir(spec)
         job_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         if not base.startswith("gs://"):
+            # Vertex's contract gives absolute URIs: a trainer that changes directory, or orbax
+            # (which refuses relative paths), must find the same place.
+            base = os.path.abspath(base)
             try:
                 for sub in ("model", "checkpoints", "logs"):
                     Path(base, sub).mkdir(parents=True, exist_ok=True)

@@ -106,6 +106,11 @@ class JaxCheckpointer(Checkpointer):
                 f"WORLD_SIZE={kwargs['world_size']} but jax.distributed is not initialised: call "
                 "jax.distributed.initialize() before creating the JaxCheckpointer"
             )
+        directory = directory or os.environ.get("AIP_CHECKPOINT_DIR") or None
+        if directory is not None and not directory.startswith("gs://"):
+            # orbax takes absolute paths only ("Checkpoint path should be absolute"); a relative
+            # AIP_CHECKPOINT_DIR or --output-dir is relative to where the job started.
+            directory = os.path.abspath(directory)
         super().__init__(directory, **kwargs)
         emulator = os.environ.get("STORAGE_EMULATOR_HOST")
         if emulator and self.directory.startswith("gs://"):

@@ -598,3 +598,28 @@ def test_two_processes_write_their_shards_and_resume_on_two_or_on_one(tmp_path):
         assert result["next_draw"] == before["draw"]  # each process's NumPy RNG resumed
     one = job(tmp_path, world=1, devices=8, mode="restore")[0]
     assert one["step"] == 4 and one["extra"] == {"step": 4} and one["shards"] == one["expected"]
+
+
+@pytest.mark.parametrize(
+    "how", ["relative AIP_CHECKPOINT_DIR", "no AIP_CHECKPOINT_DIR", "relative directory="]
+)
+def test_a_relative_or_missing_checkpoint_directory_saves_under_the_working_directory(
+    tmp_path, monkeypatch, how
+):
+    # orbax refuses relative paths ("Checkpoint path should be absolute"): the README's commands
+    # with a relative --output-dir, and a script run with no AIP_CHECKPOINT_DIR, must still save.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AIP_CHECKPOINT_DIR", raising=False)
+    monkeypatch.delenv("TRAINGUARD_HISTORY", raising=False)
+    if how == "relative AIP_CHECKPOINT_DIR":
+        monkeypatch.setenv("AIP_CHECKPOINT_DIR", "out/checkpoints/")
+        ckpt, where = JaxCheckpointer.from_env(save=1), tmp_path / "out" / "checkpoints"
+    elif how == "no AIP_CHECKPOINT_DIR":
+        ckpt, where = JaxCheckpointer.from_env(save=1), tmp_path / "trainguard-output" / "checkpoints"
+    else:
+        ckpt, where = JaxCheckpointer(directory="rel/ckpt", save=1), tmp_path / "rel" / "ckpt"
+    ckpt.restore(setup())
+    ckpt.step(1, loss=1.0, state=setup(seed=3))
+    ckpt.close()
+    assert ckpt.directory == str(where)
+    assert (where / "step-000000001" / COMMIT_MARKER).is_file()

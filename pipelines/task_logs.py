@@ -25,6 +25,13 @@ __all__ = ["RedactingStream", "TaskEvent", "TaskLogSplitter", "TaskReporter", "s
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _START = re.compile(r"Executing task '([\w.-]+)'")
 _END = re.compile(r"Task '([\w.-]+)' finished with status (\w+)")
+# What a person watching wants to see go by without opening the task's log: the launcher's lines
+# about the job's life (preemptions, restarts, the guard's stop, a run directory reused).
+_NOTABLE = re.compile(
+    r"\[trainguard\] ((?:preempting|killing) the job.*|.*; restarting the job.*|guard: stopping the job.*"
+    r"|early stop:.*|run \S+: \S+ holds .*|run \S+: continuing .*|(?:Ctrl-C|SIGTERM): stopping the workers.*)"
+)
+_NOTE_CHARS = 240
 
 
 def strip_ansi(text: str) -> str:
@@ -34,12 +41,14 @@ def strip_ansi(text: str) -> str:
 
 @dataclass(frozen=True)
 class TaskEvent:
-    """A task started (``status`` '') or ended (``SUCCESS`` / ``FAILURE``)."""
+    """A task started (``status`` ''), ended (``SUCCESS`` / ``FAILURE``), or said something a
+    person should see (``NOTE``, with ``text``)."""
 
     task: str
     status: str
     seconds: float
     log_path: Path
+    text: str = ""
 
 
 class TaskLogSplitter(io.TextIOBase):
@@ -92,6 +101,13 @@ class TaskLogSplitter(io.TextIOBase):
         # The executor's JSON echoes the job spec (env values, args): a token there must not
         # land in a log file the summary points people to.
         self._handle.write(redact(line) + "\n")
+        note = _NOTABLE.search(line) if self._task else None
+        if note:
+            text = redact(note.group(1))
+            if text.startswith("guard: stopping the job: "):  # the class; the summary says the rest
+                text = "guard: stopping the job: " + text.split(": ", 2)[2].split(":", 1)[0]
+            text = text if len(text) <= _NOTE_CHARS else text[: _NOTE_CHARS - 1] + "…"
+            self._on_event(TaskEvent(self._task, "NOTE", 0.0, self.log_path(self._task), text))
         end = _END.search(line)
         if end and end.group(1) == self._task:
             self._handle.flush()
@@ -133,6 +149,9 @@ class TaskReporter:
         self._status = None
 
     def __call__(self, event: TaskEvent) -> None:
+        if event.status == "NOTE":
+            self._console.print(f"{self._indent}{event.task}: {event.text}", markup=False)
+            return
         if not event.status:
             if self._console.is_terminal:
                 self._status = self._console.status(f"{self._indent}{event.task} running…")

@@ -74,3 +74,22 @@ def test_the_verbose_stream_passes_everything_but_secrets():
     text = out.getvalue()
     assert "epoch 1 loss 0.5" in text and "HF_TOKEN" in text
     assert "hf_abcdefghijklmnopqrstuvwxyz0123" not in text and "ya29.a0AfH6SMB" not in text
+
+
+def test_the_jobs_preemptions_and_the_guards_stop_are_shown_as_they_happen(tmp_path):
+    out = io.StringIO()
+    splitter = TaskLogSplitter(tmp_path, TaskReporter(out, indent="  "))
+    splitter.write(
+        "Executing task 'train'\n"
+        "    [trainguard] local job local-1: 1 replica(s), outputs in /x\n"
+        "    [workerpool0-0] epoch 0 step 23: train loss 2.1339\n"
+        "    [trainguard] preempting the job (SIGTERM, SIGKILL after 10 s), as a Spot reclaim would\n"
+        "    [trainguard] guard: stopping the job: divergence: token=ya29.a0AfH6SMBqwertyuiopasdfghjkl\n"
+        "Task 'train' finished with status FAILURE\n"
+    )
+    splitter.close()
+    lines = out.getvalue().splitlines()
+    assert lines[1] == "  train: preempting the job (SIGTERM, SIGKILL after 10 s), as a Spot reclaim would"
+    assert lines[2] == "  train: guard: stopping the job: divergence"
+    assert "ya29.a0AfH6SMBqwertyuiop" not in out.getvalue()
+    assert len(lines) == 4  # started, two notes, FAILED: worker output and routine lines stay in the log

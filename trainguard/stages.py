@@ -168,8 +168,9 @@ def claim_run_dir(
 
     Raises:
         ConfigError: a bad ``run_id``, or a local directory that cannot be written.
+        EndpointUnreachable: Cloud Storage does not answer at all.
     """
-    from trainguard.errors import TrainguardError
+    from trainguard.errors import EndpointUnreachable, TrainguardError
 
     def say(line: str) -> None:
         if stream is not None:
@@ -183,8 +184,8 @@ def claim_run_dir(
         unreadable += (GoogleAPICallError, GoogleAuthError)
     try:
         run = claim(root, run_id=run_id, resume=resume, display_name=display_name, say=say)
-    except ConfigError:
-        raise
+    except (ConfigError, EndpointUnreachable):
+        raise  # no answer at all: a wrong endpoint or no network, said now, not after a launch
     except unreadable as exc:
         run = RunDir(run_id or new_run_id(), root.rstrip("/"), root.rstrip("/"))
         reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__

@@ -407,6 +407,36 @@ def _check(desc, data: Any) -> tuple[Any, Problems]:
     return data, errors
 
 
+_ACCELERATOR_PATH = re.compile(r"^workerPoolSpecs\[(\d+)\]\.machineSpec\.acceleratorType$")
+
+
+def _accelerator_hints(data: Any, errors: Problems) -> Problems:
+    """An accelerator type that is no name at all gets the names its pool's machine type takes
+    (``NVIDIA_A100`` on an ``a2-highgpu-1g`` means ``NVIDIA_TESLA_A100``, not the spelling
+    nearest in letters)."""
+    from trainguard.catalog import machine_rule
+
+    pools = data.get("workerPoolSpecs") if isinstance(data, Mapping) else None
+    out: Problems = []
+    for path, message in errors:
+        m = _ACCELERATOR_PATH.match(path)
+        if m and "is not a valid value" in message and isinstance(pools, list) and int(m.group(1)) < len(pools):
+            pool = pools[int(m.group(1))]
+            spec = pool.get("machineSpec") if isinstance(pool, Mapping) else None
+            machine = spec.get("machineType") if isinstance(spec, Mapping) else None
+            rule = machine_rule(machine) if isinstance(machine, str) else None
+            if rule is not None and rule.accelerators:
+                takes = " or ".join(sorted(rule.accelerators))
+                message = re.sub(
+                    r" \(did you mean [^)]*\)|(?= *;)",
+                    f" ({machine} takes {takes})",
+                    message,
+                    count=1,
+                )
+        out.append((path, message))
+    return out
+
+
 def _unwrap_body(data: Mapping[str, Any], source: str) -> tuple[Mapping[str, Any], dict]:
     """A whole CustomJob body → (its jobSpec, {display_name, labels, kms_key_name})."""
     body, errors = _check(_JOB_DESC, {k: v for k, v in data.items() if k not in ("jobSpec", "job_spec")})
@@ -455,7 +485,7 @@ def parse_spec(
     validate_project(project)
     validate_region(region)
     checked, errors = _check(_SPEC_DESC, spec)
-    errors = errors or _semantic_errors(checked)
+    errors = _accelerator_hints(checked, errors) or _semantic_errors(checked)
     if errors:
         _raise(errors, source)
     normalised = normalise_durations(_SPEC_DESC, _drop_empty_defaults(checked))

@@ -682,3 +682,29 @@ def test_broken_yaml_is_one_line_naming_where_it_broke(tmp_path):
     message = str(info.value)
     assert "\n" not in message
     assert "line 3, column 1: did not find expected ',' or '}'" in message
+
+
+@pytest.mark.parametrize(
+    ("machine", "takes"),
+    [
+        ("a2-highgpu-1g", "(a2-highgpu-1g takes NVIDIA_TESLA_A100)"),
+        ("a2-ultragpu-1g", "(a2-ultragpu-1g takes NVIDIA_A100_80GB)"),
+    ],
+)
+def test_an_accelerator_name_that_is_no_name_gets_the_one_its_machine_takes(machine, takes):
+    data = {
+        "workerPoolSpecs": [
+            {
+                "machineSpec": {
+                    "machineType": machine,
+                    "acceleratorType": "NVIDIA_A100",
+                    "acceleratorCount": 1,
+                },
+                "replicaCount": 1,
+                "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/t:1"},
+            }
+        ]
+    }
+    with pytest.raises(SpecError) as info:
+        parse_spec(data, project="my-project", region="us-central1")
+    assert takes in str(info.value) and "did you mean NVIDIA_A100_80GB" not in str(info.value)

@@ -416,12 +416,14 @@ def _accelerator_hints(data: Any, errors: Problems) -> Problems:
     nearest in letters)."""
     from trainguard.catalog import machine_rule
 
-    pools = data.get("workerPoolSpecs") if isinstance(data, Mapping) else None
+    found = data.get("workerPoolSpecs") if isinstance(data, Mapping) else None
+    pools: list = found if isinstance(found, list) else []
     out: Problems = []
     for path, message in errors:
         m = _ACCELERATOR_PATH.match(path)
-        if m and "is not a valid value" in message and isinstance(pools, list) and int(m.group(1)) < len(pools):
-            pool = pools[int(m.group(1))]
+        index = int(m.group(1)) if m else -1
+        if 0 <= index < len(pools) and "is not a valid value" in message:
+            pool = pools[index]
             spec = pool.get("machineSpec") if isinstance(pool, Mapping) else None
             machine = spec.get("machineType") if isinstance(spec, Mapping) else None
             rule = machine_rule(machine) if isinstance(machine, str) else None

@@ -76,4 +76,4 @@ def train(
         run_id=run_id,
         resume=resume,
     )
-    return int(getattr(result, "model", {}).get("model_step", -1))
+    return result.model_step

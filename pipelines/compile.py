@@ -8,24 +8,28 @@ from kfp import compiler
 
 from trainguard.errors import ConfigError
 
-__all__ = ["compile_all"]
+__all__ = ["compile_all", "with_image"]
 
 
-def compile_all(output_dir: str | Path) -> list[Path]:
+def compile_all(output_dir: str | Path, image: str = "") -> list[Path]:
     """Writes each pipeline and each component as YAML into ``output_dir``; returns the paths.
 
     Component YAML loads back with ``kfp.components.load_component_from_file``.
+
+    Args:
+        output_dir: where the YAML goes (``components/`` below it for the components).
+        image: the components image (default: ``TRAINGUARD_COMPONENT_IMAGE``).
 
     Raises:
         ConfigError: the components image names no registry (it would be pulled from Docker Hub,
             from a repository trainguard does not own), or ``output_dir`` cannot be created.
     """
-    from trainguard.component_image import check_component_image
-    from trainguard.components import preflight, train, validate
-    from trainguard.components.image import COMPONENT_IMAGE
-    from trainguard.pipelines import PIPELINES
+    from trainguard.component_image import check_component_image, component_image
 
-    check_component_image(COMPONENT_IMAGE, doing="compiling the pipelines")
+    image = check_component_image(image or component_image(), doing="compiling the pipelines")
+    with_image(image)
+    from trainguard.components import preflight, train, validate
+    from trainguard.pipelines import PIPELINES
 
     out = Path(output_dir)
     targets = [(pipeline, out / f"{name}.yaml") for name, pipeline in PIPELINES.items()]
@@ -43,3 +47,34 @@ def compile_all(output_dir: str | Path) -> list[Path]:
             f"({exc.filename or out}); choose another directory"
         ) from None
     return [path for _, path in targets]
+
+
+# The modules whose KFP objects carry the image, in the order they build on each other.
+_IMAGE_MODULES = (
+    "trainguard.components.image",
+    "trainguard.components.preflight",
+    "trainguard.components.train",
+    "trainguard.components.validate",
+    "trainguard.components",
+    "trainguard.pipelines.guarded_training",
+    "trainguard.pipelines.preflight_only",
+    "trainguard.pipelines",
+)
+
+
+def with_image(image: str) -> None:
+    """Makes the components and pipelines run in ``image``: KFP fixes a component's image when it
+    is defined, so modules imported earlier with another one are built again."""
+    import importlib
+    import os
+    import sys
+
+    from trainguard.component_image import IMAGE_ENV
+
+    os.environ[IMAGE_ENV] = image
+    current = sys.modules.get("trainguard.components.image")
+    if current is None or image == current.COMPONENT_IMAGE:
+        return
+    for name in _IMAGE_MODULES:
+        if name in sys.modules:
+            importlib.reload(sys.modules[name])

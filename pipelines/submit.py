@@ -36,13 +36,15 @@ def submit(
     import google.auth.exceptions
     from google.api_core import exceptions as api_exceptions
 
-    from trainguard.pipelines import PIPELINES
+    from trainguard.run_options import PIPELINE_NAMES
 
-    if pipeline not in PIPELINES:
-        raise ConfigError(f"unknown pipeline {pipeline!r}; use one of {', '.join(PIPELINES)}")
+    if pipeline not in PIPELINE_NAMES:
+        raise ConfigError(f"unknown pipeline {pipeline!r}; use one of {', '.join(PIPELINE_NAMES)}")
     if not pipeline_root.startswith("gs://"):
         raise ConfigError("--pipeline-root must be a gs:// URI for Vertex AI Pipelines")
     _check_image(say)
+    from trainguard.pipelines import PIPELINES  # built with the image just checked
+
     arguments = dict(
         job_spec=spec.to_body(),
         project=spec.project,
@@ -67,13 +69,14 @@ def submit(
 
 
 def _check_image(say: Callable[[str], None] | None) -> None:
-    from trainguard.component_image import check_component_image
-    from trainguard.components.image import COMPONENT_IMAGE
+    from trainguard.component_image import check_component_image, component_image
+    from trainguard.pipelines.compile import with_image
     from trainguard.preflight.image import check_components_image
     from trainguard.preflight.results import Status
 
-    check_component_image(COMPONENT_IMAGE, doing="submitting to Vertex AI Pipelines")
-    found = check_components_image(COMPONENT_IMAGE)
+    image = check_component_image(component_image(), doing="submitting to Vertex AI Pipelines")
+    with_image(image)
+    found = check_components_image(image)
     if found.status == Status.FAIL:
         raise ConfigError(f"{found.evidence}; {found.remedy}")
     if found.status != Status.PASS and say is not None:

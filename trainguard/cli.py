@@ -311,12 +311,7 @@ def train(
             f"[yellow]training stopped early[/] ([bold]{stop['failure_class']}[/]): "
             f"{escape(stop['evidence'])}\n  {escape(stop['details'].get('saved', ''))}"
         )
-    picked = getattr(result, "model", None) or {}
-    model_shown = (
-        "none (the job left no weights)"
-        if picked.get("model_source") == "none"
-        else picked.get("model_uri") or result.model_dir
-    )
+    model_shown = result.model_uri or "none (the job left no weights)"
     ended = "ended early, a success" if result.stopped else result.state
     out.print(
         f"[green]training {ended}[/] in {result.duration_s:.1f} s "
@@ -448,12 +443,10 @@ def compile_(
     ] = "",
 ):
     """Compile the pipelines and components to YAML (for Vertex AI: needs --image)."""
-    if image:
-        os.environ["TRAINGUARD_COMPONENT_IMAGE"] = image
     from trainguard.pipelines.compile import compile_all
 
     try:
-        written = compile_all(output_dir)
+        written = compile_all(output_dir, image)
     except TrainguardError as exc:
         _fail(exc)
     for path in written:
@@ -524,7 +517,7 @@ def run(
     from trainguard.stages import make_spec
 
     if image:
-        os.environ["TRAINGUARD_COMPONENT_IMAGE"] = image
+        os.environ["TRAINGUARD_COMPONENT_IMAGE"] = image  # submit() builds the pipelines with it
     try:
         backend = parse(Backend, backend, "--backend").value if backend else ""
         backend = backend or ("local" if local and pipeline == "guarded_training" else "vertex")

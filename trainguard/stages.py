@@ -14,8 +14,9 @@ import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+from trainguard.choices import Backend, FailOn, GuardMode, ModelChoice, parse
 from trainguard.errors import (
     CheckpointError,
     ConfigError,
@@ -29,6 +30,9 @@ from trainguard.launch.run_dir import RunDir, claim, new_run_id, task_run_id
 from trainguard.preflight import Report, run_preflight
 from trainguard.runtime.env import DEFAULT_OUTPUT_DIR
 from trainguard.spec import JobSpec, load_spec, parse_spec
+
+if TYPE_CHECKING:
+    from trainguard.guard.outcome import GuardedResult
 
 __all__ = ["make_spec", "preflight_stage", "train_stage", "validate_stage", "split_names", "refused_input"]
 
@@ -77,8 +81,8 @@ def preflight_stage(
     project: str,
     region: str,
     display_name: str = "",
-    backend: str = "vertex",
-    fail_on: str = "fail",
+    backend: Backend | str = Backend.VERTEX,
+    fail_on: FailOn | str = FailOn.FAIL,
     only: str | list[str] = "",
     skip: str | list[str] = "",
     output_dir: str = "",
@@ -97,9 +101,8 @@ def preflight_stage(
         SpecError / ConfigError: bad input.
         PreflightFailed: a check failed (``fail_on`` decides whether WARN/UNKNOWN count).
     """
-    from trainguard.choices import FailOn, parse
-
     fail_on = parse(FailOn, fail_on, "fail_on")
+    backend = parse(Backend, backend, "--backend")
     spec = make_spec(job_spec, project=project, region=region, display_name=display_name)
     if backend == "local" and not output_dir:
         # In a pipeline the train task writes next to its artifacts, on this same filesystem; on
@@ -204,7 +207,7 @@ def train_stage(
     project: str,
     region: str,
     display_name: str = "",
-    backend: str = "local",
+    backend: Backend | str = Backend.LOCAL,
     output_dir: str = "",
     preempt_after: str = "",
     gcp_resources_path: str | None = None,
@@ -214,13 +217,13 @@ def train_stage(
     result_path: str | None = None,
     stream: TextIO | None = sys.stdout,
     max_queued: str | float = "",
-    guard: str = "fail",
-    model_choice: str = "best",
+    guard: GuardMode | str = GuardMode.FAIL,
+    model_choice: ModelChoice | str = ModelChoice.BEST,
     thresholds: Mapping[str, float] | None = None,
     watcher: Watcher | None = None,
     run_id: str = "",
     resume: bool = False,
-) -> TrainResult:
+) -> GuardedResult:
     """Runs the training job to a terminal state and publishes its outputs.
 
     For the local backend with a ``model`` artifact and no output directory, the job's base
@@ -244,10 +247,10 @@ def train_stage(
         TrainingFailed: the job did not succeed, or the guard stopped it; ``diagnosis`` names the
             failure class (and, for a stop, the accelerator-hours saved).
     """
-    from trainguard.choices import GuardMode, ModelChoice, parse
     from trainguard.guard import HistoryGuard
     from trainguard.guard.outcome import conclude, early_stopped, stop_diagnosis, stop_message
 
+    backend = parse(Backend, backend, "--backend")
     guard_mode = parse(GuardMode, guard, "--guard")
     choice = parse(ModelChoice, model_choice, "--model")
     spec = make_spec(job_spec, project=project, region=region, display_name=display_name)

@@ -41,6 +41,19 @@ class GuardedResult(TrainResult):
     def of(cls, result: TrainResult, **extra: Any) -> GuardedResult:
         return cls(**{f.name: getattr(result, f.name) for f in fields(result)}, **extra)
 
+    @property
+    def model_step(self) -> int:
+        """The step of the checkpoint shipped as the model; -1 for the final weights, or none."""
+        step = self.model.get("model_step")
+        return int(step) if isinstance(step, int | float) else -1
+
+    @property
+    def model_uri(self) -> str:
+        """Where the shipped weights are ('' when the job left none)."""
+        if self.model.get("model_source") == "none":
+            return ""
+        return str(self.model.get("model_uri") or self.model_dir)
+
 
 def early_stopped(result: TrainResult) -> bool:
     """True when the guard ended the job as success-with-finding (a confirmed overfit)."""

@@ -312,6 +312,10 @@ def train(
             f"{escape(stop['evidence'])}\n  {escape(stop['details'].get('saved', ''))}"
         )
     model_shown = result.model_uri or "none (the job left no weights)"
+    if result.model_step >= 0:
+        model_shown += (
+            f" (the checkpoint of step {result.model_step}: validate --shipped-step {result.model_step})"
+        )
     ended = "ended early, a success" if result.stopped else result.state
     out.print(
         f"[green]training {ended}[/] in {result.duration_s:.1f} s "
@@ -364,6 +368,13 @@ def validate(
             help="repeatable: which way a metric improves, when its name does not say",
         ),
     ] = None,
+    shipped_step: Annotated[
+        int | None,
+        typer.Option(
+            "--shipped-step",
+            help="the step of the checkpoint that ships (train prints it): an overfit it escaped only warns",
+        ),
+    ] = None,
     json_path: JsonOut = None,
     markdown: Annotated[Path | None, typer.Option(help="write the Markdown report")] = None,
     html: Annotated[Path | None, typer.Option(help="write the HTML report with curves")] = None,
@@ -386,6 +397,7 @@ def validate(
             gates=gate or None,
             gate_at=gate_at,
             directions=direction or None,
+            shipped_step=shipped_step,
             json_path=str(json_path) if json_path else None,
             markdown_path=str(markdown) if markdown else None,
             html_path=str(html) if html else None,

@@ -40,3 +40,15 @@ def test_other_failures_are_never_mitigated():
     nan = OVERFIT.parent / "nan" / "history.jsonl"
     verdict = validate(nan, shipped_step=5)
     assert not verdict.passed and verdict.failure_class == "non_finite"
+
+
+def test_validate_on_the_command_line_takes_the_shipped_step(plain):
+    import subprocess
+    import sys
+
+    best = int(plain.findings[0].evidence["best_step"])
+    argv = [sys.executable, "-m", "trainguard.cli", "validate", str(OVERFIT / "history.jsonl")]
+    failed = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    shipped = subprocess.run([*argv, "--shipped-step", str(best)], capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 1 and shipped.returncode == 0, shipped.stdout + shipped.stderr
+    assert f"checkpoint at step {best}" in shipped.stdout

@@ -49,6 +49,8 @@ def test_validate_on_the_command_line_takes_the_shipped_step(plain):
     best = int(plain.findings[0].evidence["best_step"])
     argv = [sys.executable, "-m", "trainguard.cli", "validate", str(OVERFIT / "history.jsonl")]
     failed = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    shipped = subprocess.run([*argv, "--shipped-step", str(best)], capture_output=True, text=True, timeout=120)
+    shipped = subprocess.run(
+        [*argv, "--shipped-step", str(best)], capture_output=True, text=True, timeout=120
+    )
     assert failed.returncode == 1 and shipped.returncode == 0, shipped.stdout + shipped.stderr
     assert f"checkpoint at step {best}" in shipped.stdout

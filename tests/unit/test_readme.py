@@ -182,8 +182,9 @@ def test_a_cloud_block_is_well_formed(block):
         )
         _check(proc, f"{block} (its imports)")
         return
-    from trainguard.cli import app
     from typer.main import get_command
+
+    from trainguard.cli import app
 
     cli = get_command(app)
     for command in _commands(block.code):

@@ -36,6 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from trainguard import triage  # noqa: E402
+from trainguard.triage import decide, scan, signatures  # noqa: E402
+from trainguard.triage.input import blocks  # noqa: E402
 
 GOAL_MB_PER_S = 20.0
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "triage"
@@ -100,7 +102,9 @@ def bigger_table(factor: int = 3) -> tuple[triage.Pattern, ...]:
     while len(table) < factor * len(triage.CLASS_PATTERNS):
         a, b = rnd.sample(words, 2)
         regex = rf"(?i)\b{a}\b.{{0,40}}\b{b}\b" if rnd.random() < 0.5 else rf"{a}: \S+ {b}"
-        table.append(triage._p("unknown", regex, 0.05, triage.EXIT, f"synthetic {a} {b}"))
+        table.append(
+            signatures.Pattern("unknown", re.compile(regex), 0.05, triage.EXIT, f"synthetic {a} {b}")
+        )
     return tuple(table)
 
 
@@ -126,8 +130,8 @@ def _measure(job: str, path: str, queue) -> None:
         result = (diagnosis.failure_class, diagnosis.line_number)
     elif job == "scan3x":
         with open(path, "rb") as stream:
-            hits = triage._scan(stream, errors="replace", patterns=bigger_table())
-        result = (triage._decide(hits).failure_class, len(bigger_table()))
+            hits = scan.scan(blocks(stream), errors="replace", patterns=bigger_table())
+        result = (decide.decide(hits).failure_class, len(bigger_table()))
     else:
         with open(path, "rb") as stream:
             text = stream.read(2 * MB).decode("utf-8", "replace")

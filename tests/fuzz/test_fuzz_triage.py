@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 
 from tests.fuzz.contract import assert_contract, run_cli
 from trainguard import triage
+from trainguard.triage import scan
+from trainguard.triage.input import blocks
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "triage"
 REAL_LINES = sorted(
@@ -78,7 +80,7 @@ def logs(draw) -> str:
 
 
 def _hits(text: str) -> list[tuple[int, int, str]]:
-    found = triage._scan(io.BytesIO(text.encode("utf-8", "surrogatepass")), errors="surrogatepass")
+    found = scan.scan(blocks(io.BytesIO(text.encode("utf-8", "surrogatepass"))), errors="surrogatepass")
     return sorted((h.line_number, h.segment, h.pattern.label) for h in found)
 
 
@@ -86,11 +88,11 @@ def _reference(text: str) -> list[tuple[int, int, str]]:
     """Every signature on every piece of every line, as the scan did before its prefilter."""
     hits, after_frame = [], False
     for number, line in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), 1):
-        line = triage._REPLICA_PREFIX.sub("", line, count=1)
+        line = scan.REPLICA_PREFIX.sub("", line, count=1)
         for segment, piece in enumerate(line.split("\\n")):
             quoted = after_frame and piece[:1] in (" ", "\t")
-            after_frame = bool(triage._PYTHON_FRAME.match(piece))
-            if quoted or triage._FRAME.match(piece):
+            after_frame = bool(scan.PYTHON_FRAME.match(piece))
+            if quoted or scan.FRAME.match(piece):
                 continue
             hits += [(number, segment, p.label) for p in triage.CLASS_PATTERNS if p.regex.search(piece)]
     return sorted(hits)

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from trainguard import failure_classes, triage
-from trainguard.triage import CLASS_PATTERNS, MAX_EVIDENCE_CHARS, Diagnosis, classify, redact
+from trainguard.triage import CLASS_PATTERNS, MAX_EVIDENCE_CHARS, Diagnosis, classify, redact, scan
+from trainguard.triage.input import blocks
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "triage"
 TRIAGED = (
@@ -497,11 +498,11 @@ def _full_table_hits(text: str) -> list[tuple[int, int, str]]:
     hits = []
     after_frame = False
     for number, line in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), 1):
-        line = triage._REPLICA_PREFIX.sub("", line, count=1)
+        line = scan.REPLICA_PREFIX.sub("", line, count=1)
         for segment, piece in enumerate(line.split("\\n")):
             quoted = after_frame and piece[:1] in (" ", "\t")
-            after_frame = bool(triage._PYTHON_FRAME.match(piece))
-            if quoted or triage._FRAME.match(piece):
+            after_frame = bool(scan.PYTHON_FRAME.match(piece))
+            if quoted or scan.FRAME.match(piece):
                 continue
             hits += [(number, segment, p.label) for p in CLASS_PATTERNS if p.regex.search(piece)]
     return hits
@@ -510,7 +511,7 @@ def _full_table_hits(text: str) -> list[tuple[int, int, str]]:
 def _scan_hits(text: str) -> list[tuple[int, int, str]]:
     import io
 
-    found = triage._scan(io.BytesIO(text.encode("utf-8", "surrogatepass")), errors="surrogatepass")
+    found = scan.scan(blocks(io.BytesIO(text.encode("utf-8", "surrogatepass"))), errors="surrogatepass")
     return [(h.line_number, h.segment, h.pattern.label) for h in found]
 
 
@@ -561,7 +562,7 @@ def test_blocks_cut_anywhere_give_the_same_diagnosis_and_line(monkeypatch):
     )
     whole = classify(text)
     for size in (7, 64, 1000):
-        monkeypatch.setattr(triage, "BLOCK_BYTES", size)
+        monkeypatch.setattr(triage.input, "BLOCK_BYTES", size)
         again = classify(text)
         assert (again.failure_class, again.line_number, again.evidence) == (
             whole.failure_class,
@@ -571,8 +572,8 @@ def test_blocks_cut_anywhere_give_the_same_diagnosis_and_line(monkeypatch):
 
 
 def test_a_line_longer_than_the_longest_line_read_whole_is_still_searched(monkeypatch):
-    monkeypatch.setattr(triage, "BLOCK_BYTES", 256)
-    monkeypatch.setattr(triage, "_MAX_LINE_BYTES", 1024)
+    monkeypatch.setattr(triage.input, "BLOCK_BYTES", 256)
+    monkeypatch.setattr(triage.input, "_MAX_LINE_BYTES", 1024)
     text = "x" * 5000 + " CUDA out of memory. Tried to allocate 2.00 GiB " + "y" * 5000
 
     diagnosis = classify(text)
@@ -610,8 +611,8 @@ def test_a_log_repeating_one_signal_keeps_a_bounded_number_of_hits():
     text = "step 1 loss: nan\n" * 10_000
 
     assert (
-        len(triage._scan(__import__("io").BytesIO(text.encode()), errors="replace"))
-        <= triage._HITS_PER_PATTERN * 2
+        len(scan.scan(blocks(__import__("io").BytesIO(text.encode())), errors="replace"))
+        <= scan.HITS_PER_PATTERN * 2
     )
     assert classify(text).failure_class == "non_finite"
 
@@ -671,7 +672,7 @@ def test_triage_reads_a_log_file(tmp_path):
 
 
 def test_the_prefilter_finds_the_same_lines_with_and_without_de_duplication():
-    table = triage._table()
+    table = scan.table()
     text = "\n".join(fixture(p.stem) for p in sorted(FIXTURES.glob("*.txt"))).encode() + b"\n"
     with_dedup, _ = table.prefilter.lines(text, dedup=True)
     without, share = table.prefilter.lines(text, dedup=False)

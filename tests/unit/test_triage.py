@@ -681,6 +681,57 @@ def test_the_prefilter_finds_the_same_lines_with_and_without_de_duplication():
     assert len(with_dedup) < text.count(b"\n")  # healthy lines are left out
 
 
+def test_lines_alike_but_for_their_digits_are_told_apart():
+    # The scan reads a line shape once (digits made 0); signatures that read digits still run.
+    text = "worker 3 exited with exit code 0\n" * 1000 + "worker 3 exited with exit code 137\n"
+    diagnosis = classify(text)
+
+    assert diagnosis.failure_class == "host_oom"
+    assert diagnosis.line_number == 1001
+
+
+@pytest.mark.parametrize(
+    ("regex", "blind"),
+    [
+        (r"exit code \d+", True),
+        (r"[\w.]+ loss: nan", True),
+        (r"[0-9a-f]{8}", True),
+        (r"exit code 137", False),
+        (r"exit code [1-9]", False),
+        (r"[^0-4]x", False),
+        (r"(\d)\1", False),
+        (r"429(?!\d)", False),
+    ],
+)
+def test_a_signature_is_digit_blind_when_no_digit_tells_it_from_another(regex, blind):
+    from trainguard.prefilter import digit_blind
+
+    assert digit_blind(re.compile(regex)) is blind
+
+
+def test_a_digit_reading_signature_is_relaxed_into_a_blind_superset():
+    from trainguard.prefilter import digit_relaxed
+
+    relaxed = digit_relaxed(re.compile(r"(?i:exit code)\W{0,8}(?:137|-9)\b(?<!\d429)[^0-4x]"))
+
+    assert relaxed is not None
+    assert relaxed.search("EXIT CODE 000 ")  # the shape of "exit code 137 "
+    assert relaxed.search("exit code -0 .")  # of "exit code -9 ."
+    assert not relaxed.search("exit code 0 ")  # "exit code 1 " can never be 137 or -9
+    assert digit_relaxed(re.compile(r"(\d)\1")) is None
+
+
+def test_the_prefilter_lets_no_line_of_a_healthy_real_log_through():
+    # Step records ("throughput" holds the "ugh" of "not enough"), TF device lines ("totalMemory"
+    # the "memory" of "Cannot allocate memory"): a literal's end alone never makes a candidate.
+    table = scan.table()
+    for path in sorted((FIXTURES / "logs").glob("*.txt")):
+        data = path.read_bytes().replace(b"\r", b"\n") + b"\n"
+        lines = data.split(b"\n")
+        through = [lines[i] for i in table.prefilter.lines(data, dedup=False)[0]]
+        assert all(b"Traceback (most recent call last)" in line for line in through), (path.name, through)
+
+
 def test_a_process_output_given_as_bytes_is_classified_like_text():
     # subprocess output is bytes; classify(bytes) once raised AttributeError.
     raw = b"step 10\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB \xff\xfe\n"

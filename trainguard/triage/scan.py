@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from trainguard.prefilter import Prefilter, gate_words, has_folded
+from trainguard.prefilter import DIGITS, Prefilter, digit_blind, digit_relaxed, gate_words, has_folded
 from trainguard.triage.signatures import CLASS_PATTERNS, Pattern
 
 __all__ = [
@@ -33,6 +33,7 @@ FRAME = re.compile(r'^\s*(?:frame #\d+: |File "[^"]*", line \d+|[\^~]+\s*$)')
 PYTHON_FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
 # The replica prefix trainguard's launchers put on each log line ("[workerpool0-0] ").
 REPLICA_PREFIX = re.compile(r"^\[[\w.:-]+\] ")
+_DIGITS_STR = str.maketrans("0123456789", "0000000000")
 
 # The first hits of each signature are all a diagnosis uses (the earliest wins; a few more count
 # towards the confidence): a log that repeats one line a million times keeps this many.
@@ -41,9 +42,9 @@ HITS_PER_PATTERN = 64
 # blocks are searched as they are, then de-duplication is tried again.
 _MOSTLY_DISTINCT = 0.8
 _PLAIN_BLOCKS = 8
-# Candidate lines up to this long are remembered (at most this many at once) with what they show.
-_SEEN_LINE_BYTES = 4096
-_SEEN_LINES = 4096
+# Line shapes up to this long are remembered (at most this many at once) with what they show.
+_SHAPE_BYTES = 4096
+_SHAPES = 4096
 
 
 @dataclass(frozen=True)
@@ -69,15 +70,35 @@ class Hit:
 
 
 @dataclass(frozen=True)
+class _Shape:
+    """What a line shape (a line with its digits made ``0``) shows, piece by piece.
+
+    Attributes:
+        shown: per piece, the digit-blind signatures it matches (every line of the shape does).
+        to_run: per piece, the signatures that read digits and whose words it holds: they are
+            run on each line itself.
+        signatures: all of them, once.
+    """
+
+    shown: tuple[tuple[int, ...], ...]
+    to_run: tuple[tuple[int, ...], ...]
+    signatures: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Table:
-    """A signature table compiled for the scan: one prefilter, and which signatures each word
-    a line may hold lets through (a signature without words always runs)."""
+    """A signature table compiled for the scan: one prefilter, which signatures each word a
+    line may hold lets through (a signature without words always runs), which signatures are
+    blind to digits (:func:`trainguard.prefilter.digit_blind`) and, for the others, a relaxed
+    digit-blind form (:func:`trainguard.prefilter.digit_relaxed`)."""
 
     patterns: tuple[Pattern, ...]
     prefilter: Prefilter
     words: tuple[str, ...]
     by_word: dict[str, tuple[int, ...]]
     ungated: tuple[int, ...]
+    blind: tuple[bool, ...]
+    relaxed: tuple[re.Pattern[str] | None, ...]
 
     @classmethod
     def of(cls, patterns: tuple[Pattern, ...]) -> Table:
@@ -88,7 +109,8 @@ class Table:
             words = gate_words(pattern.regex)
             if words is None:
                 ungated.append(index)
-            for word in words or ():
+            # Words are looked for in a line shape, whose digits are all 0: so are theirs.
+            for word in {w.translate(_DIGITS_STR) for w in words or ()}:
                 by_word.setdefault(word, []).append(index)
         return cls(
             patterns,
@@ -96,17 +118,44 @@ class Table:
             tuple(by_word),
             {w: tuple(i) for w, i in by_word.items()},
             tuple(ungated),
+            tuple(digit_blind(p.regex) for p in patterns),
+            tuple(None if digit_blind(p.regex) else digit_relaxed(p.regex) for p in patterns),
         )
 
     def gated(self, piece: str) -> list[int]:
-        """The signatures worth running on ``piece``: those whose words it holds, in order."""
+        """The signatures worth running on ``piece`` (or its shape): those whose words it
+        holds, in order."""
         if has_folded(piece):
             return list(range(len(self.patterns)))
-        lowered = piece.lower()
+        lowered = piece.lower().translate(_DIGITS_STR)
         chosen = set(self.ungated)
         for word in [w for w in self.words if w in lowered]:
             chosen.update(self.by_word[word])
         return sorted(chosen)
+
+    def shape(self, text: str, after_python_frame: bool) -> _Shape:
+        """What the lines of shape ``text`` show (``after_python_frame``: the line before is a
+        Python frame, so an indented line is the source it quotes)."""
+        shown: list[tuple[int, ...]] = []
+        to_run: list[tuple[int, ...]] = []
+        for piece in pieces(text):
+            quoted_source = after_python_frame and piece[:1] in (" ", "\t")
+            after_python_frame = bool(PYTHON_FRAME.match(piece))
+            if quoted_source or FRAME.match(piece):
+                shown.append(())
+                to_run.append(())
+                continue
+            gated = self.gated(piece)
+            shown.append(tuple(i for i in gated if self.blind[i] and self.patterns[i].regex.search(piece)))
+            to_run.append(tuple(i for i in gated if not self.blind[i] and self._may_match(i, piece)))
+        everything = sorted({i for part in (*shown, *to_run) for i in part})
+        return _Shape(tuple(shown), tuple(to_run), tuple(everything))
+
+    def _may_match(self, index: int, shape_piece: str) -> bool:
+        """Whether a digit-reading signature can match some line of this shape: its relaxed,
+        digit-blind form matches the shape (no relaxed form: it may)."""
+        relaxed = self.relaxed[index]
+        return relaxed is None or relaxed.search(shape_piece) is not None
 
 
 _TABLES: dict[int, Table] = {}
@@ -139,9 +188,10 @@ def scan(
     compiled = table(patterns)
     hits: list[Hit] = []
     counts = [0] * len(compiled.patterns)
-    # A log repeats its lines (warnings, progress lines that mention a loss of inf): each
-    # distinct candidate line is matched against the table once.
-    seen: dict[tuple[bytes, bool], list[tuple[int, int, str]]] = {}
+    # A log repeats its lines but for their numbers (step counters, losses, timestamps, a
+    # progress bar's counts): what a line shape shows is worked out once.
+    shapes: dict[tuple[bytes, bool], _Shape] = {}
+    frames: dict[bytes, bool] = {}
     line_number = 1  # of the first line of the block
     previous = b""  # the last line of the previous block
     plain = 0  # blocks left to search without de-duplicating (their lines were all different)
@@ -150,19 +200,25 @@ def scan(
         candidates, distinct = compiled.prefilter.lines(block, dedup=plain == 0)
         plain = max(0, plain - 1) if plain else (_PLAIN_BLOCKS if distinct > _MOSTLY_DISTINCT else 0)
         for index in candidates:
-            before = lines[index - 1] if index else previous
-            key = (lines[index], _ends_in_frame(before.decode("utf-8", errors)))
-            found = seen.get(key)
-            if found is None:
-                found = _matches(compiled, key[0].decode("utf-8", errors), key[1])
-                if len(key[0]) <= _SEEN_LINE_BYTES:
-                    if len(seen) >= _SEEN_LINES:
-                        seen.clear()
-                    seen[key] = found
-            for segment, pattern_index, piece in found:
-                if counts[pattern_index] < HITS_PER_PATTERN:
-                    counts[pattern_index] += 1
-                    hits.append(Hit(line_number + index, segment, piece, compiled.patterns[pattern_index]))
+            line = lines[index]
+            after_frame = _ends_in_frame(lines[index - 1] if index else previous, frames, errors)
+            key = (line.translate(DIGITS), after_frame)
+            shape = shapes.get(key)
+            if shape is None:
+                shape = compiled.shape(key[0].decode("utf-8", errors), after_frame)
+                if len(line) <= _SHAPE_BYTES:
+                    if len(shapes) >= _SHAPES:
+                        shapes.clear()
+                    shapes[key] = shape
+            if all(counts[i] >= HITS_PER_PATTERN for i in shape.signatures):
+                continue  # every signature this line can show has all the hits it keeps
+            for segment, piece in enumerate(pieces(line.decode("utf-8", errors))):
+                found = list(shape.shown[segment])
+                found += [i for i in shape.to_run[segment] if compiled.patterns[i].regex.search(piece)]
+                for i in sorted(found):
+                    if counts[i] < HITS_PER_PATTERN:
+                        counts[i] += 1
+                        hits.append(Hit(line_number + index, segment, piece, compiled.patterns[i]))
         line_number += len(lines) - 1
         previous = lines[-2] if len(lines) > 1 else previous
     return hits
@@ -175,24 +231,15 @@ def pieces(line: str) -> list[str]:
     return line.split("\\n")
 
 
-def _ends_in_frame(line: str) -> bool:
-    """Whether the last piece of a line is a Python frame (``File "…", line N``)."""
-    return bool(PYTHON_FRAME.match(pieces(line)[-1]))
-
-
-def _matches(compiled: Table, line: str, after_python_frame: bool) -> list[tuple[int, int, str]]:
-    """(segment, signature index, piece) for every signature the line shows."""
-    found = []
-    for segment, piece in enumerate(pieces(line)):
-        # The source line a traceback quotes is indented; the exception line is not (and
-        # comes straight after "File …" when the source is not available).
-        quoted_source = after_python_frame and piece[:1] in (" ", "\t")
-        after_python_frame = bool(PYTHON_FRAME.match(piece))
-        if quoted_source or FRAME.match(piece):
-            continue
-        found += [
-            (segment, index, piece)
-            for index in compiled.gated(piece)
-            if compiled.patterns[index].regex.search(piece)
-        ]
+def _ends_in_frame(line: bytes, known: dict[bytes, bool], errors: str) -> bool:
+    """Whether the last piece of a line is a Python frame (``File "…", line N``); digit-blind,
+    so remembered by the line's shape."""
+    shape = line.translate(DIGITS)
+    found = known.get(shape)
+    if found is None:
+        found = bool(PYTHON_FRAME.match(pieces(shape.decode("utf-8", errors))[-1]))
+        if len(shape) <= _SHAPE_BYTES:
+            if len(known) >= _SHAPES:
+                known.clear()
+            known[shape] = found
     return found

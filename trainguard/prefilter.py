@@ -284,10 +284,18 @@ def _emit(node: dict) -> bytes:
 class Prefilter:
     """One compiled regex over lower-cased bytes: the lines any of ``regexes`` can match."""
 
-    def __init__(self, regexes: Sequence[re.Pattern[str]]) -> None:
+    def __init__(self, regexes: Sequence[re.Pattern[str]], *, heads_only: bool = False) -> None:
+        """Args:
+        regexes: the table.
+        heads_only: look for each lead's literal alone, not for what must follow it on the
+            line: a looser but linear-time filter, for text that is not cut into lines (a
+            lazy gap then a literal costs a pass to the end of the text per occurrence).
+        """
         parts = [_parse(r) for r in regexes]
         self.complete = all(p is not None for p in parts)
         leads = [lead for p in parts if p is not None for lead in _leads(p)]
+        if heads_only:
+            leads = [(head, b"") for head, _rest in leads]
         leads += [(ch.encode(), b"") for ch in FOLDED]
         self.regex = re.compile(_trie(leads)) if self.complete else None
 

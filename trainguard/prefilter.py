@@ -13,7 +13,15 @@ The skeleton is a superset by construction: literals are lower-cased (so is the 
 that is not a plain ASCII literal becomes a gap (``[^\\n]*?``, which may be empty), an optional
 part is dropped, a branch keeps all its alternatives. Python's case-insensitive matching also
 folds four non-ASCII letters onto ASCII ones (Kelvin sign ``K``, ``ſ``, ``İ``, ``ı``): a line
-holding one of them is always a candidate.
+holding one of them is always a candidate. Each literal is looked for from a short, rare suffix
+(the regex engine skips fast to few distinct first bytes), and the rest of it is checked at once
+behind it, so the suffix alone never makes a candidate.
+
+A log repeats its lines but for their numbers. :func:`digit_blind` tells which regexes cannot
+tell one digit from another (they match a line exactly when they match it with every digit made
+``0``), and :func:`digit_relaxed` turns the others into a digit-blind superset: the scan works
+out what a line *shape* shows once, and runs on each line only the few regexes that read digits
+and may match it.
 """
 
 from __future__ import annotations
@@ -23,10 +31,21 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 # Python 3.11+ keeps the regex parser private; the prefilter reads literals off its parse tree.
+from re import _compiler as _sre_compile  # type: ignore[attr-defined]
 from re import _constants as _c  # type: ignore[attr-defined]
 from re import _parser as _sre  # type: ignore[attr-defined]
 
-__all__ = ["GAP", "FOLDED", "Prefilter", "skeleton", "gate_words", "has_folded"]
+__all__ = [
+    "GAP",
+    "FOLDED",
+    "DIGITS",
+    "Prefilter",
+    "skeleton",
+    "gate_words",
+    "has_folded",
+    "digit_blind",
+    "digit_relaxed",
+]
 
 GAP = rb"[^\n]*?"
 # The non-ASCII characters that re.IGNORECASE matches with an ASCII letter (k, s, i, i), found by
@@ -39,7 +58,7 @@ _REPEATS = {_c.MAX_REPEAT, _c.MIN_REPEAT} | (
 _ATOMIC = getattr(_c, "ATOMIC_GROUP", object())
 # The text the prefilter reads has every digit made 0, so that lines differing only in numbers
 # (step counters, losses, timestamps) are one line to search; its literals are made alike.
-_DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
+DIGITS = _DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
 _MIN_LEAD = 3  # a shorter literal is too common a place to start looking from
 
 
@@ -233,10 +252,17 @@ def _trie(leads: list[tuple[bytes, bytes]]) -> bytes:
     a hundred flat alternatives cost a hundred tests per character, a trie a few.
     """
     root: dict = {}
-    for anchor, (_head, rest) in zip(_anchors([h for h, _ in leads]), leads, strict=True):
+    for anchor, (head, rest) in zip(_anchors([h for h, _ in leads]), leads, strict=True):
         node = root
         for byte in anchor:
             node = node.setdefault(byte, {})
+        whole = head.translate(_DIGITS)
+        if whole != anchor:
+            # The anchor is the literal's end: the rest of it must stand right before it, checked
+            # at once (a fixed-width lookbehind) rather than by every line the anchor alone finds
+            # ("throughput" holds "ugh" of "not enough", "totalMemory" the "memory" of "Cannot
+            # allocate memory").
+            rest = b"(?<=" + re.escape(whole) + b")" + rest
         node.setdefault(None, set()).add(rest)
     return _emit(root)
 
@@ -258,10 +284,18 @@ def _emit(node: dict) -> bytes:
 class Prefilter:
     """One compiled regex over lower-cased bytes: the lines any of ``regexes`` can match."""
 
-    def __init__(self, regexes: Sequence[re.Pattern[str]]) -> None:
+    def __init__(self, regexes: Sequence[re.Pattern[str]], *, heads_only: bool = False) -> None:
+        """Args:
+        regexes: the table.
+        heads_only: look for each lead's literal alone, not for what must follow it on the
+            line: a looser but linear-time filter, for text that is not cut into lines (a
+            lazy gap then a literal costs a pass to the end of the text per occurrence).
+        """
         parts = [_parse(r) for r in regexes]
         self.complete = all(p is not None for p in parts)
         leads = [lead for p in parts if p is not None for lead in _leads(p)]
+        if heads_only:
+            leads = [(head, b"") for head, _rest in leads]
         leads += [(ch.encode(), b"") for ch in FOLDED]
         self.regex = re.compile(_trie(leads)) if self.complete else None
 
@@ -307,3 +341,135 @@ class Prefilter:
             counted = start
             found.append(line)
         return found
+
+
+_ASCII_DIGITS = frozenset(range(ord("0"), ord("9") + 1))
+# Character categories hold every ASCII digit or none, so they never tell one digit from another.
+_DIGIT_CATEGORIES = {_c.CATEGORY_DIGIT, _c.CATEGORY_WORD, _c.CATEGORY_NOT_SPACE}
+
+
+def _set_is_blind(items) -> bool:
+    """Whether a character set holds every ASCII digit or none of them."""
+    covered: set[int] = set()
+    for op, av in items:
+        if op == _c.LITERAL and av in _ASCII_DIGITS:
+            covered.add(av)
+        elif op == _c.RANGE:
+            covered |= _ASCII_DIGITS & set(range(av[0], av[1] + 1))
+        elif op == _c.CATEGORY and av in _DIGIT_CATEGORIES:
+            return True  # every digit is in it, whatever the literals add
+    return len(covered) in (0, len(_ASCII_DIGITS))
+
+
+def _children(op, av) -> list:
+    """The parse-tree lists nested in one node (a group's, a repeat's, a branch's, a lookaround's)."""
+    if op == _c.SUBPATTERN:
+        return [_data(av[3])]
+    if op == _ATOMIC:
+        return [_data(av)]
+    if op in _REPEATS:
+        return [_data(av[2])]
+    if op == _c.BRANCH:
+        return [_data(b) for b in av[1]]
+    if op in (_c.ASSERT, _c.ASSERT_NOT):
+        return [_data(av[1])]
+    return []
+
+
+def _tree_is_blind(items) -> bool:
+    for op, av in items:
+        if op in (_c.LITERAL, _c.NOT_LITERAL) and av in _ASCII_DIGITS:
+            return False
+        if op == _c.IN and not _set_is_blind(av):
+            return False
+        if op in (_c.GROUPREF, _c.GROUPREF_EXISTS):
+            return False  # a back-reference repeats the very digits it saw
+        if not all(_tree_is_blind(child) for child in _children(op, av)):
+            return False
+    return True
+
+
+def digit_blind(regex: re.Pattern[str]) -> bool:
+    """True when ``regex`` cannot tell one ASCII digit from another.
+
+    Such a regex finds a match in a line exactly when it finds one in the line with every digit
+    made ``0`` (a digit stands where a digit stood, so ``\\d``, ``\\w``, ``\\b`` and ``.`` see
+    the same): a log's lines that differ only in their numbers (step counters, losses,
+    timestamps) need it run once. A literal digit (``137``), a set holding some digits but not
+    others (``[1-9]``) or a back-reference makes it see digits.
+    """
+    return _tree_is_blind(_data(_sre.parse(regex.pattern, regex.flags)))
+
+
+_ANY = [(_c.CATEGORY, _c.CATEGORY_DIGIT), (_c.CATEGORY, _c.CATEGORY_NOT_DIGIT)]
+
+
+class _Unrelaxable(Exception):
+    """A back-reference: what it matches depends on the digits seen before."""
+
+
+def _relax_set(items: list) -> list:
+    if _set_is_blind(items):
+        return items
+    if items and items[0][0] == _c.NEGATE:  # [^0-4x]: let every digit through
+        kept = [items[0]]
+        for op, av in items[1:]:
+            if op == _c.LITERAL and av in _ASCII_DIGITS:
+                continue
+            if op == _c.RANGE:
+                low, high = av
+                kept += [(_c.RANGE, r) for r in ((low, min(high, 47)), (max(low, 58), high)) if r[0] <= r[1]]
+                continue
+            kept.append((op, av))
+        return kept
+    return [*items, (_c.CATEGORY, _c.CATEGORY_DIGIT)]  # [1-9x]: every digit
+
+
+def _relax(items) -> list:
+    out: list[tuple[object, object]] = []
+    for op, av in items:
+        if op == _c.LITERAL and av in _ASCII_DIGITS:
+            out.append((_c.IN, [(_c.CATEGORY, _c.CATEGORY_DIGIT)]))
+        elif op == _c.NOT_LITERAL and av in _ASCII_DIGITS:
+            out.append((_c.IN, list(_ANY)))
+        elif op == _c.IN:
+            out.append((op, _relax_set(list(av))))
+        elif op in (_c.GROUPREF, _c.GROUPREF_EXISTS):
+            raise _Unrelaxable
+        elif op == _c.SUBPATTERN:
+            out.append((op, (*av[:3], _sub(av[3], _relax(_data(av[3]))))))
+        elif op == _ATOMIC:
+            out.append((op, _sub(av, _relax(_data(av)))))
+        elif op in _REPEATS:
+            out.append((op, (av[0], av[1], _sub(av[2], _relax(_data(av[2]))))))
+        elif op == _c.BRANCH:
+            out.append((op, (av[0], [_sub(b, _relax(_data(b))) for b in av[1]])))
+        elif op == _c.ASSERT:
+            out.append((op, (av[0], _sub(av[1], _relax(_data(av[1]))))))
+        elif op == _c.ASSERT_NOT:
+            continue  # a negative assertion relaxed inside would refuse more: drop it instead
+        else:
+            out.append((op, av))
+    return out
+
+
+def _sub(like, data: list):
+    return _sre.SubPattern(like.state, data)
+
+
+def digit_relaxed(regex: re.Pattern[str]) -> re.Pattern[str] | None:
+    """A digit-blind regex that matches wherever ``regex`` matches (any digit where it wants
+    one digit, no negative assertion), or None when there is none (a back-reference).
+
+    It tells which lines of one shape (digits made ``0``) a digit-reading signature may match
+    at all: where the relaxed form does not match the shape, the signature matches none of
+    the shape's lines.
+    """
+    tree = _sre.parse(regex.pattern, regex.flags)
+    try:
+        relaxed = _sub(tree, _relax(_data(tree)))
+    except _Unrelaxable:
+        return None
+    if not _tree_is_blind(_data(relaxed)):
+        return None
+    return _sre_compile.compile(relaxed, regex.flags)

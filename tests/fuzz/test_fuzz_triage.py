@@ -9,6 +9,7 @@ what the full signature table finds.
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -16,12 +17,15 @@ from hypothesis import strategies as st
 
 from tests.fuzz.contract import assert_contract, run_cli
 from trainguard import triage
+from trainguard.prefilter import DIGITS, digit_blind, digit_relaxed
+from trainguard.triage import scan
+from trainguard.triage.input import blocks
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "triage"
 REAL_LINES = sorted(
     {
         line
-        for p in FIXTURES.glob("*.txt")
+        for p in [*FIXTURES.glob("*.txt"), *FIXTURES.glob("logs/*.txt")]
         for line in p.read_text(encoding="utf-8").splitlines()
         if line.strip()
     }
@@ -78,7 +82,7 @@ def logs(draw) -> str:
 
 
 def _hits(text: str) -> list[tuple[int, int, str]]:
-    found = triage._scan(io.BytesIO(text.encode("utf-8", "surrogatepass")), errors="surrogatepass")
+    found = scan.scan(blocks(io.BytesIO(text.encode("utf-8", "surrogatepass"))), errors="surrogatepass")
     return sorted((h.line_number, h.segment, h.pattern.label) for h in found)
 
 
@@ -86,11 +90,11 @@ def _reference(text: str) -> list[tuple[int, int, str]]:
     """Every signature on every piece of every line, as the scan did before its prefilter."""
     hits, after_frame = [], False
     for number, line in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), 1):
-        line = triage._REPLICA_PREFIX.sub("", line, count=1)
+        line = scan.REPLICA_PREFIX.sub("", line, count=1)
         for segment, piece in enumerate(line.split("\\n")):
             quoted = after_frame and piece[:1] in (" ", "\t")
-            after_frame = bool(triage._PYTHON_FRAME.match(piece))
-            if quoted or triage._FRAME.match(piece):
+            after_frame = bool(scan.PYTHON_FRAME.match(piece))
+            if quoted or scan.FRAME.match(piece):
                 continue
             hits += [(number, segment, p.label) for p in triage.CLASS_PATTERNS if p.regex.search(piece)]
     return sorted(hits)
@@ -100,6 +104,86 @@ def _reference(text: str) -> list[tuple[int, int, str]]:
 @given(text=st.one_of(logs(), st.text(max_size=300)))
 def test_the_prefilter_never_changes_what_the_table_finds(text):
     assert _hits(text) == _reference(text)
+
+
+@st.composite
+def renumbered(draw) -> str:
+    """A real line with its digits drawn anew (a log repeats its lines but for their numbers)."""
+    line = draw(st.sampled_from([line for line in REAL_LINES if re.search(r"\d", line)]))
+    digits = draw(st.lists(st.sampled_from("0123456789"), min_size=len(line), max_size=len(line)))
+    return "".join(digits[i] if ch.isascii() and ch.isdigit() else ch for i, ch in enumerate(line))
+
+
+@fuzz(200)
+@given(lines=st.lists(renumbered(), min_size=1, max_size=40))
+def test_lines_alike_but_for_their_digits_each_get_their_own_hits(lines):
+    # "exit code 137" after "exit code 0": the scan reads a line shape once, never its digits.
+    text = "\n".join(lines)
+    assert _hits(text) == _reference(text)
+
+
+@fuzz(200)
+@given(line=renumbered())
+def test_a_digit_blind_signature_matches_a_line_exactly_when_it_matches_its_shape(line):
+    shape = line.encode("utf-8", "surrogatepass").translate(DIGITS).decode("utf-8", "surrogatepass")
+    for pattern in triage.CLASS_PATTERNS:
+        found = pattern.regex.search(line) is not None
+        if digit_blind(pattern.regex):
+            assert found == (pattern.regex.search(shape) is not None), pattern.label
+        elif found and (relaxed := digit_relaxed(pattern.regex)) is not None:
+            assert relaxed.search(shape), pattern.label
+
+
+SECRET_FRAGMENTS = [
+    "token",
+    "TOKEN",
+    "secret",
+    "Secret Access Key",
+    "api_key",
+    "PGPASSWORD",
+    "key_id",
+    "X-Goog-Signature",
+    "sig",
+    "ſecret",
+    "--password",
+    "--hf-token",
+    "=",
+    ": ",
+    '"',
+    "%3D",
+    "%22",
+    " ",
+    "\n",
+    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+    "hunter2",
+    "https://",
+    "bob:",
+    "p4ss/w0rd",
+    "@host.example:443/x",
+    "-----BEGIN RSA PRIVATE\nKEY-----",
+    "-----END PRIVATE KEY-----",
+    "MIIEvQIBADANBgkqhkiG9w0B",
+    "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl",
+    "AKIAIOSFODNN7EXAMPLE",
+    "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+    "Authorization",
+    "Bearer ",
+    "cookie",
+]
+
+
+@fuzz(300)
+@given(parts=st.lists(st.one_of(st.sampled_from(SECRET_FRAGMENTS), st.sampled_from(REAL_LINES)), max_size=12))
+def test_the_redaction_gates_never_keep_a_shape_from_running(parts):
+    # redact() skips a shape where its gates find nothing; running every shape must agree.
+    from trainguard.redaction import SECRET_SHAPES, redact
+
+    text = "".join(parts)
+    everything = text
+    for shape in SECRET_SHAPES:
+        everything = shape.regex.sub(shape.replacement, everything)
+    assert redact(text) == everything
 
 
 @fuzz(40)

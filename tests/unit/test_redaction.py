@@ -172,6 +172,68 @@ CASES = [
         ["ok"],
     ),
     ("OpenAI API key", "key sk-proj-" + "aB3" * 16 + " rejected", ["aB3aB3aB3"], ["rejected"]),
+    # Issue 29's shapes: a random value after a secret-like word (no "=" or ":" between), a URL
+    # password holding "/", tokens glued to a word, PEM blocks broken across lines, JWTs.
+    ("random value after a secret word", f"aws secret {AWS_SECRET}", [AWS_SECRET], ["aws secret"]),
+    (
+        "random value after a secret word",
+        f"AWS Secret Access Key [None]: {AWS_SECRET}\nDefault region name [None]: us-east-1",
+        [AWS_SECRET, "bPxRfiCY"],
+        ["Secret Access Key [None]:", "us-east-1"],
+    ),
+    (
+        "random value after a secret word",
+        "the api token is 9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c, rotate it",
+        ["9f8e7d6c5b4a"],
+        ["the api token is", "rotate it"],
+    ),
+    (
+        "URL credentials",
+        "https://bob:p4ss/w0rd@host.example:443/x",
+        ["p4ss", "w0rd"],
+        ["@host.example:443/x"],
+    ),
+    ("GitHub token", f"export TOKEN{GH}", [GH[4:]], ["export TOKEN"]),
+    ("Google OAuth access token", "sent tokenya29.a0AfB_byDx9Kq3Lz twice", ["a0AfB_by"], ["twice"]),
+    ("AWS access key pair", f"id={AWS_ID}/key{AWS_ID}", [AWS_ID], ["id="]),
+    (
+        "Hugging Face token",
+        "HUGGING_FACE_HUB_TOKENhf_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789",
+        ["aBcDeFgHiJkLmNoP"],
+        ["HUGGING_FACE_HUB_TOKEN"],
+    ),
+    (
+        "JSON Web Token",
+        "auth=Bearer_eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl end",
+        ["eyJhbGci", "c2lnbmF0dXJl"],
+        ["end"],
+    ),
+    (
+        "JSON Web Token",
+        "idtokeneyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl end",
+        ["eyJhbGci", "eyJzdWIi"],
+        ["idtoken", "end"],
+    ),
+    (
+        "PEM/PGP private key block",
+        "-----BEGIN RSA PRIVATE\nKEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt\n"
+        "-----END RSA\nPRIVATE KEY-----\nafter",
+        ["MIIEowIBAAKCAQEA"],
+        ["after"],
+    ),
+    (
+        "PEM private key tail",
+        "[workerpool0-0] MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcw\n[workerpool0-0] 0gBhqvDu1zDG3c1pM9E0kH4uOGmQ\n"
+        "[workerpool0-0] -----END PRIVATE KEY-----\n[workerpool0-0] step 5",
+        ["MIIEvQIBADANBgkq", "0gBhqvDu1zDG"],
+        ["step 5"],
+    ),
+    (
+        "PEM private key tail",
+        '"MIIEvQIBADANBgkqhkiG9w0B\\nAbCdEf0123456789+/abcd\\n-----END PRIVATE KEY-----\\n"}',
+        ["MIIEvQIBADANBgkq", "AbCdEf0123456789"],
+        ['"}'],
+    ),
 ]
 
 
@@ -209,6 +271,18 @@ ORDINARY = [
     "ssh://git@github.com:org/repo.git and mail bob@example.com",
     "python train.py --max-tokens 2048 --token-budget 5 --secretary-mode on",
     "hf_hub_download(repo_id='bert-base-uncased') sk-learn tasks: 3",
+    # Hashes and ids are content addresses, not secrets: in a path, a commit, a run id, a disk
+    # name they stay (after a secret-like word a hex run is redacted: see CASES).
+    "saved gs://my-bucket/runs/9f8e7d6c5b4a39281706f5e4d3c2b1a0/model.pt",
+    "commit 5784cec9ab3898c5d572c063b35014cd76535a59 (HEAD -> main)",
+    "run id 123e4567-e89b-12d3-a456-426614174000 on disk-0123456789abcdef0123456789abcdef0",
+    "step=123456789012345678 loss=0.1234 tokens=4096 token 7 of 512",
+    "fetched https://registry.npmjs.org:443/@scope/pkg",
+    "Secret Manager API secretmanager.googleapis.com enabled for the secrets of run 20250101",
+    "using credentials file /home/User1/.config/gcloud/application_default_credentials.json",
+    "INFO:absl:  name = bert/embeddings/token_type_embeddings:0, shape = (2, 768), *INIT_FROM_CKPT*",
+    # argparse's usage line names a flag's metavar, not its value.
+    "usage: train.py [--eos-token EOS_TOKEN] [--hf-token HF_TOKEN] [--password PASSWORD]",
 ]
 
 
@@ -218,9 +292,40 @@ def test_ordinary_log_lines_are_not_redacted(line):
 
 
 def test_the_real_healthy_logs_pass_unchanged():
-    for path in FIXTURES.glob("unknown-healthy-*.txt"):
+    paths = [*FIXTURES.glob("unknown-healthy-*.txt"), *FIXTURES.glob("logs/*.txt")]
+    for path in paths:
         text = path.read_text(encoding="utf-8")
         assert redact(text) == text, path.name
+
+
+def test_the_real_error_texts_lose_nothing_but_secrets():
+    # 375 published error texts (tests/fixtures/triage/corpus): none holds a credential, and a
+    # word like "credentials ... for my-bucket/lambda-github-workflow-trigger.zip" or argparse's
+    # "--eos-token EOS_TOKEN" must not read as one.
+    from tests.triage_corpus import SPLITS, load
+
+    for split in SPLITS:
+        for entry in load(split):
+            assert redact(entry.text) == entry.text, entry.id
+
+
+@pytest.mark.parametrize(
+    ("value", "random"),
+    [
+        ("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", True),  # AWS's documented example secret
+        ("9f8e7d6c5b4a39281706f5e4d3c2b1a0", True),  # a hex token
+        ("my-bucket/lambda-github-workflow-trigger.zip", False),  # a path
+        ("/home/User1/.config/gcloud/adc.json", False),
+        ("token_type_embeddings", False),  # a name
+        ("1234567890123456789", False),  # a number
+        ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1A", False),  # too few kinds of character
+        ("Ab1Ab1", False),  # too short
+    ],
+)
+def test_a_value_looks_random_when_it_is_long_mixed_and_spread(value, random):
+    from trainguard.redaction import looks_random
+
+    assert looks_random(value) is random
 
 
 def test_an_unterminated_private_key_is_redacted_to_the_end():

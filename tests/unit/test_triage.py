@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from trainguard import failure_classes, triage
-from trainguard.triage import CLASS_PATTERNS, MAX_EVIDENCE_CHARS, Diagnosis, classify, redact
+from trainguard.triage import CLASS_PATTERNS, MAX_EVIDENCE_CHARS, Diagnosis, classify, redact, scan
+from trainguard.triage.input import blocks
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "triage"
 TRIAGED = (
@@ -497,11 +498,11 @@ def _full_table_hits(text: str) -> list[tuple[int, int, str]]:
     hits = []
     after_frame = False
     for number, line in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), 1):
-        line = triage._REPLICA_PREFIX.sub("", line, count=1)
+        line = scan.REPLICA_PREFIX.sub("", line, count=1)
         for segment, piece in enumerate(line.split("\\n")):
             quoted = after_frame and piece[:1] in (" ", "\t")
-            after_frame = bool(triage._PYTHON_FRAME.match(piece))
-            if quoted or triage._FRAME.match(piece):
+            after_frame = bool(scan.PYTHON_FRAME.match(piece))
+            if quoted or scan.FRAME.match(piece):
                 continue
             hits += [(number, segment, p.label) for p in CLASS_PATTERNS if p.regex.search(piece)]
     return hits
@@ -510,7 +511,7 @@ def _full_table_hits(text: str) -> list[tuple[int, int, str]]:
 def _scan_hits(text: str) -> list[tuple[int, int, str]]:
     import io
 
-    found = triage._scan(io.BytesIO(text.encode("utf-8", "surrogatepass")), errors="surrogatepass")
+    found = scan.scan(blocks(io.BytesIO(text.encode("utf-8", "surrogatepass"))), errors="surrogatepass")
     return [(h.line_number, h.segment, h.pattern.label) for h in found]
 
 
@@ -561,7 +562,7 @@ def test_blocks_cut_anywhere_give_the_same_diagnosis_and_line(monkeypatch):
     )
     whole = classify(text)
     for size in (7, 64, 1000):
-        monkeypatch.setattr(triage, "BLOCK_BYTES", size)
+        monkeypatch.setattr(triage.input, "BLOCK_BYTES", size)
         again = classify(text)
         assert (again.failure_class, again.line_number, again.evidence) == (
             whole.failure_class,
@@ -571,8 +572,8 @@ def test_blocks_cut_anywhere_give_the_same_diagnosis_and_line(monkeypatch):
 
 
 def test_a_line_longer_than_the_longest_line_read_whole_is_still_searched(monkeypatch):
-    monkeypatch.setattr(triage, "BLOCK_BYTES", 256)
-    monkeypatch.setattr(triage, "_MAX_LINE_BYTES", 1024)
+    monkeypatch.setattr(triage.input, "BLOCK_BYTES", 256)
+    monkeypatch.setattr(triage.input, "_MAX_LINE_BYTES", 1024)
     text = "x" * 5000 + " CUDA out of memory. Tried to allocate 2.00 GiB " + "y" * 5000
 
     diagnosis = classify(text)
@@ -610,8 +611,8 @@ def test_a_log_repeating_one_signal_keeps_a_bounded_number_of_hits():
     text = "step 1 loss: nan\n" * 10_000
 
     assert (
-        len(triage._scan(__import__("io").BytesIO(text.encode()), errors="replace"))
-        <= triage._HITS_PER_PATTERN * 2
+        len(scan.scan(blocks(__import__("io").BytesIO(text.encode())), errors="replace"))
+        <= scan.HITS_PER_PATTERN * 2
     )
     assert classify(text).failure_class == "non_finite"
 
@@ -671,13 +672,64 @@ def test_triage_reads_a_log_file(tmp_path):
 
 
 def test_the_prefilter_finds_the_same_lines_with_and_without_de_duplication():
-    table = triage._table()
+    table = scan.table()
     text = "\n".join(fixture(p.stem) for p in sorted(FIXTURES.glob("*.txt"))).encode() + b"\n"
     with_dedup, _ = table.prefilter.lines(text, dedup=True)
     without, share = table.prefilter.lines(text, dedup=False)
 
     assert with_dedup == without and share == 1.0
     assert len(with_dedup) < text.count(b"\n")  # healthy lines are left out
+
+
+def test_lines_alike_but_for_their_digits_are_told_apart():
+    # The scan reads a line shape once (digits made 0); signatures that read digits still run.
+    text = "worker 3 exited with exit code 0\n" * 1000 + "worker 3 exited with exit code 137\n"
+    diagnosis = classify(text)
+
+    assert diagnosis.failure_class == "host_oom"
+    assert diagnosis.line_number == 1001
+
+
+@pytest.mark.parametrize(
+    ("regex", "blind"),
+    [
+        (r"exit code \d+", True),
+        (r"[\w.]+ loss: nan", True),
+        (r"[0-9a-f]{8}", True),
+        (r"exit code 137", False),
+        (r"exit code [1-9]", False),
+        (r"[^0-4]x", False),
+        (r"(\d)\1", False),
+        (r"429(?!\d)", False),
+    ],
+)
+def test_a_signature_is_digit_blind_when_no_digit_tells_it_from_another(regex, blind):
+    from trainguard.prefilter import digit_blind
+
+    assert digit_blind(re.compile(regex)) is blind
+
+
+def test_a_digit_reading_signature_is_relaxed_into_a_blind_superset():
+    from trainguard.prefilter import digit_relaxed
+
+    relaxed = digit_relaxed(re.compile(r"(?i:exit code)\W{0,8}(?:137|-9)\b(?<!\d429)[^0-4x]"))
+
+    assert relaxed is not None
+    assert relaxed.search("EXIT CODE 000 ")  # the shape of "exit code 137 "
+    assert relaxed.search("exit code -0 .")  # of "exit code -9 ."
+    assert not relaxed.search("exit code 0 ")  # "exit code 1 " can never be 137 or -9
+    assert digit_relaxed(re.compile(r"(\d)\1")) is None
+
+
+def test_the_prefilter_lets_no_line_of_a_healthy_real_log_through():
+    # Step records ("throughput" holds the "ugh" of "not enough"), TF device lines ("totalMemory"
+    # the "memory" of "Cannot allocate memory"): a literal's end alone never makes a candidate.
+    table = scan.table()
+    for path in sorted((FIXTURES / "logs").glob("*.txt")):
+        data = path.read_bytes().replace(b"\r", b"\n") + b"\n"
+        lines = data.split(b"\n")
+        through = [lines[i] for i in table.prefilter.lines(data, dedup=False)[0]]
+        assert all(b"Traceback (most recent call last)" in line for line in through), (path.name, through)
 
 
 def test_a_process_output_given_as_bytes_is_classified_like_text():

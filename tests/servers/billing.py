@@ -1,7 +1,8 @@
 """A loopback Cloud Billing Catalog v1 server: ``GET /v1/services/{serviceId}/skus``, paged.
 
-Speaks what ``google-cloud-billing``'s ``CloudCatalogClient`` (REST transport) sends —
-``?pageSize&pageToken&currencyCode&$alt=json;enum-encoding=int`` — and answers ``{"skus": [...],
+Speaks what ``trainguard.pricing.client`` sends (REST through ``AuthorizedSession``, as
+``google-cloud-billing``'s ``CloudCatalogClient`` REST transport would, which also adds
+``$alt=json;enum-encoding=int``) — ``?pageSize&pageToken&currencyCode`` — and answers ``{"skus": [...],
 "nextPageToken": "..."}`` in the real shape (google-cloud-billing's ``billing_v1`` types; the SKU
 template of Cyclenerd/google-cloud-pricing-cost-calculator ``build/notes/api/v1/skus.json``):
 ``name``, ``skuId``, ``description``, ``category {serviceDisplayName, resourceFamily,

@@ -67,13 +67,13 @@ def _timeout(ctx: PreflightContext) -> tuple[Decimal, bool]:
 @register("cost", online=True)
 def cost(ctx: PreflightContext) -> list[CheckResult]:
     """Price per hour, cost at the timeout, budget (Cloud Billing Catalog)."""
-    from trainguard.preflight.common import api_retry, endpoint_of, unknown_result
+    from trainguard.preflight.common import call_policy, endpoint_of, unknown_result
     from trainguard.pricing import fetch_catalog, price_job
 
     spec = ctx.spec
     budget = parse_budget(ctx.budget_usd) if ctx.budget_usd is not None else None
     try:
-        catalog = fetch_catalog(timeout_s=ctx.call_timeout_s, retry=api_retry(ctx.call_timeout_s))
+        catalog = fetch_catalog(timeout_s=ctx.call_timeout_s, retry=call_policy(ctx.call_timeout_s))
     except Exception as exc:  # reported as UNKNOWN, naming the API and what to do
         result = unknown_result(
             "cost",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 from trainguard.pricing.catalog import Catalog
 from trainguard.pricing.rules import COMPUTE_ENGINE, VERTEX_AI
@@ -64,24 +65,27 @@ def fetch_catalog(
 
     wanted = tuple(dict.fromkeys(services))
     endpoint = gcp.endpoint("CLOUDBILLING").base_url
-    found: list[Sku] = []
-    session = None
-    for service in wanted:
-        key = (endpoint, service, currency)
-        with _LOCK:
-            cached = _CACHE.get(key)
-        if cached is None:
-            session = session or gcp.authorized_session("CLOUDBILLING")[0]
-            cached = _read(session, endpoint, service, currency, timeout_s, retry)
-            with _LOCK:
-                _CACHE[key] = cached
-        found.extend(cached)
-    return Catalog(found, wanted, currency)
+    with _LOCK:
+        cached = {s: _CACHE.get((endpoint, s, currency)) for s in wanted}
+    missing = [s for s, skus in cached.items() if skus is None]
+    if missing:
+        # The services' pages are read side by side (a session each: requests' sessions are not
+        # made to be shared by threads): Compute Engine's seven pages are most of the wait, and
+        # Vertex AI's need not queue behind them.
+        with ThreadPoolExecutor(max_workers=len(missing), thread_name_prefix="catalog") as pool:
+            reads = {s: pool.submit(_read, endpoint, s, currency, timeout_s, retry) for s in missing}
+            for service, future in reads.items():
+                read = future.result()  # the first failure raises, as one read would
+                cached[service] = read
+                with _LOCK:
+                    _CACHE[(endpoint, service, currency)] = read
+    return Catalog([sku for s in wanted for sku in cached[s] or ()], wanted, currency)
 
 
-def _read(session, base: str, service: str, currency: str, timeout_s: float, retry) -> tuple[Sku, ...]:
+def _read(base: str, service: str, currency: str, timeout_s: float, retry) -> tuple[Sku, ...]:
     from trainguard import gcp
 
+    session = gcp.authorized_session("CLOUDBILLING")[0]
     url = f"{base}/v1/services/{service}/skus"
     out: list[Sku] = []
     token = ""

@@ -450,6 +450,36 @@ SKUS: list[dict] = [
         family="ApplicationServices",
         group="Training",
     ),
+    sku(
+        "FEE0-0001-0004",
+        "Vertex AI Training Management Fee for N1 Predefined Instance Core running in Americas",
+        _AMERICAS,
+        "0.00474165",
+        service=VERTEX,
+        family="ApplicationServices",
+        group="Training",
+    ),
+    sku(
+        "FEE0-0001-0005",
+        "Vertex AI Training Management Fee for N1 Predefined Instance Ram running in Americas",
+        _AMERICAS,
+        "0.00063555",
+        service=VERTEX,
+        family="ApplicationServices",
+        group="Training",
+        unit="GiBy.h",
+    ),
+    sku(
+        "FEE0-0001-0006",
+        "Vertex AI Training Management Fee for Nvidia Tesla T4 GPU running in Americas",
+        _AMERICAS,
+        "0.0525",
+        service=VERTEX,
+        family="ApplicationServices",
+        group="Training",
+    ),
+    # (No fee SKUs for G2/L4, A3/H100 or TPUs: those fees are UNKNOWN, as a live catalog that
+    # spells the fee otherwise would make every fee.)
     # Vertex SKUs that are not fees, so a fee rule must tell them apart (ILLUSTRATIVE).
     sku(
         "VTX0-0001-0001",

@@ -22,8 +22,9 @@ def preflight(
     only: str = "",
     skip: str = "",
     output_dir: str = "",
+    budget: float = 0.0,
 ):
-    """Checks quota, IAM, image and compatibility of a CustomJobSpec before it is submitted.
+    """Checks quota, IAM, image, compatibility and cost of a CustomJobSpec before it is submitted.
 
     Args:
         job_spec: the CustomJobSpec (camelCase, as in a gcloud --config file).
@@ -31,13 +32,15 @@ def preflight(
         region: the job's region.
         report: the Markdown report (status, check, evidence, remedy).
         report_json: the machine-readable report.
-        metrics: counts of passed/failed/warning checks.
+        metrics: counts of passed/failed/warning checks; the price per hour and the cost at the
+            timeout (``cost_usd_per_hour``, ``cost_at_timeout_usd``, ``budget_hours``).
         display_name: the job's display name.
         backend: ``vertex`` or ``local``.
         fail_on: ``fail`` (default), ``unknown`` or ``warn``: the lowest status that fails.
         only: comma-separated check families to run.
         skip: comma-separated check families to leave out.
         output_dir: the local backend's output directory.
+        budget: fail when the job's cost at its scheduling.timeout exceeds this many USD (0: none).
     """
     import sys
 
@@ -53,6 +56,7 @@ def preflight(
         only=only,
         skip=skip,
         output_dir=output_dir,
+        budget=budget,
         json_path=report_json.path,
         markdown_path=report.path,
         metrics=metrics,

@@ -35,6 +35,7 @@ def guarded_training(
     validate_gate_at: str = "best",
     validate_directions: str = "",
     resume: bool = False,
+    budget: float = 0.0,
 ) -> bool:
     """Guards one training job.
 
@@ -65,6 +66,7 @@ def guarded_training(
             say which way they improve, e.g. ``dice=max``.
         resume: continue the newest run in the output directory (its history and checkpoints)
             instead of starting a run of this pipeline job's own beside it.
+        budget: preflight fails when the job's cost at its timeout exceeds this many USD (0: none).
 
     Returns:
         Whether validation passed.
@@ -79,6 +81,7 @@ def guarded_training(
         only=preflight_checks,
         skip=preflight_skip,
         output_dir=output_dir,
+        budget=budget,
     )
     checked.set_caching_options(False)
     checked.set_display_name("preflight")

@@ -20,6 +20,7 @@ def preflight_only(
     fail_on: str = "fail",
     only: str = "",
     skip: str = "",
+    budget: float = 0.0,
 ):
     """Runs preflight on one job spec.
 
@@ -32,6 +33,7 @@ def preflight_only(
         fail_on: ``fail``, ``unknown`` or ``warn``.
         only: comma-separated check families to run.
         skip: comma-separated check families to skip.
+        budget: fail when the job's cost at its timeout exceeds this many USD (0: no budget).
     """
     task = preflight(
         job_spec=job_spec,
@@ -42,6 +44,7 @@ def preflight_only(
         fail_on=fail_on,
         only=only,
         skip=skip,
+        budget=budget,
     )
     task.set_caching_options(False)
     task.set_display_name("preflight")

@@ -172,8 +172,16 @@ def preflight(
             help="also check the pipeline's components image (it must name your registry)",
         ),
     ] = "",
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            "--budget",
+            metavar="USD",
+            help="fail when the job's cost at its scheduling.timeout (Vertex's default: 7 days) exceeds this",
+        ),
+    ] = None,
 ):
-    """Check quota, IAM, image and compatibility before submitting a job."""
+    """Check quota, IAM, image, compatibility and cost before submitting a job."""
     from trainguard.errors import PreflightFailed
     from trainguard.stages import preflight_stage
 
@@ -195,6 +203,7 @@ def preflight(
             json_path=str(json_path) if json_path else None,
             markdown_path=str(markdown) if markdown else None,
             components_image=components_image,
+            budget=budget,
         )
     except PreflightFailed as exc:
         _print_report(exc.result, fail_on)
@@ -520,6 +529,12 @@ def run(
         list[str] | None, typer.Option("--direction", metavar="METRIC=min|max", help="validate: repeatable")
     ] = None,
     gate_at: Annotated[str, typer.Option(help="validate: where gates read: best or last")] = "",
+    budget: Annotated[
+        float,
+        typer.Option(
+            "--budget", metavar="USD", help="preflight: fail when the cost at the timeout exceeds this"
+        ),
+    ] = 0.0,
 ):
     """Run a pipeline on SPEC: in the KFP local runner, or submitted to Vertex AI Pipelines.
 
@@ -553,6 +568,7 @@ def run(
             threshold=tuple(threshold or ()),
             direction=tuple(direction or ()),
             gate_at=gate_at,
+            budget=budget,
         ).parameters()
         project, region = _cloud_names(
             project, region, local=local and backend == "local", local_flag="--local --backend local"

@@ -35,6 +35,7 @@ PARAMETERS: dict[str, dict[str, str]] = {
     "threshold": {"guarded_training": "validate_thresholds"},
     "direction": {"guarded_training": "validate_directions"},
     "gate_at": {"guarded_training": "validate_gate_at"},
+    "budget": {"guarded_training": "budget", "preflight_only": "budget"},
 }
 
 
@@ -63,6 +64,7 @@ class RunOptions:
     threshold: tuple[str, ...] = field(default_factory=tuple)
     direction: tuple[str, ...] = field(default_factory=tuple)
     gate_at: str = ""
+    budget: float = 0.0
 
     def __post_init__(self) -> None:
         if self.pipeline not in PIPELINE_NAMES:
@@ -81,6 +83,7 @@ class RunOptions:
     def _check_values(self) -> None:
         from trainguard.launch.queueing import parse_max_queued
         from trainguard.preflight.checks import FAMILIES
+        from trainguard.preflight.cost import parse_budget
         from trainguard.stages import split_names
         from trainguard.validation import RuleConfig, parse_assignments, parse_gates
         from trainguard.validation.pairs import parse_directions
@@ -101,6 +104,7 @@ class RunOptions:
                     f"--{option}: {', '.join(unknown)} is not a check family; use {', '.join(FAMILIES)}"
                 )
         parse_max_queued(self.max_queued)
+        parse_budget(self.budget)
         RuleConfig().with_overrides(
             parse_assignments(list(self.threshold) or None, "--threshold", RuleConfig.names())
         )

@@ -92,17 +92,22 @@ def preflight_stage(
     metrics=None,
     stream: TextIO | None = None,
     components_image: str = "",
+    budget: float | str | None = None,
 ) -> Report:
     """Runs preflight, writes the JSON and Markdown reports and metrics, raises on failure.
 
-    ``components_image`` (the pipeline's components image) is checked by the image family too.
+    ``components_image`` (the pipeline's components image) is checked by the image family too;
+    ``budget`` (USD; None or 0: none) is the most the job may cost at its timeout (family ``cost``).
 
     Raises:
         SpecError / ConfigError: bad input.
         PreflightFailed: a check failed (``fail_on`` decides whether WARN/UNKNOWN count).
     """
+    from trainguard.preflight.cost import cost_metrics, parse_budget
+
     fail_on = parse(FailOn, fail_on, "fail_on")
     backend = parse(Backend, backend, "--backend")
+    budget_usd = parse_budget(budget)
     spec = make_spec(job_spec, project=project, region=region, display_name=display_name)
     if backend == "local" and not output_dir:
         # In a pipeline the train task writes next to its artifacts, on this same filesystem; on
@@ -116,10 +121,11 @@ def preflight_stage(
         timeout_s=timeout_s,
         local_output_dir=output_dir,
         components_image=components_image,
+        budget_usd=None if budget_usd is None else float(budget_usd),
     )
     _write(json_path, report.to_json(fail_on))
     _write(markdown_path, report.to_markdown(fail_on))
-    _log_metrics(metrics, report.summary_metrics())
+    _log_metrics(metrics, {**report.summary_metrics(), **cost_metrics(report.results)})
     if stream is not None:
         print(report.to_markdown(fail_on), file=stream, flush=True)
         if report.verdict(fail_on) == "NOT PROVEN":

@@ -27,7 +27,7 @@ from pathlib import Path
 
 LATENCY_S = 0.05  # a typical round trip to a Google API from a pipeline worker
 ROUNDS = 5
-FAMILIES = ("compat", "quota", "iam", "image", "storage", "network", "capacity")
+FAMILIES = ("compat", "quota", "iam", "image", "storage", "network", "capacity", "cost")
 ROOT = Path(__file__).resolve().parents[2]
 # The console script a user runs (``pip install`` makes it), else the module.
 _SCRIPT = Path(sys.executable).with_name("trainguard")
@@ -37,6 +37,7 @@ CLI = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "trainguard
 def _servers(tmp: Path):
     """Starts every server, seeds a healthy project; returns (env, spec body, stop)."""
     from tests.integration import conftest as c
+    from tests.servers.billing import BillingServer
     from tests.servers.compute import ComputeServer, NetworkState, ServiceNetworkingServer
     from tests.servers.iam import IamServer
     from tests.servers.kms import KmsServer
@@ -68,6 +69,7 @@ def _servers(tmp: Path):
         world.servicenetworking,
         world.kms,
         world.vertex,
+        BillingServer(max_page_size=5000),
     ]
     for server in servers:
         server.delay_s = LATENCY_S
@@ -88,6 +90,7 @@ def _servers(tmp: Path):
         "TRAINGUARD_ENDPOINT_SERVICENETWORKING": world.servicenetworking.url,
         "TRAINGUARD_ENDPOINT_CLOUDKMS": world.kms.url,
         "TRAINGUARD_ENDPOINT_AIPLATFORM": world.vertex.url,
+        "TRAINGUARD_ENDPOINT_CLOUDBILLING": servers[-1].url,
         "STORAGE_EMULATOR_HOST": world.emulator.url,
         "TRAINGUARD_INSECURE_REGISTRIES": registry.host,
     }

@@ -101,3 +101,11 @@ def test_a_gate_given_to_run_fails_the_pipeline_at_validate(tmp_path):
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
     assert "FAILED at task 'validate'" in proc.stdout and "failure class: gate" in proc.stdout
     assert "val/accuracy >= 0.999 missed" in proc.stdout
+
+
+def test_budget_goes_to_both_pipelines_and_a_negative_one_is_refused():
+    assert RunOptions(budget=250.0).parameters() == {"budget": 250.0}
+    assert RunOptions(pipeline="preflight_only", budget=250.0).parameters() == {"budget": 250.0}
+    assert RunOptions().parameters() == {}  # 0: no budget, the pipelines' default
+    with pytest.raises(ConfigError, match="--budget must be an amount of US dollars"):
+        RunOptions(budget=-1.0)

@@ -52,6 +52,8 @@ class PreflightContext:
         local_output_dir: for the local backend, where outputs go when the spec sets none.
         environ: the environment the local backend will run the command with.
         components_image: the pipeline's components image, checked by the image family ('' none).
+        budget_usd: the most the job may cost at its timeout, in USD (None: no budget; the cost
+            family checks it).
     """
 
     spec: JobSpec
@@ -60,6 +62,7 @@ class PreflightContext:
     local_output_dir: str = ""
     environ: Mapping[str, str] = field(default_factory=dict)
     components_image: str = ""
+    budget_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,13 @@ FAMILIES: dict[str, Family] = {
             ("vertex",),
             True,
             "reservations and persistent resources the job names exist and fit",
+        ),
+        Family(
+            "cost",
+            "cost",
+            ("vertex",),
+            True,
+            "price per hour, cost at scheduling.timeout, budget (Cloud Billing Catalog)",
         ),
     )
 }

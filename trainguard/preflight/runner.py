@@ -65,6 +65,7 @@ def run_preflight(
     local_output_dir: str = "",
     environ: Mapping[str, str] | None = None,
     components_image: str = "",
+    budget_usd: float | None = None,
 ) -> Report:
     """Runs the checks that apply to ``backend`` and returns the report.
 
@@ -78,6 +79,7 @@ def run_preflight(
         local_output_dir: the local backend's output directory when the spec sets none.
         environ: the environment the local backend will use.
         components_image: the pipeline's components image, for the image family ('' none).
+        budget_usd: the cost family fails a job whose cost at its timeout exceeds it (None: none).
 
     Raises:
         ConfigError: an unknown backend or check name, a deadline that is not a positive number,
@@ -100,6 +102,7 @@ def run_preflight(
         local_output_dir=local_output_dir,
         environ=dict(environ or {}),
         components_image=components_image,
+        budget_usd=budget_usd,
     )
     started = time.perf_counter()
     results: list[CheckResult] = []

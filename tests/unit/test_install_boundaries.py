@@ -111,33 +111,42 @@ def test_the_dockerfiles_install_through_the_extras_never_around_them():
     assert not any("pipelines" in line or "kfp" in line for line in installs["trainer"])
 
 
-def test_cloud_build_builds_and_pushes_both_images_from_the_repository_root():
+def test_cloud_build_builds_and_pushes_every_image_from_the_repository_root():
     import yaml
 
     config = yaml.safe_load((ROOT / "cloudbuild.yaml").read_text())
     dockerfiles = {step["args"][step["args"].index("-f") + 1] for step in config["steps"]}
-    assert dockerfiles == {"containers/components/Dockerfile", "containers/trainer/Dockerfile"}
+    assert dockerfiles == {
+        "containers/components/Dockerfile",
+        "containers/trainer/Dockerfile",
+        "containers/trainer/Dockerfile.jax",  # the README sends TPU users to it
+    }
+    assert all((ROOT / d).is_file() for d in dockerfiles)
     tags = {step["args"][step["args"].index("-t") + 1] for step in config["steps"]}
     assert tags == set(config["images"])  # what is built is what is pushed
     assert all(step["args"][-1] == "." for step in config["steps"])
     assert {"_REGISTRY", "_VERSION"} <= set(config["substitutions"])
 
 
-def test_make_cloud_images_submits_the_config_with_the_registry_and_version():
+@pytest.mark.parametrize(
+    ("registry", "project"), [("eu-docker.pkg.dev/p-eu/r", "p-eu"), ("gcr.io/other-proj", "other-proj")]
+)
+def test_make_cloud_images_submits_the_config_in_the_registrys_project(registry, project):
     from trainguard import __version__
 
     dry = subprocess.run(
-        ["make", "-n", "cloud-images", "REGISTRY=eu-docker.pkg.dev/p/r"],
+        ["make", "-n", "cloud-images", f"REGISTRY={registry}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=30,
     )
     assert dry.returncode == 0, dry.stderr
+    command = " ".join(dry.stdout.replace("\\\n", " ").split())
     assert (
-        f"gcloud builds submit --config cloudbuild.yaml --substitutions="
-        f"_REGISTRY=eu-docker.pkg.dev/p/r,_VERSION={__version__} ."
-    ) in dry.stdout
+        f"gcloud builds submit --project={project} --config cloudbuild.yaml --substitutions="
+        f"_REGISTRY={registry},_VERSION={__version__} ."
+    ) in command
     missing = subprocess.run(["make", "cloud-images"], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert missing.returncode == 2 and "set REGISTRY" in missing.stderr
 

@@ -155,7 +155,10 @@ def load(split: str | None = None) -> list[Entry]:
 
 
 def _bindings(tree: ast.AST) -> dict[str, ast.expr]:
-    """Every ``NAME = value`` and ``Class.NAME`` binding in the file, last one winning."""
+    """Every ``NAME = value`` binding in the file, last one winning, plus each binding under
+    its scope: ``Class.NAME`` for a class body, ``function.NAME`` (and ``function.self.NAME``)
+    inside a function: a file that binds one name in several functions, as test files do,
+    names each by its function."""
     out: dict[str, ast.expr] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
@@ -165,6 +168,12 @@ def _bindings(tree: ast.AST) -> dict[str, ast.expr]:
                         if isinstance(t, ast.Name):
                             out[f"{node.name}.{t.id}"] = stmt.value
                             out.setdefault(t.id, stmt.value)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Assign):
+                    for t in inner.targets:
+                        if isinstance(t, ast.Name | ast.Attribute):  # x = …, self.x = …
+                            out[f"{node.name}.{ast.unparse(t)}"] = inner.value
         elif isinstance(node, ast.Assign):
             for t in node.targets:
                 if isinstance(t, ast.Name):
@@ -172,10 +181,25 @@ def _bindings(tree: ast.AST) -> dict[str, ast.expr]:
     return out
 
 
+def _message(node: ast.Call, env: dict[str, ast.expr], depth: int) -> Any:
+    """A proto-plus constructor called with keywords only (``custom_job.CustomJobSpec(
+    worker_pool_specs=...)``) is the mapping of its keywords, which is what proto-plus builds;
+    ``duration_pb2.Duration(seconds=N)`` is the JSON duration ``"Ns"``. Anything else is a
+    placeholder."""
+    name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+    if not name[:1].isupper() or node.args or any(k.arg is None for k in node.keywords):
+        return "${" + ast.unparse(node) + "}"
+    fields = {k.arg: _eval(k.value, env, depth + 1) for k in node.keywords}
+    if name == "Duration" and set(fields) <= {"seconds", "nanos"}:
+        return f"{fields.get('seconds', 0)}s"
+    return fields
+
+
 def _eval(node: ast.expr, env: dict[str, ast.expr], depth: int = 0) -> Any:
     """Literals, lists, dicts, names bound in the file; an attribute chain ending in an
     enum-like NAME (``aiplatform.gapic.AcceleratorType.NVIDIA_TESLA_K80``) is that name; an
-    unbound name is the placeholder ``${name}``; f-strings join their parts."""
+    unbound name is the placeholder ``${name}``; f-strings join their parts; proto-plus
+    constructors are their keyword mappings (``_message``)."""
     if depth > 50:
         raise ValueError("bindings nest too deep")
     if isinstance(node, ast.Constant):
@@ -202,18 +226,36 @@ def _eval(node: ast.expr, env: dict[str, ast.expr], depth: int = 0) -> Any:
             for v in node.values
             if isinstance(v, ast.FormattedValue | ast.Constant)
         )
+    if isinstance(node, ast.Call):
+        return _message(node, env, depth)
     return "${" + ast.unparse(node) + "}"
+
+
+def _value_of(expr: str, env: dict[str, ast.expr]) -> Any:
+    """The value ``expr`` names: a binding (``NAME``, ``Class.NAME``, ``function.NAME``),
+    optionally subscripted (``hyperparameter_tuning_job["trial_job_spec"]``). Names inside a
+    class or function resolve to that scope's bindings first."""
+    node = ast.parse(expr, mode="eval").body
+    keys = []
+    while isinstance(node, ast.Subscript):
+        keys.append(ast.literal_eval(node.slice))
+        node = node.value
+    name = ast.unparse(node)
+    if name not in env:
+        raise KeyError(f"the file binds no {name}")
+    scope = name.rpartition(".")[0]
+    local = {k[len(scope) + 1 :]: v for k, v in env.items() if scope and k.startswith(scope + ".")}
+    value = _eval(env[name], {**env, **local})
+    for key in reversed(keys):
+        value = value[key]
+    return value
 
 
 def spec_data(entry: Entry) -> Any:
     """The entry as the mapping (or text) ``parse_spec`` takes."""
     text = entry.text()
     if entry.file.endswith(".py.txt"):
-        tree = ast.parse(text)
-        env = _bindings(tree)
-        if entry.expr not in env:
-            raise KeyError(f"{entry.file} binds no {entry.expr}")
-        value = _eval(env[entry.expr], env)
+        value = _value_of(entry.expr, _bindings(ast.parse(text)))
     else:
         value = text
     if entry.wrap == "worker_pool_specs":

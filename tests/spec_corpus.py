@@ -178,6 +178,14 @@ def _bindings(tree: ast.AST) -> dict[str, ast.expr]:
             for t in node.targets:
                 if isinstance(t, ast.Name):
                     out[t.id] = node.value
+                elif (  # A, B = (x, y)
+                    isinstance(t, ast.Tuple)
+                    and isinstance(node.value, ast.Tuple)
+                    and len(t.elts) == len(node.value.elts)
+                ):
+                    for name, value in zip(t.elts, node.value.elts, strict=True):
+                        if isinstance(name, ast.Name):
+                            out[name.id] = value
     return out
 
 
@@ -207,11 +215,14 @@ def _eval(node: ast.expr, env: dict[str, ast.expr], depth: int = 0) -> Any:
     if isinstance(node, ast.List | ast.Tuple):
         return [_eval(v, env, depth + 1) for v in node.elts]
     if isinstance(node, ast.Dict):
-        return {
-            _eval(k, env, depth + 1): _eval(v, env, depth + 1)
-            for k, v in zip(node.keys, node.values, strict=True)
-            if k
-        }
+        out: dict[Any, Any] = {}
+        for k, v in zip(node.keys, node.values, strict=True):
+            if k is None:  # {**base, "replica_count": 2}
+                base = _eval(v, env, depth + 1)
+                out.update(base if isinstance(base, dict) else {})
+            else:
+                out[_eval(k, env, depth + 1)] = _eval(v, env, depth + 1)
+        return out
     if isinstance(node, ast.Name):
         bound = env.get(node.id)
         return _eval(bound, env, depth + 1) if bound is not None else "${" + node.id + "}"
@@ -231,11 +242,14 @@ def _eval(node: ast.expr, env: dict[str, ast.expr], depth: int = 0) -> Any:
     return "${" + ast.unparse(node) + "}"
 
 
-def _value_of(expr: str, env: dict[str, ast.expr]) -> Any:
+def _value_of(expr: str, tree: ast.AST) -> Any:
     """The value ``expr`` names: a binding (``NAME``, ``Class.NAME``, ``function.NAME``),
     optionally subscripted (``hyperparameter_tuning_job["trial_job_spec"]``). Names inside a
     class or function resolve to that scope's bindings first."""
+    env = _bindings(tree)
     node = ast.parse(expr, mode="eval").body
+    if isinstance(node, ast.Call):  # CustomJob(worker_pool_specs=...): the keyword's value
+        return _call_keyword(node, tree, env)
     keys = []
     while isinstance(node, ast.Subscript):
         keys.append(ast.literal_eval(node.slice))
@@ -251,11 +265,26 @@ def _value_of(expr: str, env: dict[str, ast.expr]) -> Any:
     return value
 
 
+def _call_keyword(pattern: ast.Call, tree: ast.AST, env: dict[str, ast.expr]) -> Any:
+    """``CustomJob(worker_pool_specs=...)``: the value given to that keyword in the file's
+    first call of a function of that name (specs written inline in the call)."""
+    name = ast.unparse(pattern.func)
+    (wanted,) = [k.arg for k in pattern.keywords]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == name:
+            for k in node.keywords:
+                if k.arg == wanted:
+                    return _eval(k.value, env)
+    raise KeyError(f"the file has no call {name}({wanted}=...)")
+
+
 def spec_data(entry: Entry) -> Any:
     """The entry as the mapping (or text) ``parse_spec`` takes."""
     text = entry.text()
     if entry.file.endswith(".py.txt"):
-        value = _value_of(entry.expr, _bindings(ast.parse(text)))
+        value = _value_of(entry.expr, ast.parse(text))
+    elif entry.file.endswith(".pprint.txt"):  # a spec as Python printed it (a notebook's output)
+        value = ast.literal_eval(text)
     else:
         value = text
     if entry.wrap == "worker_pool_specs":

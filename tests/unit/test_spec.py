@@ -682,3 +682,25 @@ def test_broken_yaml_is_one_line_naming_where_it_broke(tmp_path):
     message = str(info.value)
     assert "\n" not in message
     assert "line 3, column 1: did not find expected ',' or '}'" in message
+
+
+# Real typos from the spec corpus (tests/fixtures/specs): s204431/mlops-CAPTCHA wrote NVIDIA_T4,
+# iasonrap/mlops31 NVIDIA_TESLA_L4; plain similarity pointed the first at NVIDIA_L4, another GPU.
+@pytest.mark.parametrize(
+    "typed,meant",
+    [("NVIDIA_T4", "NVIDIA_TESLA_T4"), ("NVIDIA_TESLA_L4", "NVIDIA_L4"), ("NVIDIA_H100", "NVIDIA_H100_80GB")],
+)
+def test_an_accelerator_named_with_or_without_tesla_suggests_the_gpu_meant(typed, meant):
+    machine = {"machineType": "n1-standard-8", "acceleratorType": typed, "acceleratorCount": 1}
+    with pytest.raises(SpecError) as info:
+        parse_spec({"workerPoolSpecs": [pool(machineSpec=machine)]}, project=P, region=R)
+    assert f"did you mean {meant}?" in str(info.value)
+
+
+def test_an_unknown_key_is_not_matched_to_a_field_the_mapping_already_sets():
+    # jchavezar/vertex-ai-samples e2e/test.py: 'accelerator': 1 beside 'accelerator_type'
+    machine = {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator": 1}
+    with pytest.raises(SpecError) as info:
+        parse_spec({"worker_pool_specs": [pool(machineSpec=machine)]}, project=P, region=R)
+    assert info.value.path == "workerPoolSpecs[0].machineSpec.accelerator"
+    assert "did you mean 'acceleratorCount'?" in str(info.value)

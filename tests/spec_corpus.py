@@ -18,11 +18,14 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import re
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 __all__ = [
     "CORPUS_DIR",
@@ -278,6 +281,35 @@ def _call_keyword(pattern: ast.Call, tree: ast.AST, env: dict[str, ast.expr]) ->
     raise KeyError(f"the file has no call {name}({wanted}=...)")
 
 
+_PLACEHOLDER = re.compile(r"\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}")
+
+
+def _gcpc_payload(text: str, task: str) -> Any:
+    """The CustomJob payload GCPC's launcher gets for ``task`` of a compiled KFP pipeline: its
+    executor's ``--payload`` template with every ``{{$.inputs.parameters['x']}}`` replaced as
+    the KFP backend resolves it (the task's constant, else the component's default; a STRING
+    as its text, any other type as JSON). The empty defaults GCPC sends on every job come from
+    the component's ``defaultValue``s."""
+    pipeline = yaml.safe_load(text)
+    node = pipeline["root"]["dag"]["tasks"][task]
+    component = pipeline["components"][node["componentRef"]["name"]]
+    args = pipeline["deploymentSpec"]["executors"][component["executorLabel"]]["container"]["args"]
+    template = args[args.index("--payload") + 1]
+    declared = component["inputDefinitions"]["parameters"]
+    given = {
+        name: value["runtimeValue"]["constant"]
+        for name, value in node.get("inputs", {}).get("parameters", {}).items()
+        if "runtimeValue" in value
+    }
+
+    def resolve(m: re.Match[str]) -> str:
+        name = m.group(1)
+        value = given.get(name, declared[name].get("defaultValue", ""))
+        return value if declared[name]["parameterType"] == "STRING" else json.dumps(value)
+
+    return json.loads(_PLACEHOLDER.sub(resolve, template))
+
+
 def spec_data(entry: Entry) -> Any:
     """The entry as the mapping (or text) ``parse_spec`` takes."""
     text = entry.text()
@@ -285,6 +317,8 @@ def spec_data(entry: Entry) -> Any:
         value = _value_of(entry.expr, ast.parse(text))
     elif entry.file.endswith(".pprint.txt"):  # a spec as Python printed it (a notebook's output)
         value = ast.literal_eval(text)
+    elif entry.kind == "gcpc-pipeline":  # a compiled pipeline; expr names the training task
+        value = _gcpc_payload(text, entry.expr)
     else:
         value = text
     if entry.wrap == "worker_pool_specs":

@@ -14,7 +14,7 @@ import pytest
 
 from tests.spec_corpus import CORPUS_DIR, SPLITS, load, score, spec_data, split_of
 
-KINDS = {"gcloud-config", "rest-body", "sdk-dict", "gcpc-payload"}
+KINDS = {"gcloud-config", "rest-body", "sdk-dict", "gcpc-payload", "gcpc-pipeline"}
 
 
 @pytest.fixture(scope="module")

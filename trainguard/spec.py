@@ -388,6 +388,27 @@ def _drop_empty_defaults(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+# AI Platform Training's (legacy) job config, the ``--config`` of ``gcloud ai-platform jobs submit
+# training``: people hand it to ``gcloud ai custom-jobs create`` when they move (two in the spec
+# corpus, tests/fixtures/specs). Its keys name no CustomJobSpec field, so without this the message
+# would only list the fields a CustomJobSpec has.
+_LEGACY_KEYS = ("trainingInput", "training_input")
+_MIGRATION_GUIDE = "https://cloud.google.com/vertex-ai/docs/start/migrating-to-vertex-ai"
+
+
+def _refuse_legacy_config(spec: Mapping[str, Any], source: str) -> None:
+    key = next((k for k in _LEGACY_KEYS if k in spec), None)
+    if key is None:
+        return
+    where = f" ({bound(redact(source), 200)})" if source else ""
+    raise SpecError(
+        f"is AI Platform Training's (legacy) job config{where}, not a Vertex AI CustomJobSpec: "
+        "Vertex takes workerPoolSpecs (machineSpec, replicaCount, containerSpec or "
+        f"pythonPackageSpec) instead of scaleTier/masterType/workerType; see {_MIGRATION_GUIDE}",
+        key,
+    )
+
+
 def _raise(errors: Problems, source: str) -> None:
     where = f" in {bound(redact(source), 200)}" if source else ""
     if len(errors) == 1:
@@ -454,6 +475,7 @@ def parse_spec(
         spec, extra = _unwrap_body(spec, source)
     validate_project(project)
     validate_region(region)
+    _refuse_legacy_config(spec, source)
     checked, errors = _check(_SPEC_DESC, spec)
     errors = errors or _semantic_errors(checked)
     if errors:

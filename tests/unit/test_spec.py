@@ -704,3 +704,14 @@ def test_an_unknown_key_is_not_matched_to_a_field_the_mapping_already_sets():
         parse_spec({"worker_pool_specs": [pool(machineSpec=machine)]}, project=P, region=R)
     assert info.value.path == "workerPoolSpecs[0].machineSpec.accelerator"
     assert "did you mean 'acceleratorCount'?" in str(info.value)
+
+
+def test_an_ai_platform_legacy_config_is_named_as_such_with_the_migration_guide():
+    # daangn/article-classifier and formigone/ml-engine config_gpu.yaml (spec corpus)
+    text = "trainingInput:\n  scaleTier: CUSTOM\n  masterType: standard_p100\n  workerCount: 1\n"
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, project=P, region=R, source="config_gpu.yaml")
+    assert info.value.path == "trainingInput"
+    assert "AI Platform Training's (legacy) job config" in str(info.value)
+    assert "workerPoolSpecs" in str(info.value) and "migrating-to-vertex-ai" in str(info.value)
+    assert info.value.exit_code == EXIT_BAD_INPUT

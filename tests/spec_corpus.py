@@ -1,16 +1,33 @@
 """The real job-spec corpus for preflight's compat family: loading it and scoring it.
 
 The corpus (tests/fixtures/specs, INDEX.json there) holds job specs copied as found from public
-material: gcloud ``--config`` files, REST bodies, and the Python dicts people hand the SDK
-(whole files or the exact lines). Each entry says where it was read (repository, path, commit,
-or a documentation page and the day it was read), how to turn it into a spec, and the compat
-outcome the cited document backs. It is split by a stable hash of its source (a repository or a
-page), so every spec of one source lands in the same part: rules are tuned against ``dev``;
-``test`` only measures. Used by tests/unit/test_spec_corpus.py and
+material: gcloud ``--config`` files, REST bodies, the Python dicts people hand the SDK (whole
+files, the exact lines, or notebook cells), specs a notebook printed, and compiled KFP pipelines.
+Each entry says where it was read (repository, path, commit, or a documentation page and the day
+it was read), how to turn it into a spec, and the outcome the cited document backs: whether the
+spec parses (and, when it must not, what the message has to name), the worst compat status and
+the status of every rule that is not PASS. It is split by a stable hash of its source (a
+repository or a page), so every spec of one source lands in the same part: rules are tuned
+against ``dev``; ``test`` only measures. Used by tests/unit/test_spec_corpus.py and
 tests/benchmarks/bench_spec_corpus.py.
 
-Placeholders stay as found (``CUSTOM_CONTAINER_IMAGE_URI``, a function parameter): compat does
-not look at images, and a Python name the file does not bind becomes the text ``${name}``.
+How a file becomes a spec:
+
+- ``.yaml``/``.json``: the text, as ``parse_spec`` reads a ``--config`` file or a REST body.
+- ``.py.txt`` (Python as found): the value ``expr`` names, literals only: ``NAME``,
+  ``Class.NAME``, ``function.NAME`` or ``function.self.NAME`` (a name bound in several functions
+  is named by its function), optionally subscripted (``job['trial_job_spec']``); or
+  ``CustomJob(worker_pool_specs=...)``, the keyword of the file's first such call (a spec
+  written inline). Bound names, ``{**base, ...}``, ``A, B = (x, y)``, f-strings and proto-plus
+  constructors (``custom_job.CustomJobSpec(worker_pool_specs=...)``: their keyword mapping) are
+  followed; a name the file does not bind becomes the text ``${name}``.
+- ``.pprint.txt``: a Python literal as a notebook printed it (``pprint(WORKER_POOL_SPECS)``).
+- kind ``gcpc-pipeline``: a compiled KFP pipeline; ``expr`` names the training task, whose
+  payload is GCPC's launcher template with the task's inputs and the component's defaults put
+  in, as the KFP backend resolves them (``_gcpc_payload``).
+
+Placeholders stay as found (``CUSTOM_CONTAINER_IMAGE_URI``, ``$WANDB_API_KEY``, a function
+parameter): compat does not look at images or environment values.
 """
 
 from __future__ import annotations
@@ -61,6 +78,7 @@ class Entry:
     expect_rules: dict[str, str]  # rule -> status, for every non-PASS result
     why: str
     docs: tuple[str, ...]
+    error_mentions: tuple[str, ...] = ()  # for expect_parse "error": what the message must name
 
     def text(self) -> str:
         return (CORPUS_DIR / self.file).read_text(encoding="utf-8")
@@ -79,8 +97,10 @@ class Outcome:
 
     @property
     def status_right(self) -> bool:
-        if not self.parsed:
-            return self.entry.expect_parse == "error"
+        if not self.parsed:  # refused, and the message names what the document says is wrong
+            return self.entry.expect_parse == "error" and all(
+                m in self.message for m in self.entry.error_mentions
+            )
         return self.entry.expect_parse == "ok" and self.status == self.entry.expect_status
 
     @property
@@ -117,7 +137,10 @@ class Score:
         for o in self.outcomes:
             if not o.rules_right:
                 got = o.status if o.parsed else f"parse error ({o.message[:80]})"
-                want = f"{o.entry.expect_status} {o.entry.expect_rules}"
+                if o.entry.expect_parse == "error":
+                    want = "parse error naming " + ", ".join(map(repr, o.entry.error_mentions))
+                else:
+                    want = f"{o.entry.expect_status} {o.entry.expect_rules}"
                 lines.append(f"  miss {o.entry.id}: want {want}, got {got} {o.rules}")
         return "\n".join(lines)
 
@@ -148,6 +171,7 @@ def load(split: str | None = None) -> list[Entry]:
             dict(e["expect"].get("rules", {})),
             e["why"],
             tuple(e["docs"]),
+            tuple(e["expect"].get("error_mentions", ())),
         )
         if split is None or split_of(entry.source) == split:
             out.append(entry)

@@ -181,6 +181,18 @@ def load(split: str | None = None) -> list[Entry]:
 # --- Python sources: the value of one name, literals only -------------------------------------
 
 
+def _assigned(node: ast.Assign) -> list[tuple[ast.expr, ast.expr]]:
+    """(target, value) pairs of one assignment; ``A, B = (x, y)`` pairs element-wise."""
+    out: list[tuple[ast.expr, ast.expr]] = []
+    for target in node.targets:
+        if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+            if len(target.elts) == len(node.value.elts):
+                out += list(zip(target.elts, node.value.elts, strict=True))
+        else:
+            out.append((target, node.value))
+    return out
+
+
 def _bindings(tree: ast.AST) -> dict[str, ast.expr]:
     """Every ``NAME = value`` binding in the file, last one winning, plus each binding under
     its scope: ``Class.NAME`` for a class body, ``function.NAME`` (and ``function.self.NAME``)
@@ -191,28 +203,20 @@ def _bindings(tree: ast.AST) -> dict[str, ast.expr]:
         if isinstance(node, ast.ClassDef):
             for stmt in node.body:
                 if isinstance(stmt, ast.Assign):
-                    for t in stmt.targets:
-                        if isinstance(t, ast.Name):
-                            out[f"{node.name}.{t.id}"] = stmt.value
-                            out.setdefault(t.id, stmt.value)
+                    for target, value in _assigned(stmt):
+                        if isinstance(target, ast.Name):
+                            out[f"{node.name}.{target.id}"] = value
+                            out.setdefault(target.id, value)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             for inner in ast.walk(node):
                 if isinstance(inner, ast.Assign):
-                    for t in inner.targets:
-                        if isinstance(t, ast.Name | ast.Attribute):  # x = …, self.x = …
-                            out[f"{node.name}.{ast.unparse(t)}"] = inner.value
+                    for target, value in _assigned(inner):
+                        if isinstance(target, ast.Name | ast.Attribute):  # x = …, self.x = …
+                            out[f"{node.name}.{ast.unparse(target)}"] = value
         elif isinstance(node, ast.Assign):
-            for t in node.targets:
-                if isinstance(t, ast.Name):
-                    out[t.id] = node.value
-                elif (  # A, B = (x, y)
-                    isinstance(t, ast.Tuple)
-                    and isinstance(node.value, ast.Tuple)
-                    and len(t.elts) == len(node.value.elts)
-                ):
-                    for name, value in zip(t.elts, node.value.elts, strict=True):
-                        if isinstance(name, ast.Name):
-                            out[name.id] = value
+            for target, value in _assigned(node):
+                if isinstance(target, ast.Name):
+                    out[target.id] = value
     return out
 
 

@@ -316,8 +316,9 @@ def _gcpc_payload(text: str, task: str) -> Any:
     """The CustomJob payload GCPC's launcher gets for ``task`` of a compiled KFP pipeline: its
     executor's ``--payload`` template with every ``{{$.inputs.parameters['x']}}`` replaced as
     the KFP backend resolves it (the task's constant, else the component's default; a STRING
-    as its text, any other type as JSON). The empty defaults GCPC sends on every job come from
-    the component's ``defaultValue``s."""
+    as its text, any other type as JSON; ``{{$.pipeline_persistent_resource_id}}`` as the empty
+    string of a PipelineJob on no persistent resource). The empty defaults GCPC sends on every job
+    come from the component's ``defaultValue``s."""
     pipeline = yaml.safe_load(text)
     node = pipeline["root"]["dag"]["tasks"][task]
     component = pipeline["components"][node["componentRef"]["name"]]
@@ -335,7 +336,10 @@ def _gcpc_payload(text: str, task: str) -> Any:
         value = given.get(name, declared[name].get("defaultValue", ""))
         return value if declared[name]["parameterType"] == "STRING" else json.dumps(value)
 
-    return json.loads(_PLACEHOLDER.sub(resolve, template))
+    # A pipeline-level default the backend resolves too: the PipelineJob's persistent resource,
+    # "an empty string" when it runs on none (GCPC's persistent_resource_id description).
+    rendered = _PLACEHOLDER.sub(resolve, template).replace("{{$.pipeline_persistent_resource_id}}", "")
+    return json.loads(rendered)
 
 
 def spec_data(entry: Entry) -> Any:

@@ -1,16 +1,33 @@
 """The real job-spec corpus for preflight's compat family: loading it and scoring it.
 
 The corpus (tests/fixtures/specs, INDEX.json there) holds job specs copied as found from public
-material: gcloud ``--config`` files, REST bodies, and the Python dicts people hand the SDK
-(whole files or the exact lines). Each entry says where it was read (repository, path, commit,
-or a documentation page and the day it was read), how to turn it into a spec, and the compat
-outcome the cited document backs. It is split by a stable hash of its source (a repository or a
-page), so every spec of one source lands in the same part: rules are tuned against ``dev``;
-``test`` only measures. Used by tests/unit/test_spec_corpus.py and
+material: gcloud ``--config`` files, REST bodies, the Python dicts people hand the SDK (whole
+files, the exact lines, or notebook cells), specs a notebook printed, and compiled KFP pipelines.
+Each entry says where it was read (repository, path, commit, or a documentation page and the day
+it was read), how to turn it into a spec, and the outcome the cited document backs: whether the
+spec parses (and, when it must not, what the message has to name), the worst compat status and
+the status of every rule that is not PASS. It is split by a stable hash of its source (a
+repository or a page), so every spec of one source lands in the same part: rules are tuned
+against ``dev``; ``test`` only measures. Used by tests/unit/test_spec_corpus.py and
 tests/benchmarks/bench_spec_corpus.py.
 
-Placeholders stay as found (``CUSTOM_CONTAINER_IMAGE_URI``, a function parameter): compat does
-not look at images, and a Python name the file does not bind becomes the text ``${name}``.
+How a file becomes a spec:
+
+- ``.yaml``/``.json``: the text, as ``parse_spec`` reads a ``--config`` file or a REST body.
+- ``.py.txt`` (Python as found): the value ``expr`` names, literals only: ``NAME``,
+  ``Class.NAME``, ``function.NAME`` or ``function.self.NAME`` (a name bound in several functions
+  is named by its function), optionally subscripted (``job['trial_job_spec']``); or
+  ``CustomJob(worker_pool_specs=...)``, the keyword of the file's first such call (a spec
+  written inline). Bound names, ``{**base, ...}``, ``A, B = (x, y)``, f-strings and proto-plus
+  constructors (``custom_job.CustomJobSpec(worker_pool_specs=...)``: their keyword mapping) are
+  followed; a name the file does not bind becomes the text ``${name}``.
+- ``.pprint.txt``: a Python literal as a notebook printed it (``pprint(WORKER_POOL_SPECS)``).
+- kind ``gcpc-pipeline``: a compiled KFP pipeline; ``expr`` names the training task, whose
+  payload is GCPC's launcher template with the task's inputs and the component's defaults put
+  in, as the KFP backend resolves them (``_gcpc_payload``).
+
+Placeholders stay as found (``CUSTOM_CONTAINER_IMAGE_URI``, ``$WANDB_API_KEY``, a function
+parameter): compat does not look at images or environment values.
 """
 
 from __future__ import annotations
@@ -18,11 +35,14 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import re
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 __all__ = [
     "CORPUS_DIR",
@@ -58,6 +78,7 @@ class Entry:
     expect_rules: dict[str, str]  # rule -> status, for every non-PASS result
     why: str
     docs: tuple[str, ...]
+    error_mentions: tuple[str, ...] = ()  # for expect_parse "error": what the message must name
 
     def text(self) -> str:
         return (CORPUS_DIR / self.file).read_text(encoding="utf-8")
@@ -76,8 +97,10 @@ class Outcome:
 
     @property
     def status_right(self) -> bool:
-        if not self.parsed:
-            return self.entry.expect_parse == "error"
+        if not self.parsed:  # refused, and the message names what the document says is wrong
+            return self.entry.expect_parse == "error" and all(
+                m in self.message for m in self.entry.error_mentions
+            )
         return self.entry.expect_parse == "ok" and self.status == self.entry.expect_status
 
     @property
@@ -114,7 +137,10 @@ class Score:
         for o in self.outcomes:
             if not o.rules_right:
                 got = o.status if o.parsed else f"parse error ({o.message[:80]})"
-                want = f"{o.entry.expect_status} {o.entry.expect_rules}"
+                if o.entry.expect_parse == "error":
+                    want = "parse error naming " + ", ".join(map(repr, o.entry.error_mentions))
+                else:
+                    want = f"{o.entry.expect_status} {o.entry.expect_rules}"
                 lines.append(f"  miss {o.entry.id}: want {want}, got {got} {o.rules}")
         return "\n".join(lines)
 
@@ -145,6 +171,7 @@ def load(split: str | None = None) -> list[Entry]:
             dict(e["expect"].get("rules", {})),
             e["why"],
             tuple(e["docs"]),
+            tuple(e["expect"].get("error_mentions", ())),
         )
         if split is None or split_of(entry.source) == split:
             out.append(entry)
@@ -154,28 +181,64 @@ def load(split: str | None = None) -> list[Entry]:
 # --- Python sources: the value of one name, literals only -------------------------------------
 
 
+def _assigned(node: ast.Assign) -> list[tuple[ast.expr, ast.expr]]:
+    """(target, value) pairs of one assignment; ``A, B = (x, y)`` pairs element-wise."""
+    out: list[tuple[ast.expr, ast.expr]] = []
+    for target in node.targets:
+        if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+            if len(target.elts) == len(node.value.elts):
+                out += list(zip(target.elts, node.value.elts, strict=True))
+        else:
+            out.append((target, node.value))
+    return out
+
+
 def _bindings(tree: ast.AST) -> dict[str, ast.expr]:
-    """Every ``NAME = value`` and ``Class.NAME`` binding in the file, last one winning."""
+    """Every ``NAME = value`` binding in the file, last one winning, plus each binding under
+    its scope: ``Class.NAME`` for a class body, ``function.NAME`` (and ``function.self.NAME``)
+    inside a function: a file that binds one name in several functions, as test files do,
+    names each by its function."""
     out: dict[str, ast.expr] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
             for stmt in node.body:
                 if isinstance(stmt, ast.Assign):
-                    for t in stmt.targets:
-                        if isinstance(t, ast.Name):
-                            out[f"{node.name}.{t.id}"] = stmt.value
-                            out.setdefault(t.id, stmt.value)
+                    for target, value in _assigned(stmt):
+                        if isinstance(target, ast.Name):
+                            out[f"{node.name}.{target.id}"] = value
+                            out.setdefault(target.id, value)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Assign):
+                    for target, value in _assigned(inner):
+                        if isinstance(target, ast.Name | ast.Attribute):  # x = …, self.x = …
+                            out[f"{node.name}.{ast.unparse(target)}"] = value
         elif isinstance(node, ast.Assign):
-            for t in node.targets:
-                if isinstance(t, ast.Name):
-                    out[t.id] = node.value
+            for target, value in _assigned(node):
+                if isinstance(target, ast.Name):
+                    out[target.id] = value
     return out
+
+
+def _message(node: ast.Call, env: dict[str, ast.expr], depth: int) -> Any:
+    """A proto-plus constructor called with keywords only (``custom_job.CustomJobSpec(
+    worker_pool_specs=...)``) is the mapping of its keywords, which is what proto-plus builds;
+    ``duration_pb2.Duration(seconds=N)`` is the JSON duration ``"Ns"``. Anything else is a
+    placeholder."""
+    name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+    if not name[:1].isupper() or node.args or any(k.arg is None for k in node.keywords):
+        return "${" + ast.unparse(node) + "}"
+    fields = {k.arg: _eval(k.value, env, depth + 1) for k in node.keywords}
+    if name == "Duration" and set(fields) <= {"seconds", "nanos"}:
+        return f"{fields.get('seconds', 0)}s"
+    return fields
 
 
 def _eval(node: ast.expr, env: dict[str, ast.expr], depth: int = 0) -> Any:
     """Literals, lists, dicts, names bound in the file; an attribute chain ending in an
     enum-like NAME (``aiplatform.gapic.AcceleratorType.NVIDIA_TESLA_K80``) is that name; an
-    unbound name is the placeholder ``${name}``; f-strings join their parts."""
+    unbound name is the placeholder ``${name}``; f-strings join their parts; proto-plus
+    constructors are their keyword mappings (``_message``)."""
     if depth > 50:
         raise ValueError("bindings nest too deep")
     if isinstance(node, ast.Constant):
@@ -183,11 +246,14 @@ def _eval(node: ast.expr, env: dict[str, ast.expr], depth: int = 0) -> Any:
     if isinstance(node, ast.List | ast.Tuple):
         return [_eval(v, env, depth + 1) for v in node.elts]
     if isinstance(node, ast.Dict):
-        return {
-            _eval(k, env, depth + 1): _eval(v, env, depth + 1)
-            for k, v in zip(node.keys, node.values, strict=True)
-            if k
-        }
+        out: dict[Any, Any] = {}
+        for k, v in zip(node.keys, node.values, strict=True):
+            if k is None:  # {**base, "replica_count": 2}
+                base = _eval(v, env, depth + 1)
+                out.update(base if isinstance(base, dict) else {})
+            else:
+                out[_eval(k, env, depth + 1)] = _eval(v, env, depth + 1)
+        return out
     if isinstance(node, ast.Name):
         bound = env.get(node.id)
         return _eval(bound, env, depth + 1) if bound is not None else "${" + node.id + "}"
@@ -202,18 +268,89 @@ def _eval(node: ast.expr, env: dict[str, ast.expr], depth: int = 0) -> Any:
             for v in node.values
             if isinstance(v, ast.FormattedValue | ast.Constant)
         )
+    if isinstance(node, ast.Call):
+        return _message(node, env, depth)
     return "${" + ast.unparse(node) + "}"
+
+
+def _value_of(expr: str, tree: ast.AST) -> Any:
+    """The value ``expr`` names: a binding (``NAME``, ``Class.NAME``, ``function.NAME``),
+    optionally subscripted (``hyperparameter_tuning_job["trial_job_spec"]``). Names inside a
+    class or function resolve to that scope's bindings first."""
+    env = _bindings(tree)
+    node = ast.parse(expr, mode="eval").body
+    if isinstance(node, ast.Call):  # CustomJob(worker_pool_specs=...): the keyword's value
+        return _call_keyword(node, tree, env)
+    keys = []
+    while isinstance(node, ast.Subscript):
+        keys.append(ast.literal_eval(node.slice))
+        node = node.value
+    name = ast.unparse(node)
+    if name not in env:
+        raise KeyError(f"the file binds no {name}")
+    scope = name.rpartition(".")[0]
+    local = {k[len(scope) + 1 :]: v for k, v in env.items() if scope and k.startswith(scope + ".")}
+    value = _eval(env[name], {**env, **local})
+    for key in reversed(keys):
+        value = value[key]
+    return value
+
+
+def _call_keyword(pattern: ast.Call, tree: ast.AST, env: dict[str, ast.expr]) -> Any:
+    """``CustomJob(worker_pool_specs=...)``: the value given to that keyword in the file's
+    first call of a function of that name (specs written inline in the call)."""
+    name = ast.unparse(pattern.func)
+    (wanted,) = [k.arg for k in pattern.keywords]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == name:
+            for k in node.keywords:
+                if k.arg == wanted:
+                    return _eval(k.value, env)
+    raise KeyError(f"the file has no call {name}({wanted}=...)")
+
+
+_PLACEHOLDER = re.compile(r"\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}")
+
+
+def _gcpc_payload(text: str, task: str) -> Any:
+    """The CustomJob payload GCPC's launcher gets for ``task`` of a compiled KFP pipeline: its
+    executor's ``--payload`` template with every ``{{$.inputs.parameters['x']}}`` replaced as
+    the KFP backend resolves it (the task's constant, else the component's default; a STRING
+    as its text, any other type as JSON; ``{{$.pipeline_persistent_resource_id}}`` as the empty
+    string of a PipelineJob on no persistent resource). The empty defaults GCPC sends on every job
+    come from the component's ``defaultValue``s."""
+    pipeline = yaml.safe_load(text)
+    node = pipeline["root"]["dag"]["tasks"][task]
+    component = pipeline["components"][node["componentRef"]["name"]]
+    args = pipeline["deploymentSpec"]["executors"][component["executorLabel"]]["container"]["args"]
+    template = args[args.index("--payload") + 1]
+    declared = component["inputDefinitions"]["parameters"]
+    given = {
+        name: value["runtimeValue"]["constant"]
+        for name, value in node.get("inputs", {}).get("parameters", {}).items()
+        if "runtimeValue" in value
+    }
+
+    def resolve(m: re.Match[str]) -> str:
+        name = m.group(1)
+        value = given.get(name, declared[name].get("defaultValue", ""))
+        return value if declared[name]["parameterType"] == "STRING" else json.dumps(value)
+
+    # A pipeline-level default the backend resolves too: the PipelineJob's persistent resource,
+    # "an empty string" when it runs on none (GCPC's persistent_resource_id description).
+    rendered = _PLACEHOLDER.sub(resolve, template).replace("{{$.pipeline_persistent_resource_id}}", "")
+    return json.loads(rendered)
 
 
 def spec_data(entry: Entry) -> Any:
     """The entry as the mapping (or text) ``parse_spec`` takes."""
     text = entry.text()
     if entry.file.endswith(".py.txt"):
-        tree = ast.parse(text)
-        env = _bindings(tree)
-        if entry.expr not in env:
-            raise KeyError(f"{entry.file} binds no {entry.expr}")
-        value = _eval(env[entry.expr], env)
+        value = _value_of(entry.expr, ast.parse(text))
+    elif entry.file.endswith(".pprint.txt"):  # a spec as Python printed it (a notebook's output)
+        value = ast.literal_eval(text)
+    elif entry.kind == "gcpc-pipeline":  # a compiled pipeline; expr names the training task
+        value = _gcpc_payload(text, entry.expr)
     else:
         value = text
     if entry.wrap == "worker_pool_specs":

@@ -119,11 +119,23 @@ def _snake_to_json(desc: Descriptor) -> dict[str, str]:
 
 
 def _suggest(value: str, names: Sequence[str]) -> str | None:
-    """The closest valid name: one containing the typed text first, then by similarity."""
+    """The closest valid name: one containing the typed text first, then the one sharing most
+    of its words (``NVIDIA_T4`` → ``NVIDIA_TESLA_T4``, ``NVIDIA_TESLA_L4`` → ``NVIDIA_L4``:
+    people drop or add ``TESLA``, which plain similarity reads as another GPU), then by
+    similarity."""
     upper = value.upper()
     contained = [n for n in names if upper and upper.replace("_", "") in n.replace("_", "")]
     if contained:
         return min(contained, key=len)
+    words = set(upper.split("_")) - {""}
+
+    def overlap(name: str) -> float:
+        theirs = set(name.split("_"))
+        return len(words & theirs) / len(words | theirs)
+
+    best = max(names, key=overlap, default=None)
+    if best is not None and overlap(best) >= 0.6:
+        return best
     close = difflib.get_close_matches(upper, names, n=1)
     return close[0] if close else None
 
@@ -369,7 +381,10 @@ def check_message(desc: Descriptor, data: Any, path: str, problems: Problems) ->
         f = fields.get(key) if isinstance(key, str) else None
         if f is None:
             names = sorted(fields)
-            close = difflib.get_close_matches(key[:100], names, n=1) if isinstance(key, str) else []
+            # a field the mapping already sets is not what the typo meant ('accelerator' beside
+            # acceleratorType means acceleratorCount)
+            free = [n for n in names if n not in data]
+            close = difflib.get_close_matches(key[:100], free, n=1) if isinstance(key, str) else []
             hint = f"did you mean {close[0]!r}? " if close else ""
             problems.append((sub, f"unknown field; {hint}{desc.name} has: {', '.join(names)}"))
         elif value is None:

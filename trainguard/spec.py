@@ -388,6 +388,27 @@ def _drop_empty_defaults(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+# AI Platform Training's (legacy) job config, the ``--config`` of ``gcloud ai-platform jobs submit
+# training``: people hand it to ``gcloud ai custom-jobs create`` when they move (two in the spec
+# corpus, tests/fixtures/specs). Its keys name no CustomJobSpec field, so without this the message
+# would only list the fields a CustomJobSpec has.
+_LEGACY_KEYS = ("trainingInput", "training_input")
+_MIGRATION_GUIDE = "https://cloud.google.com/vertex-ai/docs/start/migrating-to-vertex-ai"
+
+
+def _refuse_legacy_config(spec: Mapping[str, Any], source: str) -> None:
+    key = next((k for k in _LEGACY_KEYS if k in spec), None)
+    if key is None:
+        return
+    where = f" ({bound(redact(source), 200)})" if source else ""
+    raise SpecError(
+        f"is AI Platform Training's (legacy) job config{where}, not a Vertex AI CustomJobSpec: "
+        "Vertex takes workerPoolSpecs (machineSpec, replicaCount, containerSpec or "
+        f"pythonPackageSpec) instead of scaleTier/masterType/workerType; see {_MIGRATION_GUIDE}",
+        key,
+    )
+
+
 def _raise(errors: Problems, source: str) -> None:
     where = f" in {bound(redact(source), 200)}" if source else ""
     if len(errors) == 1:
@@ -428,15 +449,25 @@ def _accelerator_hints(data: Any, errors: Problems) -> Problems:
             machine = spec.get("machineType") if isinstance(spec, Mapping) else None
             rule = machine_rule(machine) if isinstance(machine, str) else None
             if rule is not None and rule.accelerators:
-                takes = " or ".join(sorted(rule.accelerators))
-                message = re.sub(
-                    r" \(did you mean [^)]*\)|(?= *;)",
-                    f" ({machine} takes {takes})",
-                    message,
-                    count=1,
-                )
+                message = _machine_hint(message, str(machine), sorted(rule.accelerators))
         out.append((path, message))
     return out
+
+
+def _machine_hint(message: str, machine: str, takes: list[str]) -> str:
+    """A machine that bundles one accelerator type names it (the walker's nearest spelling may be
+    another GPU); one that takes several keeps the walker's guess and lists them when the guess
+    is not among them."""
+    said = re.search(r" \(did you mean ([A-Z0-9_]+)\?\)", message)
+    if len(takes) == 1:
+        hint = f" ({machine} takes {takes[0]})"
+    elif said and said.group(1) not in takes:
+        hint = f" (did you mean {said.group(1)}? {machine} takes {' or '.join(takes)})"
+    else:
+        return message
+    if said:
+        return message.replace(said.group(0), hint, 1)
+    return re.sub(r"(?= *;)", hint, message, count=1)
 
 
 def _unwrap_body(data: Mapping[str, Any], source: str) -> tuple[Mapping[str, Any], dict]:
@@ -486,6 +517,7 @@ def parse_spec(
         spec, extra = _unwrap_body(spec, source)
     validate_project(project)
     validate_region(region)
+    _refuse_legacy_config(spec, source)
     checked, errors = _check(_SPEC_DESC, spec)
     errors = _accelerator_hints(checked, errors) or _semantic_errors(checked)
     if errors:

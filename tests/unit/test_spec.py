@@ -708,3 +708,36 @@ def test_an_accelerator_name_that_is_no_name_gets_the_one_its_machine_takes(mach
     with pytest.raises(SpecError) as info:
         parse_spec(data, project="my-project", region="us-central1")
     assert takes in str(info.value) and "did you mean NVIDIA_A100_80GB" not in str(info.value)
+
+
+# Real typos from the spec corpus (tests/fixtures/specs): s204431/mlops-CAPTCHA wrote NVIDIA_T4,
+# iasonrap/mlops31 NVIDIA_TESLA_L4; plain similarity pointed the first at NVIDIA_L4, another GPU.
+@pytest.mark.parametrize(
+    "typed,meant",
+    [("NVIDIA_T4", "NVIDIA_TESLA_T4"), ("NVIDIA_TESLA_L4", "NVIDIA_L4"), ("NVIDIA_H100", "NVIDIA_H100_80GB")],
+)
+def test_an_accelerator_named_with_or_without_tesla_suggests_the_gpu_meant(typed, meant):
+    machine = {"machineType": "n1-standard-8", "acceleratorType": typed, "acceleratorCount": 1}
+    with pytest.raises(SpecError) as info:
+        parse_spec({"workerPoolSpecs": [pool(machineSpec=machine)]}, project=P, region=R)
+    assert f"did you mean {meant}?" in str(info.value)
+
+
+def test_an_unknown_key_is_not_matched_to_a_field_the_mapping_already_sets():
+    # jchavezar/vertex-ai-samples e2e/test.py: 'accelerator': 1 beside 'accelerator_type'
+    machine = {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator": 1}
+    with pytest.raises(SpecError) as info:
+        parse_spec({"worker_pool_specs": [pool(machineSpec=machine)]}, project=P, region=R)
+    assert info.value.path == "workerPoolSpecs[0].machineSpec.accelerator"
+    assert "did you mean 'acceleratorCount'?" in str(info.value)
+
+
+def test_an_ai_platform_legacy_config_is_named_as_such_with_the_migration_guide():
+    # daangn/article-classifier and formigone/ml-engine config_gpu.yaml (spec corpus)
+    text = "trainingInput:\n  scaleTier: CUSTOM\n  masterType: standard_p100\n  workerCount: 1\n"
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, project=P, region=R, source="config_gpu.yaml")
+    assert info.value.path == "trainingInput"
+    assert "AI Platform Training's (legacy) job config" in str(info.value)
+    assert "workerPoolSpecs" in str(info.value) and "migrating-to-vertex-ai" in str(info.value)
+    assert info.value.exit_code == EXIT_BAD_INPUT

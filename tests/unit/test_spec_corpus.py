@@ -14,7 +14,7 @@ import pytest
 
 from tests.spec_corpus import CORPUS_DIR, SPLITS, load, score, spec_data, split_of
 
-KINDS = {"gcloud-config", "rest-body", "sdk-dict"}
+KINDS = {"gcloud-config", "rest-body", "sdk-dict", "gcpc-payload", "gcpc-pipeline"}
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +34,7 @@ def test_every_entry_names_its_source_and_the_documents_behind_its_label(corpus)
             assert "/blob/" in e.url and len(e.url.split("/blob/")[1].split("/")[0]) == 40, e.id
         assert e.docs and e.why, e.id
         assert e.expect_parse in ("ok", "error") and e.expect_status in ("PASS", "WARN", "FAIL", ""), e.id
+        assert not e.error_mentions or e.expect_parse == "error", e.id
         spec_data(e)  # every entry turns into a spec's data
 
 

@@ -22,6 +22,7 @@ def preflight(
     only: str = "",
     skip: str = "",
     output_dir: str = "",
+    fallbacks: str = "",
 ):
     """Checks quota, IAM, image and compatibility of a CustomJobSpec before it is submitted.
 
@@ -38,6 +39,8 @@ def preflight(
         only: comma-separated check families to run.
         skip: comma-separated check families to leave out.
         output_dir: the local backend's output directory.
+        fallbacks: the job's alternatives (as the train component takes them), each checked
+            in a section of its own.
     """
     import sys
 
@@ -57,4 +60,5 @@ def preflight(
         markdown_path=report.path,
         metrics=metrics,
         stream=sys.stdout,
+        fallbacks=fallbacks,
     )

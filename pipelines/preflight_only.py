@@ -20,6 +20,7 @@ def preflight_only(
     fail_on: str = "fail",
     only: str = "",
     skip: str = "",
+    fallbacks: str = "",
 ):
     """Runs preflight on one job spec.
 
@@ -32,6 +33,8 @@ def preflight_only(
         fail_on: ``fail``, ``unknown`` or ``warn``.
         only: comma-separated check families to run.
         skip: comma-separated check families to skip.
+        fallbacks: ``;``-separated alternatives (``region=us-east4;machine=a3-highgpu-1g``),
+            each checked in a section of its own.
     """
     task = preflight(
         job_spec=job_spec,
@@ -42,6 +45,7 @@ def preflight_only(
         fail_on=fail_on,
         only=only,
         skip=skip,
+        fallbacks=fallbacks,
     )
     task.set_caching_options(False)
     task.set_display_name("preflight")

@@ -92,17 +92,24 @@ def preflight_stage(
     metrics=None,
     stream: TextIO | None = None,
     components_image: str = "",
+    fallbacks: str | Sequence[str] | None = None,
 ) -> Report:
     """Runs preflight, writes the JSON and Markdown reports and metrics, raises on failure.
 
     ``components_image`` (the pipeline's components image) is checked by the image family too.
+    ``fallbacks`` (as for :func:`train_stage`) are checked too, each in a section of its own
+    (:mod:`trainguard.preflight.alternatives`).
 
     Raises:
         SpecError / ConfigError: bad input.
         PreflightFailed: a check failed (``fail_on`` decides whether WARN/UNKNOWN count).
     """
+    from trainguard.launch.alternatives import parse_fallbacks
+    from trainguard.preflight.alternatives import render_sections
+
     fail_on = parse(FailOn, fail_on, "fail_on")
     backend = parse(Backend, backend, "--backend")
+    alternatives = parse_fallbacks(fallbacks)
     spec = make_spec(job_spec, project=project, region=region, display_name=display_name)
     if backend == "local" and not output_dir:
         # In a pipeline the train task writes next to its artifacts, on this same filesystem; on
@@ -116,12 +123,14 @@ def preflight_stage(
         timeout_s=timeout_s,
         local_output_dir=output_dir,
         components_image=components_image,
+        alternatives=alternatives,
     )
+    markdown = report.to_markdown(fail_on) + render_sections(report)
     _write(json_path, report.to_json(fail_on))
-    _write(markdown_path, report.to_markdown(fail_on))
+    _write(markdown_path, markdown)
     _log_metrics(metrics, report.summary_metrics())
     if stream is not None:
-        print(report.to_markdown(fail_on), file=stream, flush=True)
+        print(markdown, file=stream, flush=True)
         if report.verdict(fail_on) == "NOT PROVEN":
             print(f"preflight {report.unproven_line()}", file=stream, flush=True)
     if not report.passed(fail_on):

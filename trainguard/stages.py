@@ -286,15 +286,7 @@ def train_stage(
     choice = parse(ModelChoice, model_choice, "--model")
     hang = HangPolicy.parse(hang_after)
     faults = InjectionPlan(parse_injections(inject))
-    spec, run = _claimed_spec(
-        job_spec, project, region, display_name, backend, output_dir, model, run_id, resume, stream
-    )
-    plan = AttemptPlan(
-        spec,
-        parse_fallbacks(fallbacks),
-        RetryBudget.parse(retries),
-        capacity_wait_s=0.0 if backend == "local" else CAPACITY_WAIT_S,  # a local stockout is injected
-    )
+    alternatives, budget = parse_fallbacks(fallbacks), RetryBudget.parse(retries)
 
     def backend_for(first: bool):
         return _backend(
@@ -323,7 +315,18 @@ def train_stage(
             hang=hang,
         )
 
-    backend_for(True)  # options the backend cannot honour are bad input before anything launches
+    # Bad input (an option the backend cannot honour, an alternative that makes the job invalid)
+    # is said before the run directory is claimed and anything launches.
+    backend_for(True)
+    given = make_spec(job_spec, project=project, region=region, display_name=display_name)
+    AttemptPlan(given, alternatives).specs()
+    spec, run = _claimed_spec(given, backend, output_dir, model, run_id, resume, stream)
+    plan = AttemptPlan(
+        spec,
+        alternatives,
+        budget,
+        capacity_wait_s=0.0 if backend == "local" else CAPACITY_WAIT_S,  # a local stockout is injected
+    )
     attempts = run_attempts(
         plan,
         backend_for=backend_for,
@@ -341,10 +344,9 @@ def train_stage(
 
 
 def _claimed_spec(
-    job_spec, project, region, display_name, backend, output_dir, model, run_id, resume, stream
+    spec: JobSpec, backend: str, output_dir: str, model, run_id: str, resume: bool, stream: TextIO | None
 ) -> tuple[JobSpec, RunDir]:
     """The spec, with the base output directory of the run it claimed (one for every attempt)."""
-    spec = make_spec(job_spec, project=project, region=region, display_name=display_name)
     root = spec.base_output_dir or output_dir
     if backend == "local" and not root:
         # In a pipeline the task's own artifact directory; on the command line the runtime's default.

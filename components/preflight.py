@@ -23,6 +23,7 @@ def preflight(
     skip: str = "",
     output_dir: str = "",
     budget: float = 0.0,
+    fallbacks: str = "",
 ):
     """Checks quota, IAM, image, compatibility and cost of a CustomJobSpec before it is submitted.
 
@@ -41,6 +42,8 @@ def preflight(
         skip: comma-separated check families to leave out.
         output_dir: the local backend's output directory.
         budget: fail when the job's cost at its scheduling.timeout exceeds this many USD (0: none).
+        fallbacks: the job's alternatives (as the train component takes them), each checked
+            in a section of its own.
     """
     import sys
 
@@ -61,4 +64,5 @@ def preflight(
         markdown_path=report.path,
         metrics=metrics,
         stream=sys.stdout,
+        fallbacks=fallbacks,
     )

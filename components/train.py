@@ -16,6 +16,7 @@ def train(
     model: Output[Model],
     history: Output[Artifact],
     diagnosis: Output[Markdown],
+    attempts: Output[Artifact],
     gcp_resources: OutputPath(str),
     display_name: str = "trainguard-job",
     backend: str = "vertex",
@@ -26,6 +27,10 @@ def train(
     model_choice: str = "best",
     run_id: str = "",
     resume: bool = False,
+    fallbacks: str = "",
+    retries: str = "",
+    hang_after: str = "",
+    inject: str = "",
 ) -> int:
     """Launches the training job, waits for it, cancels it with the pipeline, classifies failures.
 
@@ -40,7 +45,11 @@ def train(
         history: the history the job wrote (trainguard JSONL, or its TensorBoard event files or
             Keras/Lightning CSV log).
         diagnosis: on failure, the failure class, evidence and first remedy.
-        gcp_resources: the Vertex job, for the console link and cancellation.
+        attempts: JSON: every attempt (region, machine, accelerator, strategy, state, failure
+            class, duration, why the next one ran) and which produced the model; the model's
+            metadata names that attempt too.
+        gcp_resources: the Vertex job that ran last, for the console link and cancellation; a
+            retry of this task finds it, in whichever alternative's region it is.
         display_name: the job's display name.
         backend: ``vertex`` or ``local``.
         output_dir: base output directory when the spec has no baseOutputDirectory.
@@ -55,6 +64,13 @@ def train(
             Empty: this task's own (every attempt of the task is one run). The pipelines pass the
             pipeline job's name.
         resume: continue the newest run in the output directory instead of starting one.
+        fallbacks: other ways to run the job, tried in order when an attempt meets no quota or
+            capacity: ``;``-separated alternatives of ``key=value`` changes (region, machine,
+            accelerator, count, strategy), e.g. ``region=us-east4;region=europe-west4,strategy=FLEX_START``.
+        retries: relaunches per failure class (``preemption=3,hang=1``, the default; ``none``).
+        hang_after: stop a RUNNING job whose history is silent this long (``20m``; ``0`` off);
+            empty: max(10 × its median interval, 30 min).
+        inject: local backend only: end attempts on purpose (``stockout@0,hang@5s``).
     """
     from trainguard.stages import train_stage
 
@@ -70,10 +86,15 @@ def train(
         model=model,
         history=history,
         diagnosis_path=diagnosis.path,
+        attempts_path=attempts.path,
         max_queued=max_queued,
         guard=guard,
         model_choice=model_choice,
         run_id=run_id,
         resume=resume,
+        fallbacks=fallbacks,
+        retries=retries,
+        hang_after=hang_after,
+        inject=inject,
     )
     return result.model_step

@@ -1,7 +1,8 @@
 """``make demo``: the guarded pipeline end to end in the KFP local runner, no cloud account needed.
 
-1. A healthy run: preflight passes, the reference trainer trains (with one injected Spot-style
-   preemption it survives), validation passes.
+1. A healthy run: preflight passes; the first launch meets an (injected) stockout in us-central1
+   and train falls back to us-east4 at once; there the reference trainer trains (with one injected
+   Spot-style preemption it survives); validation passes.
 2. The same trainer with a learning rate far too high: the pipeline fails, naming the failure class,
    the evidence and the first remedy.
 3. Preflight alone on the example Vertex spec (A100 on Spot): the offline checks.
@@ -45,6 +46,19 @@ def _show(outcome: LocalOutcome, extra: list[str] | None = None) -> None:
         print(f"  task logs: {os.path.relpath(outcome.log_dir)}/", flush=True)
 
 
+def _fallback_line(outcome: LocalOutcome) -> str:
+    """``fell back: us-central1 [capacity] → us-east4 (launched 70 ms later), which trained``."""
+    recorded = outcome.read_json("train", "attempts") or {}
+    attempts = recorded.get("attempts", [])
+    if len(attempts) < 2:
+        return "no fallback was needed"
+    gaps = recorded.get("relaunch_gaps_s", [0.0])
+    path = " → ".join(
+        f"{a['region']}" + (f" [{a['failure_class']}]" if a["failure_class"] else "") for a in attempts
+    )
+    return f"fell back: {path} (launched {gaps[0] * 1000:.0f} ms later), which trained"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     verbose = "--verbose" in args
@@ -60,18 +74,33 @@ def main(argv: list[str] | None = None) -> int:
     results: list[tuple[str, bool, bool]] = []
     print("trainguard demo: the guarded pipeline in the KFP local runner (no cloud account)", flush=True)
     try:
-        print("\n1/3 guarded_training, healthy config, one injected Spot-style preemption", flush=True)
+        print(
+            "\n1/3 guarded_training, healthy config: a stockout in us-central1 (falls back to "
+            "us-east4), one Spot-style preemption",
+            flush=True,
+        )
         # A short pause per step stretches training to ~10 s, so the preemption at 6 s lands in
         # the middle of it (start-up takes 2-4 s here), not before or after.
         healthy = _local_spec(
             examples / "local-healthy.yaml", trainer, "demo-healthy", ("--step-sleep=0.03",)
         )
         outcome = run_local(
-            "guarded_training", healthy, pipeline_root=pipeline_root, preempt_after="6s", on_event=report
+            "guarded_training",
+            healthy,
+            pipeline_root=pipeline_root,
+            preempt_after="6s",
+            on_event=report,
+            fallbacks="region=us-east4",
+            inject="stockout@0",
         )
         restarts = outcome.metadata("train", "model").get("restarts", 0)
-        _show(outcome, [f"training survived {restarts} preemption(s), resuming from its newest checkpoint"])
+        fell_back = _fallback_line(outcome)
+        _show(
+            outcome,
+            [fell_back, f"training survived {restarts} preemption(s), resuming from its newest checkpoint"],
+        )
         results.append(("healthy run passes", outcome.succeeded, True))
+        results.append(("the stockout fell back to us-east4", "→ us-east4" in fell_back, True))
         results.append(("the preemption landed during training", restarts >= 1, True))
 
         print("\n2/3 guarded_training, learning rate far too high", flush=True)

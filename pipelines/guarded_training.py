@@ -36,6 +36,10 @@ def guarded_training(
     validate_directions: str = "",
     resume: bool = False,
     budget: float = 0.0,
+    fallbacks: str = "",
+    retries: str = "",
+    hang_after: str = "",
+    inject: str = "",
 ) -> bool:
     """Guards one training job.
 
@@ -67,6 +71,13 @@ def guarded_training(
         resume: continue the newest run in the output directory (its history and checkpoints)
             instead of starting a run of this pipeline job's own beside it.
         budget: preflight fails when the job's cost at its timeout exceeds this many USD (0: none).
+        fallbacks: ``;``-separated alternatives (``region=us-east4;machine=a3-highgpu-1g``),
+            checked by preflight and tried in order by train when an attempt meets no quota or
+            capacity.
+        retries: relaunches per failure class (``preemption=3,hang=1``, the default; ``none``).
+        hang_after: stop a RUNNING job whose history is silent this long (``0`` off; empty:
+            max(10 × its median interval, 30 min)).
+        inject: local backend only: end train's attempts on purpose (``stockout@0,hang@5s``).
 
     Returns:
         Whether validation passed.
@@ -82,6 +93,7 @@ def guarded_training(
         skip=preflight_skip,
         output_dir=output_dir,
         budget=budget,
+        fallbacks=fallbacks,
     )
     checked.set_caching_options(False)
     checked.set_display_name("preflight")
@@ -98,6 +110,10 @@ def guarded_training(
         model_choice=model_choice,
         run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
         resume=resume,
+        fallbacks=fallbacks,
+        retries=retries,
+        hang_after=hang_after,
+        inject=inject,
     )
     trained.after(checked)
     trained.set_caching_options(False)

@@ -21,6 +21,7 @@ def preflight_only(
     only: str = "",
     skip: str = "",
     budget: float = 0.0,
+    fallbacks: str = "",
 ):
     """Runs preflight on one job spec.
 
@@ -34,6 +35,8 @@ def preflight_only(
         only: comma-separated check families to run.
         skip: comma-separated check families to skip.
         budget: fail when the job's cost at its timeout exceeds this many USD (0: no budget).
+        fallbacks: ``;``-separated alternatives (``region=us-east4;machine=a3-highgpu-1g``),
+            each checked in a section of its own.
     """
     task = preflight(
         job_spec=job_spec,
@@ -45,6 +48,7 @@ def preflight_only(
         only=only,
         skip=skip,
         budget=budget,
+        fallbacks=fallbacks,
     )
     task.set_caching_options(False)
     task.set_display_name("preflight")

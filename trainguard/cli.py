@@ -57,6 +57,41 @@ Region = Annotated[
     ),
 ]
 JsonOut = Annotated[Path | None, typer.Option("--json", help="write the machine-readable result")]
+Fallbacks = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--fallback",
+        metavar="SPEC",
+        help="another way to run the job when it meets no quota or capacity (repeatable, tried "
+        "in order): region=, machine=, accelerator=, count=, strategy= (e.g. region=us-east4)",
+    ),
+]
+Retries = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--retries",
+        metavar="BUDGET",
+        help="relaunches per failure class, from the checkpoint: preemption, hang, unknown, "
+        "capacity, quota (default preemption=3,hang=1; none: never; a class not named is not retried)",
+    ),
+]
+HangAfter = Annotated[
+    str,
+    typer.Option(
+        "--hang-after",
+        help="stop a RUNNING job whose history is silent this long (20m; 0: off); default "
+        "max(10 × its median interval between records, 30m)",
+    ),
+]
+Inject = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--inject",
+        metavar="FAULTS",
+        help="local: end attempts on purpose: stockout@N, quota@N (N: the attempt, 0 first), "
+        "hang@DURATION, reclaim@DURATION (after it starts)",
+    ),
+]
 
 
 def _version(value: bool) -> None:
@@ -180,8 +215,9 @@ def preflight(
             help="fail when the job's cost at its scheduling.timeout (Vertex's default: 7 days) exceeds this",
         ),
     ] = None,
+    fallback: Fallbacks = None,
 ):
-    """Check quota, IAM, image, compatibility and cost before submitting a job."""
+    """Check quota, IAM, image, compatibility and cost before submitting a job (and each --fallback)."""
     from trainguard.errors import PreflightFailed
     from trainguard.stages import preflight_stage
 
@@ -204,6 +240,7 @@ def preflight(
             markdown_path=str(markdown) if markdown else None,
             components_image=components_image,
             budget=budget,
+            fallbacks=fallback,
         )
     except PreflightFailed as exc:
         _print_report(exc.result, fail_on)
@@ -266,8 +303,17 @@ def train(
             "step) or last",
         ),
     ] = "best",
+    fallback: Fallbacks = None,
+    retries: Retries = None,
+    hang_after: HangAfter = "",
+    inject: Inject = None,
 ):
-    """Run the training job (locally with Vertex's environment, or on Vertex AI)."""
+    """Run the training job (locally with Vertex's environment, or on Vertex AI).
+
+    An attempt that meets no quota or capacity falls back to the next --fallback; a preemption
+    or a hang is relaunched from the checkpoint while its --retries budget lasts; any other
+    failure stops at once.
+    """
     from trainguard.errors import TrainingFailed
     from trainguard.stages import train_stage
 
@@ -291,6 +337,10 @@ def train(
             model_choice=model,
             run_id=run_id,
             resume=resume,
+            fallbacks=fallback,
+            retries=retries,
+            hang_after=hang_after,
+            inject=",".join(inject or ()),
         )
     except TrainingFailed as exc:
         data = exc.result.to_dict() if exc.result is not None else {}
@@ -535,11 +585,16 @@ def run(
             "--budget", metavar="USD", help="preflight: fail when the cost at the timeout exceeds this"
         ),
     ] = 0.0,
+    fallback: Fallbacks = None,
+    retries: Retries = None,
+    hang_after: HangAfter = "",
+    inject: Inject = None,
 ):
     """Run a pipeline on SPEC: in the KFP local runner, or submitted to Vertex AI Pipelines.
 
     Takes what the pipelines take: preflight's --only/--skip/--fail-on, train's --guard/--model/
-    --max-queued/--output-dir/--resume, validate's --gate/--threshold/--direction/--gate-at.
+    --max-queued/--output-dir/--resume/--fallback/--retries/--hang-after (and, locally,
+    --inject), validate's --gate/--threshold/--direction/--gate-at.
     """
     from trainguard.stages import make_spec
 
@@ -569,15 +624,20 @@ def run(
             direction=tuple(direction or ()),
             gate_at=gate_at,
             budget=budget,
+            fallback=tuple(fallback or ()),
+            retries=tuple(retries or ()),
+            hang_after=hang_after,
+            inject=tuple(inject or ()),
         ).parameters()
         project, region = _cloud_names(
             project, region, local=local and backend == "local", local_flag="--local --backend local"
         )
-        if preempt_after and (not local or pipeline != "guarded_training" or backend != "local"):
-            raise ConfigError(
-                "--preempt-after injects preemptions into a local training job: it "
-                "needs --local, --backend local and --pipeline guarded_training"
-            )
+        for flag, given in (("--preempt-after", preempt_after), ("--inject", inject)):
+            if given and (not local or pipeline != "guarded_training" or backend != "local"):
+                raise ConfigError(
+                    f"{flag} injects faults into a local training job: it needs --local, "
+                    "--backend local and --pipeline guarded_training"
+                )
         from trainguard.durations import parse_durations
 
         parse_durations(preempt_after, "--preempt-after")  # before the pipeline runs, not in it

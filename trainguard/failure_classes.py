@@ -147,6 +147,18 @@ _TABLE = (
         "lowering the bar to make the pipeline green",
     ),
     FailureClass(
+        "hang",
+        "the job is RUNNING but no step completes: its history stops growing and its logs go "
+        "quiet, often after one rank died or a collective waits for ever",
+        "which rank is stuck (each rank's last log line); collective timeouts (NCCL_DEBUG=INFO, "
+        "the process group's timeout); data-loader workers deadlocked; a storage read that never "
+        "returns",
+        "stop it and restart from the checkpoint; set a collective timeout (e.g. "
+        "torch.distributed.init_process_group(timeout=...)) so a hang becomes an error; fix the "
+        "stuck rank's input or loader (num_workers=0 to rule out a deadlocked loader)",
+        "waiting for the job's timeout: Vertex's default is 7 days of every accelerator in the job",
+    ),
+    FailureClass(
         "unknown",
         "no known failure signature",
         "read the job's full logs; run the same command locally with `trainguard train --local`",

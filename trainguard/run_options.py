@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from trainguard.choices import FailOn, GateAt, GuardMode, ModelChoice, parse
 from trainguard.errors import ConfigError
 
-__all__ = ["PIPELINE_NAMES", "PARAMETERS", "RunOptions"]
+__all__ = ["PIPELINE_NAMES", "PARAMETERS", "SEPARATORS", "RunOptions"]
 
 PIPELINE_NAMES = ("guarded_training", "preflight_only")
 
@@ -36,7 +36,15 @@ PARAMETERS: dict[str, dict[str, str]] = {
     "direction": {"guarded_training": "validate_directions"},
     "gate_at": {"guarded_training": "validate_gate_at"},
     "budget": {"guarded_training": "budget", "preflight_only": "budget"},
+    "fallback": {"guarded_training": "fallbacks", "preflight_only": "fallbacks"},
+    "retries": {"guarded_training": "retries"},
+    "hang_after": {"guarded_training": "hang_after"},
+    "inject": {"guarded_training": "inject"},
 }
+
+#: How a repeatable option's values are joined into its one string parameter (default ``,``):
+#: one fallback is itself a comma-separated list, so fallbacks are separated by ``;``.
+SEPARATORS: dict[str, str] = {"fallback": ";"}
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,10 @@ class RunOptions:
     direction: tuple[str, ...] = field(default_factory=tuple)
     gate_at: str = ""
     budget: float = 0.0
+    fallback: tuple[str, ...] = field(default_factory=tuple)
+    retries: tuple[str, ...] = field(default_factory=tuple)
+    hang_after: str = ""
+    inject: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         if self.pipeline not in PIPELINE_NAMES:
@@ -81,6 +93,10 @@ class RunOptions:
         return [f.name for f in fields(self) if f.name != "pipeline" and getattr(self, f.name)]
 
     def _check_values(self) -> None:
+        from trainguard.guard.hang import HangPolicy
+        from trainguard.launch.alternatives import parse_fallbacks
+        from trainguard.launch.attempts import RetryBudget
+        from trainguard.launch.inject import parse_injections
         from trainguard.launch.queueing import parse_max_queued
         from trainguard.preflight.checks import FAMILIES
         from trainguard.preflight.cost import parse_budget
@@ -110,11 +126,16 @@ class RunOptions:
         )
         parse_gates(list(self.gate) or None, default_at=parse(GateAt, self.gate_at or "best", "--gate-at"))
         parse_directions(list(self.direction) or None)
+        parse_fallbacks(list(self.fallback))
+        RetryBudget.parse(list(self.retries))
+        HangPolicy.parse(self.hang_after)
+        parse_injections(",".join(self.inject))
 
     def parameters(self) -> dict[str, object]:
         """The pipeline's parameters for the options given (lists joined with commas)."""
         out: dict[str, object] = {}
         for option in self._given():
             value = getattr(self, option)
-            out[PARAMETERS[option][self.pipeline]] = ",".join(value) if isinstance(value, tuple) else value
+            joined = SEPARATORS.get(option, ",").join(value) if isinstance(value, tuple) else value
+            out[PARAMETERS[option][self.pipeline]] = joined
         return out

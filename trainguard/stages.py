@@ -12,7 +12,7 @@ import json
 import re
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -93,21 +93,27 @@ def preflight_stage(
     stream: TextIO | None = None,
     components_image: str = "",
     budget: float | str | None = None,
+    fallbacks: str | Sequence[str] | None = None,
 ) -> Report:
     """Runs preflight, writes the JSON and Markdown reports and metrics, raises on failure.
 
     ``components_image`` (the pipeline's components image) is checked by the image family too;
     ``budget`` (USD; None or 0: none) is the most the job may cost at its timeout (family ``cost``).
+    ``fallbacks`` (as for :func:`train_stage`) are checked too, each in a section of its own
+    (:mod:`trainguard.preflight.alternatives`).
 
     Raises:
         SpecError / ConfigError: bad input.
         PreflightFailed: a check failed (``fail_on`` decides whether WARN/UNKNOWN count).
     """
+    from trainguard.launch.alternatives import parse_fallbacks
+    from trainguard.preflight.alternatives import render_sections
     from trainguard.preflight.cost import cost_metrics, parse_budget
 
     fail_on = parse(FailOn, fail_on, "fail_on")
     backend = parse(Backend, backend, "--backend")
     budget_usd = parse_budget(budget)
+    alternatives = parse_fallbacks(fallbacks)
     spec = make_spec(job_spec, project=project, region=region, display_name=display_name)
     if backend == "local" and not output_dir:
         # In a pipeline the train task writes next to its artifacts, on this same filesystem; on
@@ -122,12 +128,14 @@ def preflight_stage(
         local_output_dir=output_dir,
         components_image=components_image,
         budget_usd=None if budget_usd is None else float(budget_usd),
+        alternatives=alternatives,
     )
+    markdown = report.to_markdown(fail_on) + render_sections(report)
     _write(json_path, report.to_json(fail_on))
-    _write(markdown_path, report.to_markdown(fail_on))
+    _write(markdown_path, markdown)
     _log_metrics(metrics, {**report.summary_metrics(), **cost_metrics(report.results)})
     if stream is not None:
-        print(report.to_markdown(fail_on), file=stream, flush=True)
+        print(markdown, file=stream, flush=True)
         if report.verdict(fail_on) == "NOT PROVEN":
             print(f"preflight {report.unproven_line()}", file=stream, flush=True)
     if not report.passed(fail_on):
@@ -150,6 +158,8 @@ def _backend(
     stream: TextIO | None,
     extra_env: Mapping[str, str],
     max_queued: str | float = "",
+    inject=None,
+    resume_prior: bool = True,
 ):
     from trainguard.durations import parse_durations
     from trainguard.launch.backends import LaunchOptions, make_backend
@@ -164,6 +174,8 @@ def _backend(
             max_queued_s=parse_max_queued(max_queued),
             stream=stream,
             extra_env=dict(extra_env),
+            inject=inject,
+            resume_prior=resume_prior,
         ),
     )
 
@@ -221,6 +233,7 @@ def train_stage(
     history=None,
     diagnosis_path: str | None = None,
     result_path: str | None = None,
+    attempts_path: str | None = None,
     stream: TextIO | None = sys.stdout,
     max_queued: str | float = "",
     guard: GuardMode | str = GuardMode.FAIL,
@@ -229,6 +242,10 @@ def train_stage(
     watcher: Watcher | None = None,
     run_id: str = "",
     resume: bool = False,
+    fallbacks: str | Sequence[str] | None = None,
+    retries: str | Sequence[str] | None = None,
+    hang_after: str | float = "",
+    inject: str = "",
 ) -> GuardedResult:
     """Runs the training job to a terminal state and publishes its outputs.
 
@@ -239,27 +256,102 @@ def train_stage(
 
     With ``guard`` (``off``, ``nonfinite``, ``fail``; :mod:`trainguard.guard`) the job's history
     is followed while it runs and the job is stopped on a failing finding (``fail`` also stops a
-    confirmed overfit, as a success). ``history`` receives whatever history the job wrote (JSONL,
-    TensorBoard, Keras/Lightning CSV); ``model`` the weights ``model_choice`` picks (``best``: the
-    kept checkpoint nearest the best validation step), step and metric in its metadata. A
-    ``watcher`` given explicitly replaces the guard (the backend calls it between polls).
+    confirmed overfit, as a success), or when it stopped growing (``hang_after``: ''
+    automatic, ``0`` off, a duration; :mod:`trainguard.guard.hang`). ``history`` receives
+    whatever history the job wrote (JSONL, TensorBoard, Keras/Lightning CSV); ``model`` the
+    weights ``model_choice`` picks (``best``: the kept checkpoint nearest the best validation
+    step), step and metric in its metadata. A ``watcher`` given explicitly replaces the guard
+    (the backend calls it between polls).
+
+    ``fallbacks`` (``region=us-east4;machine=a3-highgpu-1g``, or a list) are tried in order when
+    an attempt ends for quota or capacity; ``retries`` (``preemption=3,capacity=1``) relaunch a
+    retryable class (:mod:`trainguard.launch.attempts`); ``inject`` (local only:
+    ``stockout@0,hang@5s``, :mod:`trainguard.launch.inject`) makes attempts fail on purpose.
+    ``attempts_path`` receives every attempt as JSON; the result's ``attempts`` holds them too.
 
     Each run writes to a directory of its own (:mod:`trainguard.launch.run_dir`): the output
     directory when no other run holds it, else ``<dir>/runs/<run_id>/``. ``run_id`` names the run
     (the same id continues it; in a pipeline the task's identity is used when none is given);
     ``resume`` continues the newest run under the output directory instead of starting one.
+    Every attempt writes to that one directory, so each resumes from the last one's checkpoints.
 
     Raises:
         TrainingFailed: the job did not succeed, or the guard stopped it; ``diagnosis`` names the
             failure class (and, for a stop, the accelerator-hours saved).
+        ConfigError / SpecError: bad options (before anything launches).
     """
-    from trainguard.guard import HistoryGuard
-    from trainguard.guard.outcome import conclude, early_stopped, stop_diagnosis, stop_message
+    from trainguard.guard.hang import HangPolicy
+    from trainguard.guard.outcome import conclude
+    from trainguard.launch.alternatives import parse_fallbacks
+    from trainguard.launch.attempts import CAPACITY_WAIT_S, AttemptPlan, RetryBudget, run_attempts
+    from trainguard.launch.inject import InjectionPlan, parse_injections
 
     backend = parse(Backend, backend, "--backend")
     guard_mode = parse(GuardMode, guard, "--guard")
     choice = parse(ModelChoice, model_choice, "--model")
-    spec = make_spec(job_spec, project=project, region=region, display_name=display_name)
+    hang = HangPolicy.parse(hang_after)
+    faults = InjectionPlan(parse_injections(inject))
+    alternatives, budget = parse_fallbacks(fallbacks), RetryBudget.parse(retries)
+
+    def backend_for(first: bool):
+        return _backend(
+            backend,
+            output_dir=output_dir,
+            preempt_after=preempt_after,
+            gcp_resources_path=gcp_resources_path,
+            stream=stream,
+            extra_env={},
+            max_queued=max_queued,
+            inject=faults or None,
+            resume_prior=first,
+        )
+
+    def watcher_for(attempt_spec: JobSpec) -> Watcher | None:
+        if watcher is not None or guard_mode == GuardMode.OFF:
+            return watcher
+        from trainguard.guard import HistoryGuard
+
+        return HistoryGuard.for_spec(
+            attempt_spec,
+            guard_mode,
+            local=backend == "local",
+            thresholds=thresholds,
+            stream=stream,
+            hang=hang,
+        )
+
+    # Bad input (an option the backend cannot honour, an alternative that makes the job invalid)
+    # is said before the run directory is claimed and anything launches.
+    backend_for(True)
+    given = make_spec(job_spec, project=project, region=region, display_name=display_name)
+    AttemptPlan(given, alternatives).specs()
+    spec, run = _claimed_spec(given, backend, output_dir, model, run_id, resume, stream)
+    plan = AttemptPlan(
+        spec,
+        alternatives,
+        budget,
+        capacity_wait_s=0.0 if backend == "local" else CAPACITY_WAIT_S,  # a local stockout is injected
+    )
+    attempts = run_attempts(
+        plan,
+        backend_for=backend_for,
+        watcher_for=watcher_for,
+        final=lambda r: bool(refused_input(r)),
+        gcp_resources_path=gcp_resources_path if backend == "vertex" else None,
+        say=lambda line: _say(stream, line),
+    )
+    result = conclude(
+        attempts.result, attempts.watcher, model=model, history=history, model_choice=choice, stream=stream
+    )
+    _publish_attempts(result, attempts, model, attempts_path, stream)
+    _write(result_path, json.dumps(result.to_dict(), indent=2))
+    return _outcome(result, run, backend, diagnosis_path)
+
+
+def _claimed_spec(
+    spec: JobSpec, backend: str, output_dir: str, model, run_id: str, resume: bool, stream: TextIO | None
+) -> tuple[JobSpec, RunDir]:
+    """The spec, with the base output directory of the run it claimed (one for every attempt)."""
     root = spec.base_output_dir or output_dir
     if backend == "local" and not root:
         # In a pipeline the task's own artifact directory; on the command line the runtime's default.
@@ -275,29 +367,38 @@ def train_stage(
     if not run_id and getattr(model, "uri", None):
         run_id = task_run_id(model.uri)  # one pipeline task: its attempts are one run
     run = claim_run_dir(root, run_id=run_id, resume=resume, display_name=spec.display_name, stream=stream)
-    spec = spec.with_base_output_dir(run.base)
-    runner = _backend(
-        backend,
-        output_dir=output_dir,
-        preempt_after=preempt_after,
-        gcp_resources_path=gcp_resources_path,
-        stream=stream,
-        extra_env={},
-        max_queued=max_queued,
-    )
-    if watcher is None and guard_mode != GuardMode.OFF:
-        watcher = HistoryGuard.for_spec(
-            spec, guard_mode, local=backend == "local", thresholds=thresholds, stream=stream
-        )
-    result = conclude(
-        runner.run(spec, watcher=watcher),
-        watcher,
-        model=model,
-        history=history,
-        model_choice=choice,
-        stream=stream,
-    )
-    _write(result_path, json.dumps(result.to_dict(), indent=2))
+    return spec.with_base_output_dir(run.base), run
+
+
+def _publish_attempts(result, attempts, model, path: str | None, stream: TextIO | None) -> None:
+    """Records every attempt: on the result, in ``path`` (JSON), on the model's metadata, and
+    (when there was more than one) in a few lines for people."""
+    summary = attempts.to_dict()
+    result.attempts = summary["attempts"]
+    _write(path, json.dumps(summary, indent=2))
+    produced = attempts.model_attempt
+    if model is not None:
+        model.metadata["attempts"] = len(attempts.records)
+        if produced is not None:
+            shipped = attempts.records[produced]
+            model.metadata.update(
+                attempt=produced + 1,
+                attempt_region=shipped.region,
+                attempt_machine=shipped.machine,
+                attempt_strategy=shipped.strategy,
+            )
+    if len(attempts.records) > 1:
+        _say(stream, f"{len(attempts.records)} attempts:")
+        for record in attempts.records:
+            mark = "  <- the model" if record.number == produced else ""
+            _say(stream, f"  {record.line()}{mark}")
+
+
+def _outcome(result: GuardedResult, run: RunDir, backend: str, diagnosis_path: str | None) -> GuardedResult:
+    """``result`` when the training succeeded (or ended early, a success); raises otherwise."""
+    from trainguard.guard.outcome import early_stopped, stop_diagnosis, stop_message
+
+    tried = f" after {len(result.attempts)} attempts" if len(result.attempts) > 1 else ""
     if result.interrupted and not result.succeeded:
         how = "Ctrl-C" if result.interrupted == signal.SIGINT else "SIGTERM (a cancellation)"
         done = (
@@ -315,7 +416,7 @@ def train_stage(
         diagnosis = stop_diagnosis(result.stopped)
         _write(diagnosis_path, diagnosis.to_markdown())
         raise TrainingFailed(
-            f"training job {result.job_name} was stopped by the guard: {stop_message(result.stopped)}",
+            f"training job {result.job_name} was stopped by the guard{tried}: {stop_message(result.stopped)}",
             result,
             diagnosis,
         )
@@ -331,10 +432,18 @@ def train_stage(
         else:
             _write(diagnosis_path, f"# Training failed\n\n{result.error}\n")
             detail = ""
+        name = result.job_name or "(none created)"
         raise TrainingFailed(
-            f"training job {result.job_name} ended {result.state}: {result.error}{detail}", result, diagnosis
+            f"training job {name} ended {result.state}{tried}: {result.error}{detail}", result, diagnosis
         )
     return result
+
+
+def _say(stream: TextIO | None, line: str) -> None:
+    if stream is not None:
+        from trainguard.launch.echo import safe_line
+
+        print(f"[trainguard] {safe_line(line)}", file=stream, flush=True)
 
 
 # How trainguard's runtime, inside a training job, says its input cannot be used (a checkpoint

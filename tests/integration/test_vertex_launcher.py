@@ -735,7 +735,7 @@ def test_within_the_limit_but_held_by_other_jobs_it_waits_queued(vertex_server, 
 def test_a_job_waiting_for_quota_runs_once_the_other_jobs_free_it(vertex_server, fake_time):
     vertex_server.set_quota(L4, 8, "NVIDIA_L4", in_use=4)
     polls = iter(range(1000))
-    fake_time.hook = lambda: next(polls) == 5 and vertex_server.quota_in_use.update({L4: 0})
+    fake_time.hook = lambda: next(polls) == 5 and vertex_server.set_in_use(L4, 0)
     result = backend(fake_time).run(l4_spec(8))
     assert result.succeeded
     assert vertex_server.states_seen(only_job_id(vertex_server))[:2] == ["QUEUED", "PENDING"]

@@ -85,3 +85,37 @@ def test_a_spec_that_cannot_run_fails_at_preflight(tmp_path):
     report = json.loads(outcome.artifact("preflight", "report_json").read_text())
     assert any(r["status"] == "FAIL" and "no-such-trainer-binary" in r["evidence"] for r in report["results"])
     assert "not an executable" in outcome.failure_detail()
+
+
+@pytest.mark.slow
+def test_the_train_task_falls_back_and_its_outputs_record_each_attempt(tmp_path):
+    from tests.integration.test_fallback_local import WORKER
+
+    worker = tmp_path / "worker.py"
+    worker.write_text(WORKER)
+    job = JobSpec.create(
+        "demo-project",
+        "us-central1",
+        machine_type="n1-standard-4",
+        image_uri="trainguard/trainer:test",
+        command=["python", str(worker)],
+        display_name="fallback",
+    )
+    outcome = run_local(
+        "guarded_training",
+        job,
+        pipeline_root=str(tmp_path / "root"),
+        fallbacks="region=us-east4;region=europe-west4",
+        inject="stockout@0,quota@1",
+        retries="preemption=1",
+    )
+    assert outcome.succeeded, outcome.message[-3000:]
+    recorded = json.loads(outcome.artifact("train", "attempts").read_text())
+    assert [(a["region"], a["failure_class"]) for a in recorded["attempts"]] == [
+        ("us-central1", "capacity"),
+        ("us-east4", "quota"),
+        ("europe-west4", ""),
+    ]
+    assert recorded["model_attempt"] == 2
+    model = outcome.metadata("train", "model")
+    assert (model["attempt"], model["attempt_region"], model["attempts"]) == (3, "europe-west4", 3)

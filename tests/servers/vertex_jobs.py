@@ -22,10 +22,13 @@ comes, or until its own ``scheduling.maxWaitDuration`` runs out (default 24 h; `
 as the Dynamic Workload Scheduler docs describe; then it moves on one step per GET.
 A cancelled job goes CANCELLING → CANCELLED (``error: {code: 1, message: "CANCELED"}``).
 
-Quota, as Vertex applies it (:meth:`VertexJobsServer.set_quota`): a create whose accelerators are
-over a metric's *limit* is refused with 429 RESOURCE_EXHAUSTED "The following quota metrics exceed
-quota limits: …" (GoogleCloudPlatform/stable-diffusion-on-gcp#12, google-deepmind/xmanager#29);
-one within the limit while other jobs hold the rest is accepted and stays QUEUED until they end.
+Quota, as Vertex applies it (:meth:`VertexJobsServer.set_quota`, in every region or in one): a
+create whose accelerators are over a metric's *limit* is refused with 429 RESOURCE_EXHAUSTED "The
+following quota metrics exceed quota limits: …" (GoogleCloudPlatform/stable-diffusion-on-gcp#12,
+google-deepmind/xmanager#29); one within the limit while other jobs hold the rest is accepted and
+stays QUEUED until they end. Regions differ (:meth:`VertexJobsServer.in_region`,
+:meth:`VertexJobsServer.script_in`): one region can stock out (:meth:`Scenario.stockout`) or hold a
+job QUEUED while the next runs it, as a fallback needs.
 A rate-limited call is a different 429 (``fail_next(status=429)``: "Quota exceeded for quota
 metric 'Resource management (CRUD) requests' …", ErrorInfo ``RATE_LIMIT_EXCEEDED``,
 GoogleCloudPlatform/vertex-ai-samples#1000). :meth:`VertexJobsServer.disable` turns the API off:
@@ -180,13 +183,46 @@ class Scenario:
         )
 
     @classmethod
+    def stockout(cls, region: str, pending: int = 2) -> Scenario:
+        """No machines of the job's shape in ``region``: QUEUED → PENDING → FAILED, never RUNNING.
+
+        The message is word for word what Vertex AI training said when us-central1 had no N1 + T4
+        machines (openreview/openreview-expertise#401: "the pipeline fails after internal
+        retries"; "it already tried all available zones in us-central1"). The thread does not show
+        the error's code; 8 (RESOURCE_EXHAUSTED) is our stand-in and nothing reads it.
+        """
+        return cls(
+            (("QUEUED", 1), ("PENDING", pending)),
+            "FAILED",
+            error_message=f"Resources are insufficient in region: {region}",
+            error_code=8,
+        )
+
+    @classmethod
+    def spot_reclaimed(cls, running: int = 3) -> Scenario:
+        """A Spot job that runs, then loses its VMs for good: RUNNING → FAILED with a STOCKOUT.
+
+        Vertex's documentation says only that "when Spot VMs are preempted, the job fails with a
+        STOCKOUT error" (Vertex AI docs, *Use Spot VMs*); no public thread shows the whole message,
+        so the error here is that one documented word and nothing more. (Vertex first restarts
+        workers itself — "VM maintenance … restarts the worker on another VM", *Understand the
+        training service* — so a job that ends this way is one Vertex gave up on.)
+        """
+        return cls((("QUEUED", 1), ("PENDING", 1), ("RUNNING", running)), "FAILED", error_message="STOCKOUT")
+
+    @classmethod
     def runs_forever(cls) -> Scenario:
         """Reaches RUNNING and stays there until cancelled."""
         return cls((("QUEUED", 1), ("PENDING", 1), ("RUNNING", _FOREVER)), None)
 
 
+@dataclass
 class RecordedRequest(Request):
-    """One request as received: method, path, decoded query, JSON body (or None), headers."""
+    """One request as received: method, path, decoded query, JSON body (or None), headers, and
+    when (``time.monotonic()``) it arrived and was answered (0 until it is)."""
+
+    received_at: float = 0.0
+    answered_at: float = 0.0
 
     @property
     def verb(self) -> str:
@@ -272,9 +308,12 @@ class VertexJobsServer(LoopbackServer):
         self._lock = threading.RLock()
         self.on_running: Callable[[str, int], None] | None = None
         self._running_gets: dict[str, int] = {}
-        # metric → (limit, accelerator type, Spot); metric → units held by jobs outside this server
-        self.quotas: dict[str, tuple[int, str, bool]] = {}
-        self.quota_in_use: dict[str, int] = {}
+        # (metric, region or '' for every region) → (limit, accelerator type, Spot), and the units
+        # of it held by jobs outside this server
+        self.quotas: dict[tuple[str, str], tuple[int, str, bool]] = {}
+        self.quota_in_use: dict[tuple[str, str], int] = {}
+        self._region_scenarios: dict[str, list[Scenario]] = {}
+        self._region_defaults: dict[str, Scenario] = {}
         self.disabled_for = ""  # the consumer project the API is off in ('' = enabled)
 
     # -- scripting --
@@ -297,14 +336,38 @@ class VertexJobsServer(LoopbackServer):
             self._faults.append(Fault(count, status, verb, message, details))
 
     def set_quota(
-        self, metric: str, limit: int, accelerator_type: str, preemptible: bool = False, in_use: int = 0
+        self,
+        metric: str,
+        limit: int,
+        accelerator_type: str,
+        preemptible: bool = False,
+        in_use: int = 0,
+        region: str = "",
     ) -> None:
         """Applies a quota: ``accelerator_type`` accelerators (× replicas) of STANDARD jobs, or of
         Spot/Flex-start jobs when ``preemptible``, count against ``metric`` with ``limit``;
-        ``in_use`` of it is held by jobs this server does not know."""
+        ``in_use`` of it is held by jobs this server does not know. With ``region`` the limit is
+        that region's (Vertex's accelerator quotas are regional: ``dimensions: ["region"]``),
+        else it applies in every region alike."""
         with self._lock:
-            self.quotas[metric] = (limit, accelerator_type, preemptible)
-            self.quota_in_use[metric] = in_use
+            self.quotas[(metric, region)] = (limit, accelerator_type, preemptible)
+            self.quota_in_use[(metric, region)] = in_use
+
+    def set_in_use(self, metric: str, units: int, region: str = "") -> None:
+        """Units of a quota :meth:`set_quota` applied that jobs outside this server now hold."""
+        with self._lock:
+            self.quota_in_use[(metric, region)] = units
+
+    def in_region(self, region: str, scenario: Scenario) -> None:
+        """Jobs created in ``region`` follow ``scenario`` unless one is scripted for them."""
+        with self._lock:
+            self._region_defaults[region] = scenario
+
+    def script_in(self, region: str, *scenarios: Scenario) -> None:
+        """Queues scenarios for the next jobs created in ``region``, one each, in order (before
+        the scenarios :meth:`script` queued for any region)."""
+        with self._lock:
+            self._region_scenarios.setdefault(region, []).extend(scenarios)
 
     def disable(self, consumer: str = "123456789012") -> None:
         """Turns the Vertex AI API off in ``consumer``: every call answers 403 SERVICE_DISABLED."""
@@ -461,16 +524,17 @@ class VertexJobsServer(LoopbackServer):
         entry.gets += 1
         self._set_state(entry, self._scheduled_state(entry))
 
-    def _demand(self, job: aiplatform_v1.CustomJob) -> dict[str, int]:
-        """The job's units per quota metric this server applies."""
+    def _demand(self, job: aiplatform_v1.CustomJob) -> dict[tuple[str, str], int]:
+        """The job's units per quota (metric, region) this server applies in the job's region."""
         strategy = job.job_spec.scheduling.strategy
         preemptible = strategy in (
             aiplatform_v1.Scheduling.Strategy.SPOT,
             aiplatform_v1.Scheduling.Strategy.FLEX_START,
         )
-        out: dict[str, int] = {}
-        for metric, (_, accel, spot) in self.quotas.items():
-            if spot != preemptible:
+        where = job.name.split("/")[3] if job.name.count("/") >= 3 else ""
+        out: dict[tuple[str, str], int] = {}
+        for key, (_, accel, spot) in self.quotas.items():
+            if spot != preemptible or key[1] not in ("", where):
                 continue
             units = sum(
                 p.machine_spec.accelerator_count * p.replica_count
@@ -478,21 +542,21 @@ class VertexJobsServer(LoopbackServer):
                 if p.machine_spec.accelerator_type.name == accel
             )
             if units:
-                out[metric] = units
+                out[key] = units
         return out
 
-    def _held(self, metric: str, but: _Job | None = None) -> int:
-        """Units of ``metric`` held: by jobs outside the server, and by its own jobs that left QUEUED."""
-        held = self.quota_in_use.get(metric, 0)
+    def _held(self, key: tuple[str, str], but: _Job | None = None) -> int:
+        """Units of a quota held: by jobs outside the server, and by its own jobs that left QUEUED."""
+        held = self.quota_in_use.get(key, 0)
         for entry in self._jobs.values():
             if entry is not but and entry.state not in _TERMINAL and entry.state != "QUEUED":
-                held += self._demand(entry.job).get(metric, 0)
+                held += self._demand(entry.job).get(key, 0)
         return held
 
     def _quota_fits(self, entry: _Job) -> bool:
         return all(
-            units + self._held(metric, entry) <= self.quotas[metric][0]
-            for metric, units in self._demand(entry.job).items()
+            units + self._held(key, entry) <= self.quotas[key][0]
+            for key, units in self._demand(entry.job).items()
         )
 
     def _wait_for_capacity(self, entry: _Job) -> None:
@@ -613,7 +677,8 @@ class VertexJobsServer(LoopbackServer):
             raise _ApiError(
                 400, "custom_job.job_spec.service_account must be specified when uploading to TensorBoard"
             )
-        over = [metric for metric, units in self._demand(job).items() if units > self.quotas[metric][0]]
+        job.name = f"projects/{project}/locations/{location}/customJobs/0"  # its region, for _demand
+        over = [key[0] for key, units in self._demand(job).items() if units > self.quotas[key][0]]
         if over:
             # Over a limit: refused at once, whatever is free. The body gcloud printed in
             # GoogleCloudPlatform/stable-diffusion-on-gcp#12: code, message, status, no details.
@@ -630,10 +695,18 @@ class VertexJobsServer(LoopbackServer):
             "web_access_uris",
         ):
             aiplatform_v1.CustomJob.pb(job).ClearField(name)
-        scenario = self._scenarios.pop(0) if self._scenarios else self.default_scenario
+        scenario = self._scenario_for(location)
         number = self.project_number if not project.isdigit() else project
         name = self._store(job, number, location, scenario)
         return self._render(self._jobs[name.rsplit("/", 1)[1]].job, int_enums)
+
+    def _scenario_for(self, location: str) -> Scenario:
+        queued = self._region_scenarios.get(location)
+        if queued:
+            return queued.pop(0)
+        if location in self._region_defaults:
+            return self._region_defaults[location]
+        return self._scenarios.pop(0) if self._scenarios else self.default_scenario
 
     def _list(self, location: str, query: dict[str, list[str]], int_enums: bool) -> dict:
         flt = (query.get("filter") or [""])[0]
@@ -755,6 +828,7 @@ def _violations(job: aiplatform_v1.CustomJob) -> list[tuple[str, str]]:
 
 class _Handler(BaseHTTPRequestHandler):
     owner: VertexJobsServer
+    _record: RecordedRequest
     protocol_version = "HTTP/1.1"
     # Headers and body in one segment, sent at once: no 40 ms Nagle/delayed-ACK stall per call.
     wbufsize = 1 << 16
@@ -777,7 +851,9 @@ class _Handler(BaseHTTPRequestHandler):
             parse_qs(split.query, keep_blank_values=True),
             body,
             dict(self.headers.items()),
+            received_at=time.monotonic(),
         )
+        self._record = record
         server = self.owner
         with server._lock:
             server.requests.append(record)
@@ -814,6 +890,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+        self._record.answered_at = time.monotonic()
 
     do_GET = do_POST = do_DELETE = _serve
 

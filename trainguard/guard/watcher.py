@@ -13,12 +13,16 @@ Each ``poll`` (the backend calls it between its own polls of the job):
    so a 10-million-point history is judged every few polls while a small one is judged at every
    poll;
 3. returns a :class:`~trainguard.launch.base.Stop` with the class, the evidence, the remedy and
-   the accelerator-hours saved (:mod:`trainguard.guard.savings`) when the mode's table says so.
+   the accelerator-hours saved (:mod:`trainguard.guard.savings`) when the mode's table says so;
+4. and, for a RUNNING job whose history has stopped growing past its limit
+   (:mod:`trainguard.guard.hang`: ``max(k × median interval, floor)`` or ``--hang-after``), a Stop
+   of class ``hang`` with the hours that waiting for the job's timeout would have burned.
 
 The guard fails open: anything it cannot read or judge (garbage in the history, an error of its
 own) is said once, loudly, with the reason, and the job runs on unguarded. Storage that does not
-answer is retried at the next polls and only given up after ``max_failed_reads`` in a row. A
-history that stops growing is nothing; a job that writes none gets one line from :meth:`finish`.
+answer is retried at the next polls and only given up after ``max_failed_reads`` in a row (a
+poll that could not read says nothing about silence). A job that writes no history is never
+called hung; it gets one line from :meth:`finish`.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from trainguard.errors import HistoryError
 from trainguard.guard.book import Added, SeriesBook
 from trainguard.guard.events import EventDirTail
 from trainguard.guard.follow import Follower, FollowError, follower_for
+from trainguard.guard.hang import HangDetector, HangFinding, HangPolicy
 from trainguard.guard.jsonl import JsonlTail
 from trainguard.guard.judge import Judgement, judge
 from trainguard.guard.savings import JobCost, estimate
@@ -65,6 +70,8 @@ class HistoryGuard:
         cpu_share: the share of wall time judging may take (see the module docstring).
         free_judge_s: a judgement faster than this does not delay the next one.
         max_failed_reads: consecutive unreadable polls before it stops guarding.
+        hang: when a silent history is a hang (:class:`~trainguard.guard.hang.HangPolicy`;
+            None: the automatic limit).
         clock: monotonic seconds (tests).
 
     Raises:
@@ -85,6 +92,7 @@ class HistoryGuard:
         cpu_share: float = 0.1,
         free_judge_s: float = 0.1,
         max_failed_reads: int = 30,
+        hang: HangPolicy | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.mode = parse(GuardMode, mode, "--guard")
@@ -98,6 +106,7 @@ class HistoryGuard:
         self.free_judge_s = max(0.0, free_judge_s)
         self.max_failed_reads = max_failed_reads
         self.clock = clock
+        self.hang = HangDetector(hang)
         self._client = storage_client
         # What happened, for reports and benchmarks.
         self.stop: Stop | None = None
@@ -159,7 +168,14 @@ class HistoryGuard:
             self._give_up(f"reading the history failed: {type(exc).__name__}: {exc}")
             return None
         self._failed_reads = 0
-        return self._maybe_judge(added, job)
+        now = self.clock()
+        self.hang.observe(now, added.points)
+        stop = self._maybe_judge(added, job)
+        if stop is None and job.state == "RUNNING":
+            found = self.hang.check(now)
+            if found is not None:
+                self.stop = stop = self._hang_stop(found, job)
+        return stop
 
     # -- reading --
 
@@ -170,7 +186,8 @@ class HistoryGuard:
         where = [p for p in (job.history_path, job.tensorboard_dir) if p]
         self._say(
             f"{self.mode.value}: following the job's history ("
-            f"{' or TensorBoard events under '.join(where) or 'no path given'})"
+            f"{' or TensorBoard events under '.join(where) or 'no path given'}); "
+            f"{self.hang.policy.describe()}"
         )
 
     def _read(self, job: RunningJob) -> Added:
@@ -320,6 +337,40 @@ class HistoryGuard:
             )
         return Stop(finding.failure_class, evidence, remedy, judgement.success, details)
 
+    def _hang_stop(self, found: HangFinding, job: RunningJob) -> Stop:
+        from trainguard.failure_classes import get
+
+        book = self.book
+        details: dict[str, Any] = {
+            "mode": self.mode.value,
+            "source": self.source,
+            "format": self.kind,
+            "series": "",
+            "hang": found.to_dict(),
+            "polls": self.polls,
+            "last_step": book.last_step if book is not None else None,
+            "planned_steps": self.planned_steps,
+            "elapsed_s": round(job.elapsed_s, 3),
+        }
+        sentence = ""
+        if self.cost is not None:
+            # A hung job makes no progress: what stopping saves is the rest of its timeout, not
+            # the steps still to go (the planned-steps pace would never be reached).
+            saved = estimate(self.cost, job.elapsed_s)
+            details.update(
+                savings=saved.to_dict(),
+                accelerator_hours_saved=saved.accelerator_hours,
+                machine_hours_saved=saved.machine_hours,
+                hours_left=saved.hours_left,
+                savings_basis=saved.basis,
+            )
+            sentence = saved.sentence()
+            details["saved"] = sentence
+        evidence = bound(redact(found.evidence()), _EVIDENCE_CHARS)
+        remedy = get("hang").remedy
+        self._say(f"stopping the job: hang: {evidence}. Remedy: {remedy}. {sentence}".rstrip())
+        return Stop("hang", evidence, remedy, False, details)
+
     # -- the end --
 
     def finish(self, job: RunningJob | None = None) -> dict:
@@ -364,6 +415,11 @@ class HistoryGuard:
             "stopped": self.stop.to_dict() if self.stop is not None else None,
             "stopped_guarding": self.disabled,
             "not_judged": self.not_judged,
+            "hang": {
+                "rule": self.hang.policy.describe(),
+                "records": self.hang.records,
+                "median_interval_s": self.hang.median_interval(),
+            },
         }
 
     # -- saying things --

@@ -17,6 +17,7 @@ from trainguard.choices import Backend as BackendName
 from trainguard.choices import parse
 from trainguard.errors import ConfigError
 from trainguard.launch.base import Backend
+from trainguard.launch.inject import InjectionPlan
 
 __all__ = ["LaunchOptions", "make_backend", "BACKEND_FACTORIES"]
 
@@ -35,6 +36,10 @@ class LaunchOptions:
             :mod:`trainguard.launch.queueing`). A local job never queues, so it is ignored there.
         stream: where progress lines go.
         extra_env: added to every worker's environment.
+        inject: local only: faults to inject (``--inject``, :mod:`trainguard.launch.inject`),
+            shared by every attempt of one ``train``.
+        resume_prior: Vertex only: resume the job ``gcp_resources`` names (the first attempt of
+            a task); False for the launcher's own later attempts, which always create one.
     """
 
     output_dir: str = ""
@@ -43,6 +48,8 @@ class LaunchOptions:
     max_queued_s: float | None = None
     stream: TextIO | None = None
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    inject: InjectionPlan | None = None
+    resume_prior: bool = True
 
 
 def _local(options: LaunchOptions) -> Backend:
@@ -53,12 +60,18 @@ def _local(options: LaunchOptions) -> Backend:
         preempt_after=list(options.preempt_after),
         stream=options.stream,
         extra_env=dict(options.extra_env),
+        inject=options.inject,
     )
 
 
 def _vertex(options: LaunchOptions) -> Backend:
     if options.preempt_after:
         raise ConfigError("--preempt-after injects preemptions into local runs only")
+    if options.inject:
+        raise ConfigError(
+            "--inject injects faults into local runs only (--local / backend=local); a Vertex "
+            "job meets real stockouts, quota refusals and hangs"
+        )
     from trainguard.launch.vertex import VertexBackend
 
     # output_dir is not passed: the train stage writes it into the spec's baseOutputDirectory.
@@ -67,6 +80,7 @@ def _vertex(options: LaunchOptions) -> Backend:
         max_queued_s=options.max_queued_s,
         stream=options.stream,
         extra_env=dict(options.extra_env),
+        resume_prior=options.resume_prior,
     )
 
 

@@ -108,6 +108,13 @@ class TrainResult:
         interrupted: the signal that stopped the launcher (2 for Ctrl-C, 15 for SIGTERM: a
             cancelled pipeline task), 0 when nothing did; the job was then stopped (local: its
             workers saved and exited) or cancelled (Vertex).
+        running_s: how long the launcher saw the job RUNNING (0 when it never ran: refused at
+            create, a stockout, cancelled while QUEUED). A Spot job that ran and then ended in
+            a STOCKOUT was reclaimed; one that never ran found no capacity
+            (:func:`trainguard.launch.attempts.attempt_class`).
+        attempts: every attempt of this ``train`` (fallbacks and retries, the last is this
+            result's), as :class:`~trainguard.launch.attempts.AttemptRecord` dicts; filled in by
+            the train stage ([] from a backend alone).
     """
 
     state: str
@@ -125,6 +132,8 @@ class TrainResult:
     stopped: dict = field(default_factory=dict)
     failure_class: str = ""
     interrupted: int = 0
+    running_s: float = 0.0
+    attempts: list = field(default_factory=list)
 
     @property
     def succeeded(self) -> bool:

@@ -8,7 +8,10 @@ interpreter, since the image is not used here.
 
 Preemption injection (``preempt_after``) sends SIGTERM to every worker, then SIGKILL after a grace
 period, as a Spot reclaim does, and restarts the job; failure messages follow Vertex's wording
-("The replica workerpool0-0 exited with a non-zero status of 1") so triage reads both alike.
+("The replica workerpool0-0 exited with a non-zero status of 1") so triage reads both alike. The
+faults that end an attempt (a stockout or a quota refusal at create, a hang, a reclaim Vertex does
+not restart) are injected with an :class:`~trainguard.launch.inject.InjectionPlan`
+(``--inject``), each in Vertex's words (:mod:`trainguard.launch.inject`).
 
 While the workers run, the in-flight watcher (if any) is called about once a second
 (:mod:`trainguard.launch.watching`); on a :class:`~trainguard.launch.base.Stop` every replica's
@@ -42,6 +45,7 @@ from trainguard.errors import ConfigError
 from trainguard.launch.base import RunningJob, TrainResult, Watcher
 from trainguard.launch.die_with_parent import NOT_STARTED, not_started
 from trainguard.launch.echo import safe_error, safe_line, safe_tail
+from trainguard.launch.inject import Fault, InjectionPlan
 from trainguard.launch.sigterm import SigtermGuard, Terminated
 from trainguard.launch.watching import WatcherSeam, stop_error
 from trainguard.runtime.env import HISTORY_ENV, HISTORY_FILENAME
@@ -210,6 +214,7 @@ class _LocalRun:
     stopped: dict = field(default_factory=dict)
     failure_class: str = ""
     interrupted: int = 0
+    fault: Fault | None = None  # an injected hang or reclaim still to come
 
     @property
     def history_path(self) -> str:
@@ -234,6 +239,8 @@ class LocalBackend:
         extra_env: added to every worker's environment.
         tail_lines: how many lines of output the result's ``log_tail`` keeps.
         watch_interval_s: how often the in-flight watcher is called while the workers run.
+        inject: faults to inject (:mod:`trainguard.launch.inject`), shared by the attempts of
+            one ``train``; None injects none.
     """
 
     output_dir: str = ""
@@ -246,6 +253,7 @@ class LocalBackend:
     extra_env: Mapping[str, str] = field(default_factory=dict)
     tail_lines: int = 400
     watch_interval_s: float = 1.0
+    inject: InjectionPlan | None = None
 
     def base_dir(self, spec: JobSpec) -> str:
         """Where outputs go: the spec's ``baseOutputDirectory`` or ``output_dir``."""
@@ -301,6 +309,9 @@ class LocalBackend:
                     f"cannot create the output directory {base}: "
                     f"{exc.strerror or exc}; choose a writable --output-dir"
                 ) from None
+        refused, fault = self.inject.launch() if self.inject else (None, None)
+        if refused is not None:
+            return self._refused(spec, base, job_id, refused)
         now = time.monotonic()
         r = _LocalRun(
             job_id,
@@ -313,6 +324,7 @@ class LocalBackend:
             collections.deque(maxlen=self.tail_lines),
             attempt_start=now,
             last_watch=now,
+            fault=fault,
         )
         self._triggers = [(re.compile(rx), float(delay)) for rx, delay in self.preempt_on]
         self._triggered_at: float | None = None
@@ -352,13 +364,33 @@ class LocalBackend:
             stopped=r.stopped,
             failure_class=r.failure_class,
             interrupted=int(r.interrupted),
+            running_s=round(time.monotonic() - r.started, 3),
+        )
+
+    def _refused(self, spec: JobSpec, base: str, job_id: str, fault: Fault) -> TrainResult:
+        """An attempt an injected stockout or quota refusal ends before anything runs."""
+        from trainguard.launch.inject import refusal_error
+
+        error = refusal_error(fault, spec)
+        self._say(f"local job {job_id}: {error}")
+        return TrainResult(
+            state="FAILED",
+            job_name="" if fault.kind == "quota" else f"local/{job_id}",  # a refused create names no job
+            base_output_dir=base,
+            model_dir=f"{base}/model/",
+            checkpoint_dir=f"{base}/checkpoints/",
+            history_path=f"{base}/{HISTORY_FILENAME}",
+            error=safe_error(error),
+            # The Vertex backend names a refusal at create for certain; a stockout is read from
+            # its words by triage, as it is on Vertex.
+            failure_class="quota" if fault.kind == "quota" else "",
         )
 
     # -- one turn of the loop --
 
     def _step(self, r: _LocalRun) -> None:
         """Preempts, restarts, finishes or asks the watcher, as the workers' state says."""
-        if self._preemption_due(r):
+        if self._fault_due(r) or self._preemption_due(r):
             return
         codes = {w.name: w.poll() for w in r.workers}
         failed = {n: c for n, c in codes.items() if c not in (None, 0)}
@@ -369,6 +401,33 @@ class LocalBackend:
             r.state = "SUCCEEDED"
         else:
             self._watch(r)
+
+    def _fault_due(self, r: _LocalRun) -> bool:
+        """Injects the attempt's hang or reclaim once its time has come; True when it ended the
+        attempt (a reclaim)."""
+        fault = r.fault
+        if fault is None or time.monotonic() - r.started < fault.after_s:
+            return False
+        r.fault = None
+        if fault.kind == "hang":
+            self._say(
+                f"injected {fault.label()}: freezing every replica (SIGSTOP): alive, silent, its "
+                "history no longer growing, as a job stuck in a collective"
+            )
+            for w in r.workers:
+                self._signal(w, signal.SIGSTOP)
+            return False
+        from trainguard.launch.inject import reclaim_error
+
+        self._say(
+            f"injected {fault.label()}: reclaiming the job's machines (SIGTERM, SIGKILL after "
+            f"{self.grace_s:g} s), as Spot does, with no restart"
+        )
+        self._stop_all(r.workers, self.grace_s, preempt=True)
+        r.exit_codes = {w.name: _status(c) for w in r.workers if (c := w.poll()) is not None}
+        r.state, r.error = "FAILED", reclaim_error(fault, time.monotonic() - r.started)
+        r.failure_class = "preemption"  # this backend took the machines away: it knows
+        return True
 
     def _preemption_due(self, r: _LocalRun) -> bool:
         timed = bool(r.preemptions) and time.monotonic() - r.attempt_start >= r.preemptions[0]
@@ -515,6 +574,9 @@ class LocalBackend:
         for w in workers:
             w.preempted = preempt
             self._signal(w, signal.SIGKILL if hard else signal.SIGTERM)
+            # A replica frozen by an injected hang (SIGSTOP) only sees its SIGTERM once it runs
+            # again: it then saves and exits as a stopped job does. A running one ignores it.
+            self._signal(w, signal.SIGCONT)
         deadline = time.monotonic() + grace_s
         for w in workers:
             if w.proc is None:

@@ -96,6 +96,7 @@ class _Run:
     failure_class: str = ""
     stopped: dict = field(default_factory=dict)
     interrupted: int = 0  # the signal that stopped the launcher (2: Ctrl-C, 15: SIGTERM)
+    running_since: float | None = None  # on the backend's clock, when the job was first RUNNING
 
 
 @dataclass
@@ -122,6 +123,9 @@ class VertexBackend:
         logs_timeout_s: the time allowed for reading them, all of it.
         relaunch_failed: when ``gcp_resources`` names a job that ended FAILED/CANCELLED/EXPIRED,
             launch a new one (True) or report that job's outcome again (False, as GCPC does).
+        resume_prior: read ``gcp_resources`` for an earlier attempt's job (True, the first
+            launch of a task); False creates a job at once and only writes the file: the
+            launcher's own next attempt (a fallback, a retry) after one that ended here.
         handle_signals: install the SIGTERM handler (main thread only).
         stream: where progress lines go (also logged); None for the log only.
         clock, sleep: injectable for tests (monotonic seconds; sleep(seconds)).
@@ -141,6 +145,7 @@ class VertexBackend:
     log_tail_lines: int = MAX_TAIL_LINES
     logs_timeout_s: float = DEFAULT_TIMEOUT_S
     relaunch_failed: bool = True
+    resume_prior: bool = True
     handle_signals: bool = True
     stream: TextIO | None = None
     clock: Callable[[], float] = time.monotonic
@@ -350,6 +355,7 @@ class VertexBackend:
             stopped=dict(r.stopped),
             failure_class=r.failure_class,
             interrupted=int(r.interrupted),
+            running_s=round(self.clock() - r.running_since, 3) if r.running_since is not None else 0.0,
         )
 
     def _log_tail(self, spec: JobSpec, job: Any) -> str:
@@ -419,7 +425,7 @@ class VertexBackend:
 
     def _prior_job(self, spec: JobSpec) -> str | None:
         """The job an earlier attempt wrote to ``gcp_resources`` (checked to be in this region)."""
-        if not self.gcp_resources_path:
+        if not self.gcp_resources_path or not self.resume_prior:
             return None
         name = read_gcp_resources(self.gcp_resources_path)
         if name is not None and name.split("/")[3] != spec.region:
@@ -536,6 +542,7 @@ class VertexBackend:
             queued_since = (queued_since if queued_since is not None else now) if state == "QUEUED" else None
             if state == "RUNNING" and started_running is None:
                 started_running = now - _running_for(r.job)
+                r.running_since = started_running
             if self._guard_stops(r, state, now, started_running):
                 return
             delay = backoff()

@@ -12,15 +12,17 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from trainguard.errors import ConfigError
-from trainguard.preflight.checks import BACKENDS, CHECKS, FAMILIES, PreflightContext, load
+from trainguard.preflight.alternatives import FAMILIES as ALTERNATIVE_FAMILIES
+from trainguard.preflight.checks import BACKENDS, CHECKS, FAMILIES, Check, PreflightContext, load
 from trainguard.preflight.results import CheckResult, Report, Status
 
 if TYPE_CHECKING:
+    from trainguard.launch.alternatives import Alternative
     from trainguard.spec import JobSpec
 
 __all__ = ["run_preflight", "available_checks", "internal_error"]
@@ -66,6 +68,7 @@ def run_preflight(
     environ: Mapping[str, str] | None = None,
     components_image: str = "",
     budget_usd: float | None = None,
+    alternatives: Sequence[Alternative] = (),
 ) -> Report:
     """Runs the checks that apply to ``backend`` and returns the report.
 
@@ -80,10 +83,14 @@ def run_preflight(
         environ: the environment the local backend will use.
         components_image: the pipeline's components image, for the image family ('' none).
         budget_usd: the cost family fails a job whose cost at its timeout exceeds it (None: none).
+        alternatives: the job's fallbacks (Vertex): each is checked too, with the families
+            that depend on where and on what it runs, all within the one deadline
+            (:mod:`trainguard.preflight.alternatives`).
 
     Raises:
         ConfigError: an unknown backend or check name, a deadline that is not a positive number,
             a malformed ``TRAINGUARD_ENDPOINT_*`` (when an online check runs).
+        SpecError: an alternative makes the job invalid.
     """
     names = _chosen(backend, only, skip)
     if not (isinstance(timeout_s, int | float) and math.isfinite(timeout_s) and timeout_s > 0):
@@ -104,52 +111,81 @@ def run_preflight(
         components_image=components_image,
         budget_usd=budget_usd,
     )
+    others = [(a, a.apply(spec)) for a in alternatives] if backend == "vertex" else []
+    # One task per (0 = the job, n = its n-th alternative; family), all under one deadline.
+    tasks: dict[tuple[int, str], PreflightContext] = {(0, name): ctx for name in names}
+    for n, (_, alt_spec) in enumerate(others, start=1):
+        for name in names:
+            if name in ALTERNATIVE_FAMILIES:
+                tasks[(n, name)] = replace(ctx, spec=alt_spec, components_image="")
     started = time.perf_counter()
-    results: list[CheckResult] = []
+    done = _run_all(tasks, checks, started + timeout_s)
+    found: dict[int, list[CheckResult]] = {}
+    for (n, name), _ in tasks.items():
+        found.setdefault(n, []).extend(_results_of(name, done.get((n, name)), timeout_s, started))
+    order = {n: i for i, n in enumerate(names)}
+    for rows in found.values():
+        rows.sort(key=lambda r: order.get(r.check, len(order)))
+    results = found.get(0, [])
+    if others:
+        from trainguard.preflight.alternatives import combine
+
+        results = combine(
+            spec, results, [(a, s, found.get(n, [])) for n, (a, s) in enumerate(others, start=1)]
+        )
+    subject = f"{spec.display_name} in {spec.project}/{spec.region}"
+    return Report(subject=subject, backend=backend, results=results, wall_s=time.perf_counter() - started)
+
+
+_Outcome = tuple[list[CheckResult] | None, BaseException | None]
+
+
+def _run_all(
+    tasks: Mapping[tuple[int, str], PreflightContext], checks: Mapping[str, Check], deadline: float
+) -> dict[tuple[int, str], _Outcome]:
+    """Runs every task in a thread of its own; what finished by ``deadline``."""
     # Daemon threads, not a pool: a check stuck in a hung call must neither delay the report
     # past the deadline nor keep the process alive after it.
-    outcomes: dict[str, tuple[list[CheckResult] | None, BaseException | None]] = {}
+    outcomes: dict[tuple[int, str], _Outcome] = {}
     finished = threading.Condition()
 
-    def run_one(name: str) -> None:
-        outcome: tuple[list[CheckResult] | None, BaseException | None]
+    def run_one(key: tuple[int, str]) -> None:
+        outcome: _Outcome
         try:
-            outcome = (_timed(checks[name].func, ctx), None)
+            outcome = (_timed(checks[key[1]].func, tasks[key]), None)
         except BaseException as exc:  # reported as ERROR below
             outcome = (None, exc)
         with finished:
-            outcomes[name] = outcome
+            outcomes[key] = outcome
             finished.notify_all()
 
-    for name in names:
-        threading.Thread(target=run_one, args=(name,), name=f"preflight-{name}", daemon=True).start()
-    deadline = started + timeout_s
+    for key in tasks:
+        threading.Thread(
+            target=run_one, args=(key,), name=f"preflight-{key[1]}-{key[0]}", daemon=True
+        ).start()
     with finished:
-        while len(outcomes) < len(names) and time.perf_counter() < deadline:
+        while len(outcomes) < len(tasks) and time.perf_counter() < deadline:
             finished.wait(timeout=max(0.0, deadline - time.perf_counter()))
-        done = dict(outcomes)
-    for name in names:
-        if name not in done:
-            results.append(
-                CheckResult(
-                    name,
-                    "did not finish",
-                    Status.UNKNOWN,
-                    f"still running after the {timeout_s:g} s deadline",
-                    "check network access to the API, or raise --timeout",
-                    duration_s=timeout_s,
-                )
+        return dict(outcomes)
+
+
+def _results_of(name: str, outcome: _Outcome | None, timeout_s: float, started: float) -> list[CheckResult]:
+    """One family's results: its own, UNKNOWN when it missed the deadline, ERROR when it raised."""
+    if outcome is None:
+        return [
+            CheckResult(
+                name,
+                "did not finish",
+                Status.UNKNOWN,
+                f"still running after the {timeout_s:g} s deadline",
+                "check network access to the API, or raise --timeout",
+                duration_s=timeout_s,
             )
-            continue
-        found, exc = done[name]
-        if exc is not None:
-            results.append(internal_error(name, "the check family", exc, time.perf_counter() - started))
-            continue
-        results.extend(found or ())
-    order = {n: i for i, n in enumerate(names)}
-    results.sort(key=lambda r: order.get(r.check, len(order)))
-    subject = f"{spec.display_name} in {spec.project}/{spec.region}"
-    return Report(subject=subject, backend=backend, results=results, wall_s=time.perf_counter() - started)
+        ]
+    found, exc = outcome
+    if exc is not None:
+        return [internal_error(name, "the check family", exc, time.perf_counter() - started)]
+    return list(found or ())
 
 
 def _chosen(backend: str, only: Iterable[str] | None, skip: Iterable[str] | None) -> list[str]:

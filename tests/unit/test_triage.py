@@ -455,6 +455,53 @@ def test_a_pattern_with_an_unknown_class_is_refused():
         triage.Pattern("gpu_melted", re.compile("x"), 0.5, triage.ERROR, "melted")
 
 
+# --- details: a line that says nothing alone, only what a signal above it means -----------------
+
+# Real lines of TensorFlow 1 (host_oom-tensorflow-576 in the corpus' dev part).
+_TF_OOM_LINE = (
+    "W tensorflow/core/kernels/conv_ops.cc:178] Resource exhausted: OOM when allocating tensor with "
+    "shapedim { size: 5000 } dim { size: 28 } dim { size: 28 } dim { size: 32 }"
+)
+_TF_CPU_NODE = (
+    '\t [[Node: Conv2D_2 = Conv2D[T=DT_FLOAT, padding="SAME", strides=[1, 1, 1, 1], '
+    'use_cudnn_on_gpu=true, _device="/job:localhost/replica:0/task:0/cpu:0"](Cons'
+)
+_TF_HINT = (
+    "Hint: If you want to see a list of allocated tensors when OOM happens, add "
+    "report_tensor_allocations_upon_oom to RunOptions for current allocation info."
+)
+
+
+def test_the_node_line_below_a_tensorflow_oom_says_which_memory_ran_out():
+    diagnosis = classify(f"{_TF_OOM_LINE}\n{_TF_CPU_NODE}\n")
+
+    assert diagnosis.failure_class == "host_oom"
+    assert diagnosis.line_number == 1  # the evidence is the OOM, not the node line
+    assert "OOM when allocating tensor" in diagnosis.evidence
+    assert "CPU" in diagnosis.reason
+
+
+def test_a_node_line_alone_is_no_diagnosis():
+    assert classify(_TF_CPU_NODE + "\n").failure_class == "unknown"
+
+
+def test_a_node_line_too_far_below_the_oom_settles_nothing():
+    text = "\n".join([_TF_OOM_LINE, _TF_HINT, _TF_HINT, _TF_HINT, _TF_CPU_NODE]) + "\n"
+
+    assert classify(text).failure_class == "device_oom"
+
+
+def test_a_detail_names_the_signal_it_settles_and_only_a_detail_does():
+    signal = triage.Pattern("device_oom", re.compile("OOM"), 0.9, triage.ERROR, "oom")
+    with pytest.raises(ValueError, match="detail"):
+        triage.Pattern("host_oom", re.compile("cpu"), 0.9, triage.DETAIL, "cpu")
+    with pytest.raises(ValueError, match="detail"):
+        triage.Pattern("host_oom", re.compile("cpu"), 0.9, triage.ERROR, "cpu", "", signal, 3)
+    detail = triage.Pattern("host_oom", re.compile("cpu"), 0.9, triage.DETAIL, "cpu", "", signal, 3)
+    with pytest.raises(ValueError, match="detail"):
+        triage.Pattern("host_oom", re.compile("x"), 0.9, triage.DETAIL, "x", "", detail, 3)
+
+
 def test_triage_imports_neither_kfp_nor_torch():
     code = "import sys, trainguard.triage; print(sorted({'kfp', 'torch'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,4 +1,4 @@
-"""Triage on 443 real error texts from public issue threads, against the goals of issues 13 and 29.
+"""Triage on 498 real error texts from public issue threads, against the goals of issues 13 and 29.
 
 The corpus (tests/fixtures/triage/corpus, README.md there) is labelled by the cause each thread
 found and split by a hash of the thread's URL; patterns were written against ``dev`` and ``test``
@@ -81,7 +81,8 @@ def test_each_entry_is_real_program_output_with_its_source(corpus):
     for entries in corpus.values():
         for entry in entries:
             assert entry.failure_class in failure_classes.CLASS_NAMES, entry.id
-            assert entry.source.startswith("https://github.com/"), entry.id
+            # A GitHub issue or pull-request thread, or (a few) a public page of program output.
+            assert entry.source.startswith("https://"), entry.id
             assert entry.text.strip() and len(entry.text.encode()) <= 4096, entry.id
             assert entry.why, entry.id
 
@@ -119,7 +120,7 @@ def test_the_test_part_rarely_names_a_wrong_class(corpus):
 # Strict: once the goal holds this test passes, xfail turns that into a failure, and the mark goes.
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 29 item 7 not met: the grown test part scores just under 95 % (corpus README.md)",
+    reason="issue 29 item 7 not met: the test part scores 221/236 = 93.6 % (corpus README.md)",
 )
 def test_the_test_part_meets_the_accuracy_goal(corpus):
     result = score(corpus["test"], classify)
@@ -135,18 +136,19 @@ def test_the_dev_part_stays_as_good(corpus):
     assert result.wrong_class_rate <= 2 * GOAL_WRONG_CLASS, format_score(result)
 
 
+# The classes whose test-part figures are below 0.9 (corpus README.md); strict, so the mark goes
+# once one holds.
+BELOW_THE_GOAL = {
+    "preemption": "5 preemption texts in the test part; recall or precision is below 0.9",
+    "container": "14 container texts in the test part; 12 are named (recall 0.86)",
+}
+
+
 @pytest.mark.parametrize(
     "cls",
     [
-        pytest.param(
-            c,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="4 preemption texts in the test part; two texts of other classes (a pod "
-                "'Terminated' for memory, a JAX heartbeat timeout) are read as preemption",
-            ),
-        )
-        if c == "preemption"
+        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=BELOW_THE_GOAL[c]))
+        if c in BELOW_THE_GOAL
         else c
         for c in TRIAGED
         if c != "unknown"
@@ -310,6 +312,42 @@ def test_real_wordings_are_named_their_class(text: str, expected: str):
             "errors.\nSome of the step tasks have been OOM Killed",
             "host_oom",
         ),  # host_oom-openrlhf-1139
+        # TensorFlow 1 names the device of an OOM on the op's node line below it.
+        (
+            "W tensorflow/core/common_runtime/executor.cc:1076] 0x579eaa0 Compute status: Resource "
+            "exhausted: OOM when allocating tensor with shapedim { size: 5000 }\n"
+            '\t [[Node: Conv2D_2 = Conv2D[T=DT_FLOAT, padding="SAME", strides=[1, 1, 1, 1], '
+            'use_cudnn_on_gpu=true, _device="/job:localhost/replica:0/task:0/cpu:0"](Cons',
+            "host_oom",
+        ),  # host_oom-tensorflow-576
+        (
+            "ResourceExhaustedError (see above for traceback): OOM when allocating tensor with "
+            "shape[1,1024,51,38]\n"
+            "\t [[Node: FirstStageFeatureExtractor/BatchNorm/FusedBatchNorm = FusedBatchNorm["
+            'T=DT_FLOAT, _device="/job:localhost/replica:0/task:0/device:GPU:0"](Conv2D)]]\n'
+            "\t [[Node: Reshape_24/_1255 = _HostRecv[client_terminated=false, "
+            'recv_device="/job:localhost/replica:0/task:0/device:CPU:0", '
+            '_device="/job:localhost/replica:0/task:0/device:CPU:0"]()]]',
+            "device_oom",
+        ),  # device_oom-custom-object-detection-12: the first node line below decides
+        # A traceback pasted as one line goes on with the error after the frame.
+        (
+            'File "/opt/conda/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", '
+            "line 1906, in broadcast 10: work = default_pg.broadcast([tensor], opts) 10: "
+            "torch.distributed.DistBackendError: NCCL error in: /opt/conda/conda-bld/pytorch_1696588393313"
+            "/work/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1331, unhandled system error",
+            "distributed_init",
+        ),  # distributed_init-awsome-distributed-ai-192
+        # SIGKILL as supervisors and launchers report it; C++'s allocation failure.
+        ("stress: FAIL: [168] (425) <-- worker 172 got signal 9", "host_oom"),  # amazon-ecs-agent-2467
+        (
+            "] exits with return code = -9",
+            "host_oom",
+        ),  # host_oom-anomalygpt-43 (DeepSpeed's launcher)
+        (
+            "terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc",
+            "host_oom",
+        ),  # host_oom-ssd-tensorflow-8
     ],
 )
 def test_wordings_the_grown_dev_part_taught_are_named_their_class(text: str, expected: str):
@@ -349,3 +387,42 @@ def test_a_preemption_is_still_named_when_a_timeout_follows():
 
     assert diagnosis.failure_class == "preemption"
     assert "DUE TO PREEMPTION" in diagnosis.evidence
+
+
+# --- what the programs' own sources say their words mean ----------------------------------------
+
+
+def test_kubectls_terminated_container_state_is_not_a_sigterm():
+    # kubectl describe prints "State:  Terminated" for every container that ended, and the reason
+    # on the line below (kubernetes/kubectl, pkg/describe/describe.go, describeStatus).
+    text = "State:          Terminated\n  Reason:       OOMKilled\n  Exit Code:    137\n"
+    diagnosis = classify(text)
+
+    assert diagnosis.failure_class == "host_oom"
+    assert "OOMKilled" in diagnosis.evidence
+
+
+def test_the_coordination_services_list_of_what_a_silent_task_may_have_done_is_not_a_preemption():
+    # openxla/xla, coordination_service.cc; the line as EleutherAI/architecture-objective#26 shows it.
+    line = (
+        "2022-11-15 16:03:15.140058: E external/org_tensorflow/tensorflow/core/distributed_runtime/"
+        "coordination/coordination_service.cc:954] /job:jax_worker/replica:0/task:37 has been set to "
+        "ERROR in coordination service: UNAVAILABLE: Task /job:jax_worker/replica:0/task:37 heartbeat "
+        "timeout. This indicates that the remote task has failed, got preempted, or crashed "
+        "unexpectedly. [type.googleapis.com/tensorflow.CoordinationServiceError='']"
+    )
+    diagnosis = classify(line)
+
+    assert diagnosis.failure_class == "distributed_init"
+    assert "heartbeat" in diagnosis.reason
+
+
+def test_nccls_last_error_without_its_prefix_is_still_ncclss():
+    # NCCL keeps its last WARN's text bare (src/debug.cc) and torch prints it under "Last error:";
+    # the wording is that of distributed_init-awsome-distributed-ai-192.
+    text = (
+        "Last error:\n"
+        "socketStartConnect: Connect to 127.0.0.1<45069> failed : Software caused connection abort\n"
+    )
+
+    assert classify(text).failure_class == "distributed_init"

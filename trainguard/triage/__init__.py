@@ -21,12 +21,13 @@ from __future__ import annotations
 from trainguard.redaction import redact
 from trainguard.triage.decide import MAX_EVIDENCE_CHARS, Diagnosis
 from trainguard.triage.input import BLOCK_BYTES, classify, classify_file, classify_stream
-from trainguard.triage.signatures import CLASS_PATTERNS, ERROR, EXIT, WARNING, Pattern
+from trainguard.triage.signatures import CLASS_PATTERNS, DETAIL, ERROR, EXIT, WARNING, Pattern
 
 __all__ = [
     "ERROR",
     "EXIT",
     "WARNING",
+    "DETAIL",
     "MAX_EVIDENCE_CHARS",
     "Pattern",
     "Diagnosis",

@@ -10,7 +10,9 @@
   checkpoint that does not fit the model), the answer is ``unknown``: the class signals after it
   are its consequences, and naming one would send the user after the wrong fix;
 * a weak warning in a text that shows no failure at all is not a diagnosis: healthy logs come
-  back ``unknown`` with a confidence below 0.3.
+  back ``unknown`` with a confidence below 0.3;
+* a *detail* is no signal of its own: it settles what a signal a few lines above it means (the
+  first one below a TensorFlow OOM names the op's device, so which memory ran out).
 
 Remedies and traps come from :mod:`trainguard.failure_classes`, the one table of classes.
 """
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from trainguard.failure_classes import get as get_failure_class
 from trainguard.redaction import printable, redact
 from trainguard.triage.scan import Hit
-from trainguard.triage.signatures import ERROR, EXIT, RANK, WARNING
+from trainguard.triage.signatures import DETAIL, ERROR, EXIT, RANK, WARNING, Pattern
 
 __all__ = ["MAX_EVIDENCE_CHARS", "Diagnosis", "decide"]
 
@@ -93,6 +95,7 @@ class Diagnosis:
 
 def decide(hits: list[Hit]) -> Diagnosis:
     """The diagnosis of a text from its hits (:func:`trainguard.triage.scan.scan`)."""
+    hits = _settle(hits)
     known = [h for h in hits if h.pattern.failure_class != "unknown"]
     generic = [h for h in hits if h.pattern.failure_class == "unknown"]
 
@@ -136,6 +139,37 @@ def decide(hits: list[Hit]) -> Diagnosis:
             "failure signature",
         )
     return _unknown(None, _UNKNOWN_NO_SIGNAL, "no known failure signature")
+
+
+def _settle(hits: list[Hit]) -> list[Hit]:
+    """The hits with each detail applied to the signal it settles, and the details gone.
+
+    A hit of a detail's signature (``of``) at most ``within`` lines above it becomes a hit of the
+    detail's class, weight and label, on its own line (the evidence stays the signal's line); the
+    first detail below a hit settles it.
+    """
+    if not any(h.pattern.severity == DETAIL for h in hits):
+        return hits
+    settled: dict[int, Pattern] = {}  # index of a hit -> what it stands for
+    for detail in (h for h in hits if h.pattern.severity == DETAIL):
+        of, within = detail.pattern.of, detail.pattern.within
+        for index, hit in enumerate(hits):
+            distance = detail.line_number - hit.line_number
+            if hit.pattern is of and 0 < distance <= within and index not in settled:
+                settled[index] = _settled_pattern(of, detail.pattern)
+    return [
+        Hit(h.line_number, h.segment, h.text, settled[i]) if i in settled else h
+        for i, h in enumerate(hits)
+        if h.pattern.severity != DETAIL
+    ]
+
+
+def _settled_pattern(signal: Pattern, detail: Pattern) -> Pattern:
+    """A signal read as its detail says: the signal's regex and severity (its line is the
+    evidence), the detail's class, weight, label and source."""
+    return Pattern(
+        detail.failure_class, signal.regex, detail.weight, signal.severity, detail.label, detail.source
+    )
 
 
 def _diagnose(chosen: Hit, known: list[Hit], reason: str) -> Diagnosis:

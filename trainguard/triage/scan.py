@@ -28,9 +28,12 @@ __all__ = [
 ]
 
 # Stack frames name functions and quote source code (``c10::DistNetworkError::DistNetworkError``,
-# ``raise ValueError("... MASTER_ADDR expected ...")``): they echo an error, they are not one.
-FRAME = re.compile(r'^\s*(?:frame #\d+: |File "[^"]*", line \d+|[\^~]+\s*$)')
-PYTHON_FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
+# ``raise ValueError("... MASTER_ADDR expected ...")``): they echo an error, they are not one. A
+# Python frame is the whole line (``File "…", line N, in f``): a traceback pasted as one line
+# goes on with the error itself after it.
+_PY_FRAME = r'File "[^"]*", line \d+(?:, in \S+)?\s*$'
+FRAME = re.compile(r"^\s*(?:frame #\d+: |" + _PY_FRAME + r"|[\^~]+\s*$)")
+PYTHON_FRAME = re.compile(r"^\s*" + _PY_FRAME)
 # The replica prefix trainguard's launchers put on each log line ("[workerpool0-0] ").
 REPLICA_PREFIX = re.compile(r"^\[[\w.:-]+\] ")
 _DIGITS_STR = str.maketrans("0123456789", "0000000000")

@@ -14,14 +14,26 @@ from dataclasses import dataclass
 
 from trainguard.failure_classes import CLASS_NAMES
 
-__all__ = ["ERROR", "EXIT", "WARNING", "SEVERITIES", "RANK", "SOURCE_KINDS", "Pattern", "CLASS_PATTERNS"]
+__all__ = [
+    "ERROR",
+    "EXIT",
+    "WARNING",
+    "DETAIL",
+    "SEVERITIES",
+    "RANK",
+    "SOURCE_KINDS",
+    "Pattern",
+    "CLASS_PATTERNS",
+]
 
 ERROR = "error"
 EXIT = "exit"
 WARNING = "warning"
-SEVERITIES = (ERROR, EXIT, WARNING)
-# Errors outrank exits, which outrank warnings (see trainguard.triage.decide).
-RANK = {ERROR: 0, EXIT: 1, WARNING: 2}
+DETAIL = "detail"
+SEVERITIES = (ERROR, EXIT, WARNING, DETAIL)
+# Errors outrank exits, which outrank warnings (see trainguard.triage.decide); a detail is never a
+# signal of its own.
+RANK = {ERROR: 0, EXIT: 1, WARNING: 2, DETAIL: 3}
 
 
 @dataclass(frozen=True)
@@ -33,8 +45,9 @@ class Pattern:
             generic failure signal, such as a traceback, that names no class).
         regex: matched against each line of the text (``re.search``).
         weight: how specific the signature is, in (0, 1]; the base of the confidence.
-        severity: ``error`` (names why the job stopped), ``exit`` (how the process ended) or
-            ``warning`` (does not stop a job by itself).
+        severity: ``error`` (names why the job stopped), ``exit`` (how the process ended),
+            ``warning`` (does not stop a job by itself) or ``detail`` (says nothing alone: it
+            settles which class a hit of ``of`` a few lines above stands for).
         label: a few words a user reads in the diagnosis' reason.
         source: where the wording was seen, one of ``dev:<id>`` (an entry of the corpus' dev
             part, tests/fixtures/triage/corpus/dev.jsonl), ``fixture:<file>`` (a text in
@@ -42,6 +55,11 @@ class Pattern:
             ``https://`` address of the program's source or documentation that prints it.
             tests/unit/test_triage_signatures.py checks each one. Empty only for patterns made
             outside the table (tests, benchmarks).
+        of: for a ``detail``, the signature whose hits it settles: the nearest detail at most
+            ``within`` lines below such a hit makes it a hit of this class, weight and label
+            (TensorFlow names the device of an out-of-memory op on the op's line below, and the
+            scan reads one line at a time). None for every other severity.
+        within: for a ``detail``, how many lines below a hit of ``of`` it may stand.
     """
 
     failure_class: str
@@ -50,6 +68,8 @@ class Pattern:
     severity: str
     label: str
     source: str = ""
+    of: Pattern | None = None
+    within: int = 0
 
     def __post_init__(self) -> None:
         if self.failure_class not in CLASS_NAMES:
@@ -60,6 +80,14 @@ class Pattern:
             raise ValueError(f"severity of {self.label!r} must be one of {SEVERITIES}")
         if self.source and not self.source.startswith(SOURCE_KINDS):
             raise ValueError(f"source of {self.label!r} must start with one of {SOURCE_KINDS}")
+        is_detail = self.severity == DETAIL
+        if is_detail != (self.of is not None) or is_detail != (self.within > 0):
+            raise ValueError(
+                f"{self.label!r}: give a detail the signature it settles (of) and how many lines "
+                "below it it may stand (within > 0); give any other severity neither"
+            )
+        if self.of is not None and self.of.severity == DETAIL:
+            raise ValueError(f"{self.label!r}: a detail settles a signal; {self.of.label!r} is a detail")
 
 
 # How a pattern's source is written (see Pattern.source).
@@ -70,12 +98,31 @@ def _p(failure_class: str, regex: str, weight: float, severity: str, label: str,
     return Pattern(failure_class, re.compile(regex), weight, severity, label, source)
 
 
+def _detail(
+    of: Pattern, within: int, failure_class: str, regex: str, weight: float, label: str, source: str
+) -> Pattern:
+    return Pattern(failure_class, re.compile(regex), weight, DETAIL, label, source, of, within)
+
+
 # Exit-status phrasings: "exit status 127", "returned non-zero exit status 126", docker's "exited
 # with code 137", Kubernetes' "Exit Code:    137" and "exitCode: 137", torchrun's "exitcode  : -9",
-# Flyte's "exit code (137)".
+# Flyte's "exit code (137)", DeepSpeed's launcher "exits with return code = -9"
+# (dev:host_oom-anomalygpt-43).
 _EXIT = (
-    r"(?i:\b(?:exit(?:ed)?(?: with)?[ _]?(?:code|status)|returned non-zero exit status|exitcode))"
+    r"(?i:\b(?:exit(?:ed|s)?(?: with)?(?: return)?[ _]?(?:code|status)|returned non-zero exit status"
+    r"|exitcode))"
     r"\W{0,8}"
+)
+
+# TensorFlow's allocation failure; with no device named on its line, accelerator memory (the
+# details below settle it when the node line under it names the device).
+_TF_OOM = _p(
+    "device_oom",
+    r"OOM when allocating tensor(?!.*device:CPU)",
+    0.95,
+    ERROR,
+    "TensorFlow GPU out of memory",
+    "fixture:device_oom-tensorflow-gpu.txt",
 )
 
 # The one table. Order does not matter: the earliest line wins, then the highest weight. Signals
@@ -289,9 +336,7 @@ CLASS_PATTERNS: tuple[Pattern, ...] = (
     _p("device_oom", r"Allocator \(GPU_\d+_bfc\) ran out of memory", 0.6, WARNING,
        "the GPU allocator ran short of memory",
        "dev:device_oom-nemos-345"),
-    _p("device_oom", r"OOM when allocating tensor(?!.*device:CPU)", 0.95, ERROR,
-       "TensorFlow GPU out of memory",
-       "fixture:device_oom-tensorflow-gpu.txt"),
+    _TF_OOM,
     # --- host_oom: the machine's RAM ------------------------------------------------------------
     _p("host_oom", r"ran out[- ]of[- ]memory and exited with a non-zero status of 9", 0.95, EXIT,
        "Vertex: the replica ran out of host memory and was killed (SIGKILL)",
@@ -308,6 +353,11 @@ CLASS_PATTERNS: tuple[Pattern, ...] = (
     _p("host_oom", r"^(?:\S+: )?(?:line \d+: )?\s*(?:\d+\s+)?\**Killed\b", 0.75, EXIT,
        "the process was Killed (SIGKILL), usually for host memory",
        "fixture:host_oom-shell-sigkill-local.txt"),
+    # A supervisor's word for a child killed by SIGKILL ("<-- worker 172 got signal 9", "exited
+    # with 'signal 9 (SIGKILL)'"): as for exit 137, usually the kernel's out-of-memory killer.
+    _p("host_oom", r"\b(?:got|with|by|received) '?signal 9\b(?!\d)", 0.7, EXIT,
+       "a process was killed by signal 9 (SIGKILL), usually for host memory",
+       "dev:host_oom-amazon-ecs-agent-2467"),
     _p("host_oom", r"Signal 9 \(SIGKILL\) received by PID", 0.75, EXIT,
        "torchrun: a worker got SIGKILL, usually for host memory",
        "https://github.com/pytorch/pytorch/blob/main/torch/distributed/elastic/multiprocessing/"
@@ -323,6 +373,11 @@ CLASS_PATTERNS: tuple[Pattern, ...] = (
        "dev:host_oom-pytorchocr-137"),
     _p("host_oom", r"(?<!\w)MemoryError\b", 0.8, ERROR, "Python MemoryError: host RAM exhausted",
        "fixture:host_oom-memoryerror-local.txt"),
+    # C++'s allocation failure (a framework's native code, a data loader): host memory. RMM's
+    # "std::bad_alloc: out_of_memory: CUDA error" names the GPU and is matched under device_oom.
+    _p("host_oom", r"\bstd::bad_alloc\b", 0.8, ERROR,
+       "C++ could not allocate host memory (std::bad_alloc)",
+       "dev:host_oom-ssd-tensorflow-8"),
     _p("host_oom", r"Unable to allocate [\d.]+ \w+ for an array", 0.85, ERROR,
        "NumPy could not allocate host memory",
        "fixture:host_oom-numpy-alloc-local.txt"),
@@ -370,6 +425,18 @@ CLASS_PATTERNS: tuple[Pattern, ...] = (
     _p("host_oom", r"OOM when allocating tensor.*device:CPU", 0.9, ERROR,
        "TensorFlow host out of memory",
        "dev:host_oom-darkflow-873"),
+    # TensorFlow 1 names the op's device on the node line under the OOM
+    # ("[[Node: Conv2D_2 = Conv2D[..., _device="/job:localhost/replica:0/task:0/cpu:0"](...)]]"),
+    # not on the OOM line; the first such line below it says which memory ran out. Not
+    # "recv_device=" / "send_device=": a transfer's ends are not where the op ran.
+    _detail(_TF_OOM, 3, "host_oom",
+            r'(?<!\w)_device="/job:[^"/]+/replica:\d+/task:\d+/(?:device:)?(?i:cpu):\d+"', 0.9,
+            "TensorFlow host out of memory (the op's node, on the line below, runs on the CPU)",
+            "dev:host_oom-tensorflow-576"),
+    _detail(_TF_OOM, 3, "device_oom",
+            r'(?<!\w)_device="/job:[^"/]+/replica:\d+/task:\d+/(?:device:)?(?i:gpu):\d+"', 0.95,
+            "TensorFlow GPU out of memory (the op's node, on the line below, runs on the GPU)",
+            "dev:device_oom-custom-object-detection-12"),
     # --- input_pipeline: the data loader cannot keep up -----------------------------------------
     _p("input_pipeline",
        r"DataLoader timed out after \d+ seconds|Worker timed out after \d+ seconds"
@@ -475,6 +542,14 @@ CLASS_PATTERNS: tuple[Pattern, ...] = (
        r"(?:Connection refused|No route to host|connection abort|Connection closed by)",
        0.85, ERROR, "NCCL cannot connect the ranks (socket)",
        "dev:distributed_init-nccl-tests-166"),
+    # The same messages without NCCL's prefix: NCCL keeps its last WARN's text bare
+    # (src/debug.cc, ncclLastError) and torch prints it under "Last error:". The names are NCCL's
+    # socket functions (src/misc/socket.cc), so the line is NCCL's without the prefix.
+    _p("distributed_init",
+       r"(?<!\w)socket(?:StartConnect|PollConnect|ProgressOpt|Progress): "
+       r"(?:Connect to|Call to|Connection closed|exceeded)",
+       0.85, ERROR, "NCCL cannot connect the ranks (socket; its last error)",
+       "https://github.com/NVIDIA/nccl/blob/v2.23.4-1/src/misc/socket.cc"),
     _p("distributed_init", r"NCCL INFO (?:bootstrap|init)\.cc:\d+ -> [1-9]", 0.75, ERROR,
        "NCCL's communicator init failed (its bootstrap returned an error)",
        "dev:distributed_init-nccl-tests-166"),
@@ -519,6 +594,13 @@ CLASS_PATTERNS: tuple[Pattern, ...] = (
        r"|[Cc]oordination service\b[^\n]{0,40}?(?:error|failed)", 0.85, ERROR,
        "the JAX/TF coordination service timed out: not every process registered",
        "dev:distributed_init-llama-2-jax-20"),
+    # The JAX/TF coordination service stopped hearing from a task (openxla/xla's
+    # coordination_service.cc: "Task <name> heartbeat timeout. This indicates that the remote task
+    # has failed, got preempted, or crashed unexpectedly."): an earlier error on that task wins.
+    _p("distributed_init", r"heartbeat timeout\. This indicates that the remote task", 0.75, ERROR,
+       "the JAX/TF coordination service lost a task's heartbeat: a process died, hung or was cut off",
+       "https://github.com/openxla/xla/blob/main/xla/tsl/distributed_runtime/coordination/"
+       "coordination_service.cc"),
     _p("distributed_init",
        r"set by init_process_group|[Ww]orld[ _]size mismatch"
        r"|Default process group has not been initialized"
@@ -542,9 +624,12 @@ CLASS_PATTERNS: tuple[Pattern, ...] = (
        "connection refused (is the chief reachable on MASTER_ADDR:MASTER_PORT?)",
        "dev:distributed_init-tensorflow-17852"),
     # --- preemption: the VM was taken away ------------------------------------------------------
+    # Not XLA's list of what a silent task may have done ("... has failed, got preempted, or
+    # crashed unexpectedly"): that line names none of them (matched under distributed_init).
     _p("preemption",
-       r"(?<![Bb]e )(?<![Ii]f )(?<!not )[Pp]re-?empted\b|[Dd]ue to (?:a )?preemption|DUE TO PREEMPTION"
-       r"|PreemptionError", 0.85, ERROR, "the VM was preempted",
+       r"(?<![Bb]e )(?<![Ii]f )(?<!not )[Pp]re-?empted\b(?!, or crashed unexpectedly)"
+       r"|[Dd]ue to (?:a )?preemption|DUE TO PREEMPTION|PreemptionError", 0.85, ERROR,
+       "the VM was preempted",
        "fixture:preemption-gce-instance.txt"),
     _p("preemption",
        r"termination is imminent|[Pp]re-?emption (?:notice|warning)|[Ss]pot (?:[Ii]nstance )?[Ii]nterrupt",
@@ -573,7 +658,11 @@ CLASS_PATTERNS: tuple[Pattern, ...] = (
        "https://cloud.google.com/vertex-ai/docs/training/understanding-training-service"),
     _p("preemption", _EXIT + r"(?:143|-15)\b", 0.55, EXIT, "exit status 143: SIGTERM",
        "fixture:preemption-shell-sigterm-local.txt"),
-    _p("preemption", r"^(?:\S+: )?(?:line \d+: )?\s*(?:\d+\s+)?Terminated\b", 0.55, EXIT,
+    # The shell's word for a job it saw die of SIGTERM ("./run.sh: line 3: 12 Terminated  python
+    # ..."). Not kubectl's "State: Terminated" / "Last State: Terminated": every ended container
+    # is in that state, its Reason line says why (pkg/describe/describe.go, describeStatus).
+    _p("preemption",
+       r"^(?!\s*(?:Last )?State:)(?:\S+: )?(?:line \d+: )?\s*(?:\d+\s+)?Terminated\b", 0.55, EXIT,
        "the process was Terminated (SIGTERM)",
        "dev:preemption-kubernetes-104798"),
 

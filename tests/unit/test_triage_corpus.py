@@ -128,6 +128,17 @@ def test_the_test_part_meets_the_accuracy_goal(corpus):
     assert result.accuracy >= GOAL_ACCURACY, format_score(result)
 
 
+# What the test part scores today (corpus README.md): the goal above is not met yet, and no change
+# may take it further away.
+MEASURED_TEST_ACCURACY = 221 / 236
+
+
+def test_the_test_part_never_falls_below_what_it_scores_today(corpus):
+    result = score(corpus["test"], classify)
+
+    assert result.accuracy >= MEASURED_TEST_ACCURACY - 1e-9, format_score(result)
+
+
 def test_the_dev_part_stays_as_good(corpus):
     result = score(corpus["dev"], classify)
     print("\n" + format_score(result, "triage on the corpus' dev part (patterns written against it)"))

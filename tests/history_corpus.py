@@ -129,7 +129,9 @@ class Score:
         failing = self.of("fails")
         healthy = self.of("passes", "no fail")
         wrong_warn = [o for o in self.of("passes") if o.status == "passed" and o.warned]
-        refused = [o for o in self.of("passes", "no fail", "warns", "fails", "flags") if o.status == "refused"]
+        refused = [
+            o for o in self.of("passes", "no fail", "warns", "fails", "flags") if o.status == "refused"
+        ]
         return (
             f"{title:<22} {self.ok:>3}/{len(self.outcomes):<3} right | failing caught "
             f"{sum(o.status == 'failed' for o in failing)}/{len(failing)} (class right "

@@ -3,11 +3,12 @@
 Whatever the history holds — near-valid JSONL records with mutated values (NaN, huge numbers,
 wrong types, nulls, nested values), CSV logs with mutated cells, torn last lines, byte-order
 marks, CR/CRLF/bare-CR line ends, inserted and deleted bytes, random binary, mutated TensorBoard
-event files, mutated Hugging Face ``trainer_state.json`` documents and Ultralytics
-``results.csv`` files from the real corpus, JSON logs with hostile values — the CLI keeps the contract (tests/fuzz/contract.py): exit 0, 1 or 2, no traceback,
-at most 20 KB of message, time bounded; the safety net ("unexpected error reading this history")
-never fires. And where pyarrow reads a block, it reads exactly what ``json`` / the ``csv`` module
-read: the two paths are compared on every generated JSONL and CSV.
+event files, Hugging Face ``trainer_state.json`` documents and Ultralytics ``results.csv`` files
+from the real corpus with hostile values — the CLI keeps the contract (tests/fuzz/contract.py):
+exit 0, 1 or 2, no traceback, at most 20 KB of message, time bounded; the safety net
+("unexpected error reading this history") never fires. And where pyarrow reads a block, it reads
+exactly what ``json`` / the ``csv`` module read: the two paths are compared on every generated
+JSONL and CSV.
 """
 
 from __future__ import annotations

@@ -173,6 +173,26 @@ def non_finite(steps: np.ndarray, values: np.ndarray, label: str = "loss") -> Ou
     return Detection((float(steps[first]), float(steps[last])), evidence, message)
 
 
+def _smoothed_min(y: np.ndarray, window: int) -> tuple[int, float]:
+    """Where, and how low, the curve averaged over ``window`` centred points is lowest. The first
+    and last points count as logged: a run best at its start is not averaged into its rise."""
+    if window <= 1 or y.size < 3:
+        index = int(np.argmin(y))
+        return index, float(y[index])
+    if window == 3:  # the default, without rolling_mean's cumulative sums over a long series
+        inner = y[:-2] + y[1:-1]
+        inner += y[2:]
+        inner /= 3
+    else:
+        inner = rolling_mean(y, window)[1:-1]
+    index = int(np.argmin(inner)) + 1
+    best = float(inner[index - 1])
+    for edge in (0, y.size - 1):
+        if y[edge] < best:
+            index, best = edge, float(y[edge])
+    return index, best
+
+
 def divergence(
     steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str = "loss", mode: str = "min"
 ) -> Outcome:
@@ -202,14 +222,7 @@ def divergence(
     # minimum is one lucky batch, and a line drawn from it has most of a stationary series
     # beyond it. The points judged against it are the logged ones.
     window = cfg.divergence_smoothing if n >= 3 * cfg.divergence_smoothing else 1
-    curve = y
-    if window > 1:
-        # The first and last points stay as logged: a run that was best at its start (and got
-        # worse from there) is not averaged into its own rise.
-        curve = rolling_mean(y, window)
-        curve[0], curve[-1] = y[0], y[-1]
-    best_index = int(np.argmin(curve))
-    best = float(curve[best_index])
+    best_index, best = _smoothed_min(y, window)
     scale = max(float(y[0]) - best, abs(best), 1e-12)  # the start as logged: runs start high
     line = best + cfg.divergence_factor * scale
     above = y > line
@@ -423,10 +436,9 @@ def plateau(
 def decimal_quantum(values: np.ndarray, sample: int = 512) -> float:
     """The decimal precision a series was written with (``1e-4`` for losses rounded to 4
     decimals), or 0 when it carries full float precision; read from up to ``sample`` points."""
-    finite = values[np.isfinite(values)]
-    if finite.size > sample:
-        finite = finite[:: finite.size // sample + 1]
-    finite = finite[finite != 0]
+    if values.size > sample:
+        values = values[:: values.size // sample + 1]
+    finite = values[np.isfinite(values) & (values != 0)]
     if finite.size == 0:
         return 0.0
     for decimals in range(0, 9):
@@ -453,17 +465,25 @@ def stalled(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str =
     n = values.size
     if n < cfg.stalled_min_repeats:
         return NotJudged(f"{n} finite points (needs {cfg.stalled_min_repeats})")
-    tol = cfg.stalled_rel_tol * np.maximum(np.abs(values[1:]), np.abs(values[:-1]))
-    same = (np.abs(np.diff(values)) <= tol) & (values[1:] != 0)
-    if not same.any():
-        return None
+    # A step can be a repeat only if it is within the tolerance of the largest value: that cheap
+    # screen leaves few candidates on a long series, and only they get the exact test.
+    step = np.diff(values)
+    np.abs(step, out=step)
+    largest = max(float(values.max()), -float(values.min()))
+    repeats = np.flatnonzero(step <= cfg.stalled_rel_tol * largest)
+    after, before = values[1:][repeats], values[:-1][repeats]
+    tol = cfg.stalled_rel_tol * np.maximum(np.abs(after), np.abs(before))
+    keep = (step[repeats] <= tol) & (after != 0)
     # Values written with few digits repeat on healthy runs: a repeat is evidence only when the
     # value carries stalled_min_digits significant digits at the series' own precision.
-    quantum = decimal_quantum(values)
-    if quantum > 0:
-        same &= np.abs(values[1:]) >= quantum * 10.0 ** (cfg.stalled_min_digits - 1)
-        if not same.any():
-            return None
+    if keep.any():
+        quantum = decimal_quantum(values)
+        if quantum > 0:
+            keep &= np.abs(after) >= quantum * 10.0 ** (cfg.stalled_min_digits - 1)
+    if not keep.any():
+        return None
+    same = np.zeros(n - 1, dtype=bool)
+    same[repeats[keep]] = True
     # Runs of True in ``same``: a run of k Trues is k + 1 identical values.
     edges = np.flatnonzero(np.diff(np.concatenate(([0], same.view(np.int8), [0]))))
     starts, ends = edges[::2], edges[1::2]

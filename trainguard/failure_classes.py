@@ -107,6 +107,18 @@ _TABLE = (
         "tuning hyperparameters on a data bug",
     ),
     FailureClass(
+        "no_learning",
+        "training ran to the end but the model learnt nothing: validation never got better than its "
+        "first evaluations, or stayed at chance (a loss of ln k with an accuracy of 1/k on k classes)",
+        "labels (shuffled, misaligned with inputs, one class only), the loss matching the model's "
+        "outputs (logits vs probabilities, the target's dtype), a frozen backbone or "
+        "requires_grad=False, a learning rate of 0 or far too small, inputs that are constant",
+        "check on one batch that the model can overfit it (the loss must fall to near 0); print a "
+        "few (input, label) pairs; then check that the optimiser holds the trainable parameters "
+        "and that the learning rate is what you meant",
+        "training longer or tuning the learning rate schedule on a model that cannot fit one batch",
+    ),
+    FailureClass(
         "overfit",
         "training loss falls while validation loss rises",
         "the train/validation gap and its trend; data leakage",

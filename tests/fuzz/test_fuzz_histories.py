@@ -3,10 +3,12 @@
 Whatever the history holds — near-valid JSONL records with mutated values (NaN, huge numbers,
 wrong types, nulls, nested values), CSV logs with mutated cells, torn last lines, byte-order
 marks, CR/CRLF/bare-CR line ends, inserted and deleted bytes, random binary, mutated TensorBoard
-event files — the CLI keeps the contract (tests/fuzz/contract.py): exit 0, 1 or 2, no traceback,
-at most 20 KB of message, time bounded; the safety net ("unexpected error reading this history")
-never fires. And where pyarrow reads a block, it reads exactly what ``json`` / the ``csv`` module
-read: the two paths are compared on every generated JSONL and CSV.
+event files, Hugging Face ``trainer_state.json`` documents and Ultralytics ``results.csv`` files
+from the real corpus with hostile values — the CLI keeps the contract (tests/fuzz/contract.py):
+exit 0, 1 or 2, no traceback, at most 20 KB of message, time bounded; the safety net
+("unexpected error reading this history") never fires. And where pyarrow reads a block, it reads
+exactly what ``json`` / the ``csv`` module read: the two paths are compared on every generated
+JSONL and CSV.
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ from trainguard.validation.csv_reader import _Irregular, read_csv_arrow, read_cs
 from trainguard.validation.jsonl_reader import LineError, parse_lines_arrow, parse_lines_json
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "histories"
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real_histories" / "files"
+TRAINER_STATE = REAL / "Ayaa220__Propaganda-Detection-Using-LSTM-and-CNN" / "trainer_state.json"
+RESULTS_CSV = (
+    REAL / "Abdelrahman-Yasser-Zakaria__cucumber_detection" / "runs" / "detect" / "train2" / "results.csv"
+)
 _CHECKS = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large]
 SAFETY_NET = "unexpected error reading this history"
 MEMORY_CAP = 48 * 2**20  # bytes Python may allocate for one small hostile history
@@ -260,6 +267,27 @@ def tensorboard_contract(data: bytes) -> None:
     validate_file("logs/events.out.tfevents.1.host", data)
 
 
+def trainer_state_contract(data: bytes) -> None:
+    validate_file("trainer_state.json", data)
+
+
+@st.composite
+def trainer_states(draw) -> bytes:
+    """A trainer_state.json whose log entries hold hostile values (then byte accidents)."""
+    entries = draw(
+        st.lists(
+            st.dictionaries(st.sampled_from(["loss", "eval_loss", "step", "epoch", "eval_f1"]), VALUES),
+            max_size=30,
+        )
+    )
+    nested = draw(st.sampled_from([{"log_history": entries}, {"log_history": {"0": entries}}, entries, {}]))
+    return draw(mutated(json.dumps(nested, indent=2).encode(), most=2))
+
+
+def results_csv_contract(data: bytes) -> None:
+    validate_file("runs/detect/train/results.csv", data)
+
+
 def bounded_memory(data: bytes) -> None:
     with tempfile.TemporaryDirectory(prefix="tg-fuzz-") as tmp:
         path = Path(tmp) / "history.jsonl"
@@ -279,9 +307,17 @@ PROPERTIES = {
         binary_contract,
         {
             "data": st.binary(max_size=4000),
-            "name": st.sampled_from(["history.jsonl", "log.csv", "metrics.csv", "history", "h.txt"]),
+            "name": st.sampled_from(
+                ["history.jsonl", "log.csv", "metrics.csv", "history", "h.txt", "trainer_state.json"]
+            ),
             "fmt": st.sampled_from(
-                [(), ("--format", "jsonl"), ("--format", "keras_csv"), ("--format", "lightning_csv")]
+                [
+                    (),
+                    ("--format", "jsonl"),
+                    ("--format", "keras_csv"),
+                    ("--format", "lightning_csv"),
+                    ("--format", "hf_trainer_state"),
+                ]
             ),
         },
         30,
@@ -290,6 +326,16 @@ PROPERTIES = {
         tensorboard_contract,
         {"data": st.builds(_event_file).flatmap(mutated)},
         25,
+    ),
+    "trainer_state_json_keeps_the_contract": (
+        trainer_state_contract,
+        {"data": st.one_of(st.just(TRAINER_STATE.read_bytes()).flatmap(mutated), trainer_states())},
+        25,
+    ),
+    "results_csv_keeps_the_contract": (
+        results_csv_contract,
+        {"data": st.just(RESULTS_CSV.read_bytes()).flatmap(mutated)},
+        20,
     ),
     "memory_stays_bounded_on_repeated_garbage": (
         bounded_memory,

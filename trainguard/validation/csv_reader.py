@@ -4,6 +4,12 @@
 - ``lightning_csv``: ``metrics.csv``, sparse rows (training and validation metrics on different
   rows) with ``step`` and ``epoch`` columns.
 
+Ultralytics' ``results.csv`` is a ``keras_csv`` (an ``epoch`` column); what its column names mean
+comes from :mod:`~trainguard.validation.dialects`. Keras' ``CSVLogger(append=True)`` appends every
+``fit()`` call to one file, each starting again at epoch 0: when the epoch goes back, the rows
+before belong to an earlier run and only the last run is kept, with a note (a curve merged from
+several runs is one no run produced).
+
 What a file means: the header names the columns (case-insensitive ``epoch`` for Keras, ``step``
 for Lightning is the x axis; other ``epoch``/``step`` columns are not metrics). Each row's x cell
 must be a number (not NaN); an empty metric cell is no point (Lightning's sparse rows); numbers
@@ -31,6 +37,7 @@ import numpy as np
 
 from trainguard.errors import HistoryError
 from trainguard.validation.collect import MAX_SERIES, Collector, Tail, echo, whole_lines
+from trainguard.validation.dialects import column_meaning
 from trainguard.validation.history import History
 
 __all__ = ["read_csv", "read_csv_arrow", "read_csv_exact", "Columns", "header_columns"]
@@ -52,12 +59,48 @@ class Columns:
         x: the x column's index.
         metrics: the metric columns' indices.
         x_name: ``epoch`` or ``step``.
+        meaning: column -> (name to interpret, split) where a dialect says (Ultralytics).
     """
 
     header: list[str]
     x: int
     metrics: list[int]
     x_name: str
+    meaning: dict[str, tuple[str, str]]
+
+    def add(self, collector: Collector, name: str, x: np.ndarray, y: np.ndarray, size: int = 0) -> None:
+        """Adds a column's points under its name, interpreted as the dialect says."""
+        tag, split = self.meaning.get(name, (name, ""))
+        collector.add(name, tag, split, "", x, y, size)
+
+
+@dataclass
+class Runs:
+    """Where the x column went back (Keras' appended ``fit()`` runs): only the last run is kept.
+
+    Attributes:
+        restarts: how many times the epoch went back.
+        first_x: the last run's first epoch.
+        records: rows of the last run so far.
+    """
+
+    restarts: int = 0
+    last_x: float = -math.inf
+    first_x: float = math.nan
+    records: int = 0
+
+    def note(self, x_name: str) -> list[str]:
+        if not self.restarts:
+            return []
+        return [
+            f"{self.restarts + 1} training runs appended to this file (the {x_name} column starts "
+            f"again {self.restarts} time{'s' if self.restarts > 1 else ''}); only the last run is "
+            f"judged ({self.records} rows from {x_name} {_plain_number(self.first_x)})"
+        ]
+
+
+def _plain_number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def _column_list(header: list[str]) -> str:
@@ -89,7 +132,7 @@ def header_columns(header: list[str], source: str, fmt: str) -> Columns:
             f"distinct series: not a training history (name the metrics you log, "
             f"not per-item values)"
         )
-    return Columns(header, x, metrics, x_name)
+    return Columns(header, x, metrics, x_name, column_meaning(header))
 
 
 def read_csv(
@@ -124,6 +167,7 @@ def read_csv_arrow(blocks: Iterator[bytes], source: str, fmt: str, total_bytes: 
     tail = Tail()
     collector = Collector(source, total_bytes)
     columns: Columns | None = None
+    runs = Runs() if fmt == "keras_csv" else None
     records, lines = 0, 0
     for chunk in whole_lines(blocks, source, tail):
         body = chunk
@@ -131,16 +175,18 @@ def read_csv_arrow(blocks: Iterator[bytes], source: str, fmt: str, total_bytes: 
             first, _, body = chunk.partition(b"\n")
             columns = _arrow_header(first, source, fmt)
             lines = 1
-        records += _arrow_rows(body, columns, collector)
+        records += _arrow_rows(body, columns, collector, runs)
         lines += body.count(b"\n")
         collector.read_bytes += len(chunk)
     if columns is None:
         raise _Irregular  # a header without a line end, or nothing
     notes: list[str] = []
     if tail.data.strip():
-        records += _arrow_tail(tail.data, columns, collector, lines + 1, notes)
+        records += _arrow_tail(tail.data, columns, collector, lines + 1, notes, runs)
     if records == 0:
         raise _Irregular  # the csv module says what is wrong
+    if runs is not None:
+        notes = runs.note(columns.x_name) + notes
     # The series in the header's order, as the csv path gives them: a column's first value can come
     # in a later batch than another's (validation after a long first epoch), or in the last line.
     rank = {columns.header[i]: k for k, i in enumerate(columns.metrics)}
@@ -168,7 +214,7 @@ def _arrow_header(line: bytes, source: str, fmt: str) -> Columns:
     return columns
 
 
-def _arrow_rows(body: bytes, columns: Columns, collector: Collector) -> int:
+def _arrow_rows(body: bytes, columns: Columns, collector: Collector, runs: Runs | None) -> int:
     if not body.strip():
         return 0
     if not _plain(body):
@@ -200,23 +246,46 @@ def _arrow_rows(body: bytes, columns: Columns, collector: Collector) -> int:
     x = np.asarray(x_column.to_numpy(), dtype=np.float64)
     if np.isnan(x).any():
         raise _Irregular
+    start = _last_run_start(x, runs, collector)
     for i in columns.metrics:
         column = table.column(names[i])
-        values = np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64)
+        values = np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64)[start:]
         if column.null_count:
-            valid = column.is_valid().to_numpy(zero_copy_only=False)
-            _add(collector, columns.header[i], x[valid], values[valid], len(body))
+            valid = column.is_valid().to_numpy(zero_copy_only=False)[start:]
+            _add(columns, collector, columns.header[i], x[start:][valid], values[valid], len(body))
         else:
-            _add(collector, columns.header[i], x, values, len(body))
+            _add(columns, collector, columns.header[i], x[start:], values, len(body))
     return table.num_rows
 
 
-def _add(collector: Collector, name: str, x: np.ndarray, y: np.ndarray, size: int) -> None:
+def _last_run_start(x: np.ndarray, runs: Runs | None, collector: Collector) -> int:
+    """The first row of the last run in this block (0 when none starts in it); the points of
+    earlier runs already collected are dropped."""
+    if runs is None or x.size == 0:
+        return 0
+    back = np.flatnonzero(np.diff(np.concatenate(([runs.last_x], x))) < 0)
+    start = 0
+    if back.size:
+        runs.restarts += int(back.size)
+        start = int(back[-1])
+        collector.parts.clear()
+        runs.first_x = float(x[start])
+        runs.records = 0
+    elif math.isnan(runs.first_x):
+        runs.first_x = float(x[0])
+    runs.records += int(x.size - start)
+    runs.last_x = float(x[-1])
+    return start
+
+
+def _add(columns: Columns, collector: Collector, name: str, x: np.ndarray, y: np.ndarray, size: int) -> None:
     if y.size:
-        collector.add(name, name, "", "", x, y, size)
+        columns.add(collector, name, x, y, size)
 
 
-def _arrow_tail(data: bytes, columns: Columns, collector: Collector, line: int, notes: list[str]) -> int:
+def _arrow_tail(
+    data: bytes, columns: Columns, collector: Collector, line: int, notes: list[str], runs: Runs | None
+) -> int:
     """The last line, without a line end: a whole row, or a torn one to skip."""
     if not _plain(data + b"\n"):
         raise _Irregular
@@ -231,13 +300,12 @@ def _arrow_tail(data: bytes, columns: Columns, collector: Collector, line: int, 
     x = _cell_number(cells[columns.x])
     if x is None or math.isnan(x):
         raise _Irregular
-    for i in columns.metrics:
-        cell = cells[i].strip()
-        if cell:
-            value = _cell_number(cell)
-            if value is None:
-                raise _Irregular
-            _add(collector, columns.header[i], np.array([x]), np.array([value]), 0)
+    values = [(i, _cell_number(cells[i].strip())) for i in columns.metrics if cells[i].strip()]
+    if any(value is None for _, value in values):
+        raise _Irregular
+    _last_run_start(np.array([x]), runs, collector)
+    for i, value in values:
+        _add(columns, collector, columns.header[i], np.array([x]), np.array([value]), 0)
     return 1
 
 
@@ -273,7 +341,7 @@ def _read_rows(rows, source: str, fmt: str) -> History:
     except StopIteration:
         raise HistoryError(f"{source}: the file is empty; the training wrote no history") from None
     columns = header_columns(header, source, fmt)
-    state = _RowState(columns, source)
+    state = _RowState(columns, source, Runs() if fmt == "keras_csv" else None)
     for row in rows:
         state.row(row, rows.line_num)
     return state.finish(fmt)
@@ -282,9 +350,10 @@ def _read_rows(rows, source: str, fmt: str) -> History:
 class _RowState:
     """Rows read so far, the first bad cell of each column, a short row waiting to be judged."""
 
-    def __init__(self, columns: Columns, source: str) -> None:
+    def __init__(self, columns: Columns, source: str, runs: Runs | None = None) -> None:
         self.columns = columns
         self.source = source
+        self.runs = runs
         self.xs: dict[int, list[float]] = {i: [] for i in columns.metrics}
         self.ys: dict[int, list[float]] = {i: [] for i in columns.metrics}
         self.bad: dict[int, tuple[int, str]] = {}  # column -> first (line, cell) not a number
@@ -313,6 +382,8 @@ class _RowState:
                 f"{echo(x_cell, 60)} is not a number"
             )
         self.records += 1
+        if self.runs is not None:
+            self._follow_runs(x)
         for i in self.columns.metrics:
             cell = row[i].strip()
             if not cell:
@@ -324,9 +395,25 @@ class _RowState:
             self.xs[i].append(x)
             self.ys[i].append(value)
 
+    def _follow_runs(self, x: float) -> None:
+        """A row whose epoch goes back starts another appended run: forget the earlier one."""
+        runs = self.runs
+        assert runs is not None
+        if x < runs.last_x:
+            runs.restarts += 1
+            runs.first_x, runs.records = x, 0
+            for i in self.columns.metrics:
+                self.xs[i].clear()
+                self.ys[i].clear()
+            self.bad.clear()
+        elif math.isnan(runs.first_x):
+            runs.first_x = x
+        runs.records += 1
+        runs.last_x = x
+
     def finish(self, fmt: str) -> History:
         header = self.columns.header
-        notes: list[str] = []
+        notes: list[str] = self.runs.note(self.columns.x_name) if self.runs is not None else []
         if self.pending_short is not None:
             notes.append(
                 f"skipped the truncated last line (line {self.pending_short[0]}: "
@@ -347,7 +434,7 @@ class _RowState:
         # Of two columns with one name, the later one is the series (as a dict would have it).
         chosen = {header[i]: i for i in self.columns.metrics if self.ys[i]}
         for name, i in chosen.items():
-            collector.add(name, name, "", "", np.asarray(self.xs[i]), np.asarray(self.ys[i]))
+            self.columns.add(collector, name, np.asarray(self.xs[i]), np.asarray(self.ys[i]))
         return collector.build(fmt, self.columns.x_name, self.records, notes)
 
 

@@ -1,8 +1,12 @@
 """``validate``: read a history, pair its series, run every rule and gate, and return the verdict.
 
 Each metric's training/validation pair is judged (:mod:`~trainguard.validation.pairs`): NaN/Inf,
-divergence, instability and overfit on every pair; plateau and stalled on the primary pair (the
-loss, or what the user named), whose best step and numbers the verdict reports. Gates
+divergence, instability and overfit on every pair; plateau, stalled and no learning on the primary
+pair (the loss, or what the user named; its validation series alone when there is no training
+series), whose best step and numbers the verdict reports. A plateau is named only when every
+training loss of the run is flat (Ultralytics' ``box_loss`` may crawl while ``cls_loss`` falls
+fourfold); NaN/Inf is also looked for in the other loggings of the primary metric (its per-step
+series when the per-epoch one is judged). Gates
 (:mod:`~trainguard.validation.gates`) are read at that best step or at the end. The function
 accepts a :class:`History` already read, so the in-flight guard can call it on every poll of a
 growing history; every rule is O(points).
@@ -21,7 +25,14 @@ from trainguard.errors import ConfigError
 from trainguard.failure_classes import get as failure_class
 from trainguard.validation import rules
 from trainguard.validation.gates import GateResult, find_metric, judge_gate, parse_gates
-from trainguard.validation.history import History, Series, select_series
+from trainguard.validation.history import (
+    History,
+    Series,
+    is_loss_like,
+    is_overall_loss,
+    prefer_epoch,
+    select_series,
+)
 from trainguard.validation.pairs import Pair, find_pairs, infer_mode, parse_directions
 from trainguard.validation.readers import load_history
 from trainguard.validation.rules import (
@@ -113,11 +124,23 @@ def _start(train: Series | None, val: Series | None) -> float | None:
     return max(heads) if heads else None
 
 
-def _judge_pair(pair: Pair, cfg: RuleConfig) -> _Judgement:
-    """Every rule on one pair; plateau and stalled on the primary pair only."""
+def _judge_pair(
+    pair: Pair,
+    cfg: RuleConfig,
+    accuracy: Series | None = None,
+    also: tuple[Series, ...] = (),
+) -> _Judgement:
+    """Every rule on one pair; plateau, stalled and no learning on the primary pair only.
+
+    Args:
+        pair: the pair.
+        cfg: thresholds.
+        accuracy: the validation accuracy, for the primary pair's chance test.
+        also: other loggings of the pair's metric, judged for NaN/Inf only.
+    """
     out = _Judgement(pair)
     train, val, mode = pair.train, pair.val, pair.mode
-    for series in (s for s in (train, val) if s is not None):
+    for series in (s for s in (train, val, *also) if s is not None):
         out.record("non_finite", rules.non_finite(series.steps, series.values, series.name), series)
     tx, ty = _finite(train, cfg.warmup_steps)
     vx, vy = _finite(val, cfg.warmup_steps)
@@ -138,11 +161,26 @@ def _judge_pair(pair: Pair, cfg: RuleConfig) -> _Judgement:
     else:
         window = max(5, tx.size // 20)
         out.record("instability", rules.instability(tx, ty, cfg, main.name, mode, window), main)
-    if pair.primary and train is not None:
-        out.record("stalled", rules.stalled(tx, ty, cfg, train.name), train)
-        out.record("plateau", rules.plateau(tx, ty, cfg, train.name, mode), train)
-    elif pair.primary:
-        out.not_judged["stalled"] = out.not_judged["plateau"] = "no training series"
+    if pair.primary:
+        # Stalls are judged on training; a history with only validation is judged on validation
+        # alone. Plateau is the training curve's class (under-fitting): not judged without one.
+        own, ox, oy = (train, tx, ty) if train is not None else (val, vx, vy)
+        assert own is not None
+        out.record("stalled", rules.stalled(ox, oy, cfg, own.name), own)
+        if train is not None:
+            out.record("plateau", rules.plateau(tx, ty, cfg, train.name, mode), train)
+        else:
+            out.not_judged["plateau"] = "no training series"
+        if val is not None:
+            acc = None
+            if accuracy is not None:
+                acc = (_finite(accuracy, cfg.warmup_steps)[1], accuracy.name)
+            verdict = rules.no_learning(
+                (tx, ty) if train is not None else None, (vx, vy), cfg, val.name, mode, accuracy=acc
+            )
+            out.record("no_learning", verdict, val)
+        else:
+            out.not_judged["no_learning"] = "no validation series"
     if train is not None and val is not None:
         out.record("overfit", rules.overfit(tx, ty, vx, vy, cfg, val.name, mode), val)
     else:
@@ -220,8 +258,14 @@ def validate(
     pairs, skipped = find_pairs(history, train, val, primary_mode, modes)
     # Values near the float range (1e308 losses) overflow in sums and differences: the rules
     # read the resulting inf as "far worse", which is what such a curve is; no warning spam.
+    accuracy = _validation_accuracy(history) if pairs[0].mode == Mode.MIN else None
+    also = _other_loggings(history, pairs[0])
     with np.errstate(over="ignore", invalid="ignore"):
-        judgements = [_judge_pair(pair, cfg) for pair in pairs]
+        judgements = [
+            _judge_pair(pair, cfg, accuracy if pair.primary else None, also if pair.primary else ())
+            for pair in pairs
+        ]
+        _plateau_of_the_run(judgements, cfg)
         tx, ty = _finite(train)
         vx, vy = _finite(val)
         summary = _summary(train, val, tx, ty, vx, vy, primary_mode)
@@ -249,6 +293,46 @@ def validate(
         history=history,
     )
     return account_for_shipped_model(verdict, shipped_step, cfg.overfit_min_rise)
+
+
+def _validation_accuracy(history: History) -> Series | None:
+    """The validation accuracy, for the chance test: the val-split ``accuracy``/``acc`` series
+    (per epoch when logged so), or None."""
+    found = [s for s in history.series.values() if s.split == "val" and s.metric in ("accuracy", "acc")]
+    found = prefer_epoch(found)
+    return max(found, key=lambda s: (s.finite_count, len(s)), default=None)
+
+
+def _other_loggings(history: History, primary: Pair) -> tuple[Series, ...]:
+    """The primary metric's other series (its per-step logging when the per-epoch one is judged)."""
+    chosen = {id(s) for s in (primary.train, primary.val) if s is not None}
+    return tuple(
+        s
+        for s in history.series.values()
+        if s.metric == primary.metric and s.split in ("train", "val") and id(s) not in chosen
+    )
+
+
+def _plateau_of_the_run(judgements: list[_Judgement], cfg: RuleConfig) -> None:
+    """Drops the primary pair's plateau when it is one loss component among several and another
+    training loss of the run improved well: the run is learning (Ultralytics' box_loss crawls
+    while cls_loss falls fourfold). A flat overall loss (``loss``, ``mean_loss``) stays flat
+    whatever its parts do."""
+    primary = judgements[0]
+    found = [item for item in primary.found if item[0] == "plateau"]
+    if not found or is_overall_loss(primary.pair.metric):
+        return
+    for judgement in judgements[1:]:
+        series = judgement.pair.train
+        if series is None or judgement.pair.mode != Mode.MIN or not is_loss_like(judgement.pair.metric):
+            continue
+        x, y = _finite(series, cfg.warmup_steps)
+        if isinstance(rules.plateau(x, y, cfg, series.name, judgement.pair.mode), NotJudged):
+            continue
+        if rules.plateau(x, y, cfg, series.name, judgement.pair.mode) is None:
+            primary.found = [item for item in primary.found if item[0] != "plateau"]
+            primary.not_judged["plateau"] = f"{series.name} improved; the run is not flat"
+            return
 
 
 def _findings(

@@ -8,9 +8,20 @@ import csv
 from trainguard.errors import HistoryError
 from trainguard.validation.collect import echo
 
-__all__ = ["FORMATS", "EVENTS_MARK", "detect_format", "is_event_file"]
+__all__ = [
+    "FORMATS",
+    "EVENTS_MARK",
+    "HF_STATE_NAME",
+    "detect_format",
+    "is_event_file",
+    "is_json_document",
+    "not_jsonl",
+]
 
-FORMATS = ("jsonl", "keras_csv", "lightning_csv", "tensorboard")
+FORMATS = ("jsonl", "keras_csv", "lightning_csv", "tensorboard", "hf_trainer_state")
+# Hugging Face's Trainer saves its log as one JSON document (not JSONL) with this list in it.
+HF_STATE_NAME = "trainer_state.json"
+HF_LOG_KEY = b'"log_history"'
 EVENTS_MARK = "tfevents"
 _SHOWN_COLUMNS = 20
 
@@ -31,6 +42,10 @@ def detect_format(name: str, head: bytes) -> str:
     text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
     if not text:
         raise HistoryError(f"{name}: the file is empty; the training wrote no history")
+    if name.rstrip("/").rsplit("/", 1)[-1] == HF_STATE_NAME or (
+        text.startswith(b"{") and HF_LOG_KEY in text and is_json_document(text)
+    ):
+        return "hf_trainer_state"
     if text.startswith(b"{"):
         return "jsonl"
     if not _is_text(text):
@@ -48,12 +63,33 @@ def detect_format(name: str, head: bytes) -> str:
         more = f", … ({len(columns)} columns)" if len(columns) > _SHOWN_COLUMNS else ""
         raise HistoryError(
             f"{name}: a CSV without an 'epoch' or a 'step' column (columns: {shown}{more}); "
-            f"Keras' CSVLogger writes 'epoch', Lightning's 'step'"
+            f"Keras' CSVLogger and Ultralytics write 'epoch', Lightning's 'step'"
         )
     raise HistoryError(
-        f"{name}: not a history in a known format (JSONL records, a Keras or Lightning CSV, or "
-        f"TensorBoard event files); force one with --format"
+        f"{name}: not a history in a known format (JSONL records, a Keras, Lightning or "
+        f"Ultralytics CSV, a Hugging Face trainer_state.json, or TensorBoard event files); force "
+        f"one with --format"
     )
+
+
+def not_jsonl(source: str) -> str:
+    """The message for a JSON document given where JSONL was expected."""
+    return (
+        f"{source}: a JSON document (one value over many lines), not JSONL (one record a "
+        f"line); trainguard reads its own JSONL history, a Hugging Face {HF_STATE_NAME} "
+        f"(its log_history), Keras, Lightning and Ultralytics CSV logs and TensorBoard event files"
+    )
+
+
+def is_json_document(text: bytes) -> bool:
+    """Whether text starting with ``{`` or ``[`` is a JSON document spread over lines (indented,
+    as ``json.dump(..., indent=2)`` writes it) rather than JSONL: its first line alone is not a
+    complete value."""
+    body = text.lstrip()
+    if b"\n" not in body:
+        return False  # the first line does not end within what was read: JSONL's reader decides
+    first = body.split(b"\n", 1)[0].strip()
+    return first in (b"{", b"[") or (first[:1] in (b"{", b"[") and first[-1:] not in (b"}", b"]"))
 
 
 def _is_text(head: bytes) -> bool:

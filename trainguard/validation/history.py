@@ -24,6 +24,9 @@ __all__ = [
     "SeriesParts",
     "History",
     "describe_name",
+    "is_loss_like",
+    "is_overall_loss",
+    "prefer_epoch",
     "shown_name",
     "select_series",
     "DEFAULT_METRICS",
@@ -61,6 +64,11 @@ _GRANULARITY_TOKENS = {
     "epochs": "epoch",
 }
 _TOKEN_SPLIT = re.compile(r"[/_\-.\s:]+")
+# Of several ``*_loss`` series and no plain ``loss``, the one named with one of these words is the
+# run's overall loss (PINNs' ``mean_loss``, ``total_loss``); else the first the file writes.
+_OVERALL_WORDS = frozenset(("total", "mean", "sum", "overall", "combined", "all"))
+# An epoch-level series needs this many points to be preferred over its per-step logging.
+_EPOCH_POINTS = 3
 MAX_SERIES_NOTES = 10  # a note per repaired series, then one line for the rest
 
 
@@ -335,14 +343,46 @@ def _match(history: History, wanted: str, split: str) -> list[Series]:
     return in_split or tail
 
 
-def _best(candidates: list[Series], prefer_granularity: str = "") -> Series | None:
-    """Among equally named candidates: the preferred granularity, then the most finite points."""
+def prefer_epoch(candidates: list[Series]) -> list[Series]:
+    """The epoch-level loggings of a metric when there are enough points in one: a per-batch
+    (``_step``) series swings by half its level on healthy runs, the epoch mean does not."""
+    epoch = [s for s in candidates if s.granularity == "epoch" and s.finite_count >= _EPOCH_POINTS]
+    return epoch or candidates
+
+
+def _best(candidates: list[Series], prefer_granularity: str = "", epoch_first: bool = False) -> Series | None:
+    """Among equally named candidates: the preferred granularity (with ``epoch_first``, the
+    epoch-level loggings), then the most finite points."""
     if not candidates:
         return None
     if prefer_granularity:
         same = [s for s in candidates if s.granularity == prefer_granularity]
         candidates = same or candidates
+    if epoch_first:
+        candidates = prefer_epoch(candidates)
     return max(candidates, key=lambda s: (s.finite_count, len(s), -len(s.name)))
+
+
+def is_loss_like(metric: str) -> bool:
+    """Whether a base metric names a loss: its last word is ``loss`` (``mean_loss``, ``box_loss``,
+    ``elbo_loss``)."""
+    return metric.rsplit("_", 1)[-1] == "loss"
+
+
+def is_overall_loss(metric: str) -> bool:
+    """Whether a loss is the run's whole objective rather than one of its parts: ``loss`` itself,
+    or named ``total``/``mean``... (``mean_loss``, ``total_loss``)."""
+    return metric == "loss" or bool(_OVERALL_WORDS.intersection(metric.split("_")))
+
+
+def _loss_like(history: History, split: str, prefer_granularity: str = "") -> Series | None:
+    """The run's loss when none is named plainly: a ``*_loss`` series, the overall one first."""
+    found = [s for s in history.series.values() if s.split == split and is_loss_like(s.metric)]
+    if not found:
+        return None
+    overall = [s for s in found if _OVERALL_WORDS.intersection(s.metric.split("_"))]
+    metric = (overall or found)[0].metric
+    return _best([s for s in found if s.metric == metric], prefer_granularity, epoch_first=split == "val")
 
 
 def _by_default_names(
@@ -351,7 +391,9 @@ def _by_default_names(
     for metric in names:
         found = [s for s in history.series.values() if s.split == split and s.metric == metric]
         if found:
-            return _best(found, prefer_granularity)
+            # A validation metric logged per batch too (Lightning's val_loss_step) counts its own
+            # batches on its own axis: the per-epoch logging is the one to pair with training.
+            return _best(found, prefer_granularity, epoch_first=split == "val")
     return None
 
 
@@ -361,10 +403,14 @@ def select_series(
     """Finds the training and validation series to judge.
 
     Without names, the training series is the train-split series whose base metric comes first
-    in :data:`DEFAULT_METRICS` for ``mode`` (``loss`` for min), the validation series the val-split
-    series of the same metric. When the validation series is per epoch (Keras' TensorBoard
-    ``epoch_loss``), a per-epoch training series is preferred so the two share an x axis; otherwise
-    the one with the most points.
+    in :data:`DEFAULT_METRICS` for ``mode`` (``loss`` for min), else (mode min) a ``*_loss``
+    series (the one named ``total``/``mean``... first: PINNs' ``mean_loss``, else the first the
+    file writes: Ultralytics' ``box_loss``), and the validation series the val-split series of the
+    same metric. Of a validation metric logged per batch and per epoch (Lightning's
+    ``val_loss_step``, counted on its own axis, and ``val_loss_epoch``), the per-epoch logging is
+    chosen; when the validation series is per epoch (Keras' TensorBoard ``epoch_loss``), a
+    per-epoch training series is preferred so the two share an x axis; otherwise the training
+    series with the most points (the rules average a per-batch loss per validation interval).
 
     Args:
         history: what was read.
@@ -409,6 +455,12 @@ def select_series(
         train = _by_default_names(history, "train", metric_names, prefer)
         if train is None and val is None:
             train = _by_default_names(history, "train", names)
+    if train is None and val is None and mode == "min" and not (train_metric or val_metric):
+        train = _loss_like(history, "train")
+        val = _by_default_names(history, "val", (train.metric,)) if train is not None else None
+        val = val or _loss_like(history, "val")
+        if train is None and val is not None:
+            train = _by_default_names(history, "train", (val.metric,))
     if train is None and val is None:
         hint = "" if mode == "max" else " (for an accuracy-like metric use mode max)"
         raise HistoryError(

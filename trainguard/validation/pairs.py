@@ -3,9 +3,11 @@
 A history often holds several metrics (loss and accuracy, several losses). Each base metric that
 has a training or a validation series is one :class:`Pair`; its direction comes from its name
 (:data:`DIRECTION_WORDS`: accuracy, AUC, F1, precision and recall are maximised; loss, error and
-perplexity minimised) unless the user says otherwise. Learning rates and other settings
-(:data:`NOT_METRICS`) are not judged; a metric whose direction cannot be told is listed as skipped
-with what to pass.
+perplexity minimised) unless the user says otherwise. The name's last word decides, after
+qualifiers such as ``mean`` or ``score`` (:data:`QUALIFIERS`): a word further in says what the
+metric is about, not what it is (``acc_mean_pos`` is a rank, not an accuracy). Learning rates and
+other settings (:data:`NOT_METRICS`, any ``lr_*``) are not judged; a metric whose direction cannot
+be told is listed as skipped with what to pass.
 """
 
 from __future__ import annotations
@@ -16,10 +18,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from trainguard.choices import Mode, parse
-from trainguard.validation.history import History, Series
+from trainguard.validation.history import History, Series, prefer_epoch
 from trainguard.validation.thresholds import parse_assignments
 
-__all__ = ["Pair", "DIRECTION_WORDS", "NOT_METRICS", "infer_mode", "find_pairs", "parse_directions"]
+__all__ = [
+    "Pair",
+    "DIRECTION_WORDS",
+    "QUALIFIERS",
+    "NOT_METRICS",
+    "infer_mode",
+    "is_setting",
+    "find_pairs",
+    "parse_directions",
+]
 
 # A word in a metric's name -> which way it improves. The first word found decides.
 DIRECTION_WORDS: dict[str, Mode] = {
@@ -71,10 +82,43 @@ DIRECTION_WORDS: dict[str, Mode] = {
             "specificity",
             "psnr",
             "ssim",
+            # Ultralytics' mAP columns, whole (a "95" alone says nothing).
+            "map50",
+            "map75",
+            "map50_95",
         ),
         Mode.MAX,
     ),
 }
+# Words that qualify a metric's name without changing what it measures; skipped from the end
+# before the last word decides its direction (``f1_score``, ``loss_total``, ``val_acc_epoch``).
+QUALIFIERS = frozenset(
+    (
+        "score",
+        "value",
+        "total",
+        "mean",
+        "avg",
+        "average",
+        "sum",
+        "overall",
+        "weighted",
+        "macro",
+        "micro",
+        "running",
+        "smoothed",
+        "rate",
+        "epoch",
+        "step",
+        "batch",
+        "train",
+        "val",
+        "valid",
+        "validation",
+        "eval",
+        "test",
+    )
+)
 
 # Logged beside the metrics but not judged: settings and counters, not quality.
 NOT_METRICS = frozenset(
@@ -96,6 +140,8 @@ NOT_METRICS = frozenset(
         "epoch_learning_rate",
         "throughput",
         "samples",
+        "grad_norm",
+        "epoch_time",
     )
 )
 
@@ -133,11 +179,23 @@ class Pair:
 
 
 def infer_mode(metric: str) -> Mode | None:
-    """Which way ``metric`` (a base metric or a series name) improves; None when unknown."""
-    for word in metric.lower().replace("/", "_").replace("-", "_").split("_"):
-        if word in DIRECTION_WORDS:
-            return DIRECTION_WORDS[word]
-    return None
+    """Which way ``metric`` (a base metric or a series name) improves; None when unknown.
+
+    The whole name, else its last word once trailing :data:`QUALIFIERS` are dropped, must be in
+    :data:`DIRECTION_WORDS`: ``box_loss`` is a loss, ``acc_mean_pos`` is not an accuracy.
+    """
+    name = metric.lower().replace("/", "_").replace("-", "_")
+    if name in DIRECTION_WORDS:
+        return DIRECTION_WORDS[name]
+    words = [w for w in name.split("_") if w]
+    while words and words[-1] in QUALIFIERS:
+        words.pop()
+    return DIRECTION_WORDS.get(words[-1]) if words else None
+
+
+def is_setting(metric: str) -> bool:
+    """A learning rate, a step counter, timing: logged beside the metrics, never judged."""
+    return metric in NOT_METRICS or metric.split("_", 1)[0] in ("lr", "time") or metric.endswith("_time")
 
 
 def parse_directions(items: str | Iterable[str] | Mapping[str, str] | None) -> dict[str, Mode]:
@@ -157,10 +215,13 @@ def _override(series: Iterable[Series | None], metric: str, directions: Mapping[
     return None
 
 
-def _pick(candidates: list[Series], prefer: str = "") -> Series | None:
-    """The series to judge among a metric's candidates: the preferred granularity, most points."""
+def _pick(candidates: list[Series], prefer: str = "", epoch_first: bool = False) -> Series | None:
+    """The series to judge among a metric's candidates: the preferred granularity (with
+    ``epoch_first``, the epoch-level logging: validation's), most points."""
     if prefer:
         candidates = [s for s in candidates if s.granularity == prefer] or candidates
+    if epoch_first:
+        candidates = prefer_epoch(candidates)
     return max(candidates, key=lambda s: (s.finite_count, len(s), -len(s.name)), default=None)
 
 
@@ -201,14 +262,14 @@ def find_pairs(
     for series in history.series.values():
         if series in judged or series.split not in _JUDGED_SPLITS:
             continue
-        if series.metric in NOT_METRICS or series.name.lower() in NOT_METRICS:
+        if is_setting(series.metric) or series.name.lower() in NOT_METRICS:
             continue
         groups.setdefault(series.metric, {}).setdefault(series.split, []).append(series)
     skipped: dict[str, str] = {}
     for metric, splits in groups.items():
         if metric == primary_metric:
             continue  # another logging of the primary metric (Lightning's _step and _epoch)
-        val_s = _pick([s for s in splits.get("val", []) if not _duplicate(s, judged)])
+        val_s = _pick([s for s in splits.get("val", []) if not _duplicate(s, judged)], epoch_first=True)
         prefer = "epoch" if val_s is not None and val_s.granularity == "epoch" else ""
         train_s = _pick([s for s in splits.get("train", []) if not _duplicate(s, judged)], prefer)
         if train_s is None and val_s is None:

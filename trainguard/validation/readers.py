@@ -7,6 +7,11 @@ Formats (one module each):
 - ``keras_csv`` / ``lightning_csv`` (:mod:`~trainguard.validation.csv_reader`): Keras' and
   Lightning's ``CSVLogger`` files, read with pyarrow in batches.
 - ``tensorboard`` (:mod:`~trainguard.validation.tensorboard_reader`): a directory of event files.
+- ``hf_trainer_state`` (:mod:`~trainguard.validation.hf_reader`): a Hugging Face
+  ``trainer_state.json`` (one JSON document; its ``log_history``).
+
+Ultralytics' ``results.csv`` is read as ``keras_csv`` (an ``epoch`` column); its column names are
+understood by :mod:`~trainguard.validation.dialects`.
 
 Paths may be local or ``gs://`` (:mod:`~trainguard.validation.remote_reader`). Memory follows the
 points kept, not the file. Unreadable input raises :class:`~trainguard.errors.HistoryError`
@@ -24,7 +29,15 @@ from pathlib import Path
 from trainguard.errors import ConfigError, HistoryError, TrainguardError
 from trainguard.validation.collect import CHUNK_BYTES, bytes_blocks, file_blocks
 from trainguard.validation.csv_reader import read_csv
-from trainguard.validation.formats import EVENTS_MARK, FORMATS, detect_format
+from trainguard.validation.formats import (
+    EVENTS_MARK,
+    FORMATS,
+    HF_STATE_NAME,
+    detect_format,
+    is_json_document,
+    not_jsonl,
+)
+from trainguard.validation.hf_reader import MAX_STATE_BYTES, read_trainer_state
 from trainguard.validation.history import History
 from trainguard.validation.jsonl_reader import read_jsonl
 from trainguard.validation.remote_reader import describe, load_remote
@@ -108,7 +121,12 @@ def _load_local(path: Path, source: str, fmt: str | None) -> History:
     if fmt == "tensorboard":
         return read_tensorboard([path], path.parent, source)
     size = path.stat().st_size
+    if fmt == "hf_trainer_state":
+        with open(path, "rb") as handle:
+            return read_trainer_state(handle.read(MAX_STATE_BYTES + 1), source)
     if fmt == "jsonl":
+        if is_json_document(head):
+            raise HistoryError(not_jsonl(source))
         return read_jsonl(file_blocks(path), source, size)
     return read_csv(lambda: file_blocks(path), source, fmt, size)
 
@@ -117,8 +135,15 @@ def _load_directory(path: Path, source: str, fmt: str | None) -> History:
     events = sorted(p for p in path.rglob(f"*{EVENTS_MARK}*") if p.is_file())
     if fmt in (None, "tensorboard") and events:
         return read_tensorboard(events, path, source)
-    for name, kind in (("metrics.csv", "lightning_csv"), ("history.jsonl", "jsonl")):
+    for name, kind in (
+        ("metrics.csv", "lightning_csv"),
+        ("history.jsonl", "jsonl"),
+        (HF_STATE_NAME, "hf_trainer_state"),
+    ):
         candidates = sorted(path.rglob(name))
         if candidates and fmt in (None, kind):
             return load_history(candidates[-1], kind)
-    raise HistoryError(f"{source}: a directory without TensorBoard event files, metrics.csv or history.jsonl")
+    raise HistoryError(
+        f"{source}: a directory without TensorBoard event files, metrics.csv, history.jsonl "
+        f"or {HF_STATE_NAME}"
+    )

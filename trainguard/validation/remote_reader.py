@@ -26,7 +26,14 @@ from trainguard.retry import RetryPolicy, transient_types
 from trainguard.validation import collect
 from trainguard.validation.collect import bytes_blocks
 from trainguard.validation.csv_reader import read_csv
-from trainguard.validation.formats import detect_format, is_event_file
+from trainguard.validation.formats import (
+    HF_STATE_NAME,
+    detect_format,
+    is_event_file,
+    is_json_document,
+    not_jsonl,
+)
+from trainguard.validation.hf_reader import MAX_STATE_BYTES, read_trainer_state
 from trainguard.validation.history import History
 from trainguard.validation.jsonl_reader import read_jsonl
 from trainguard.validation.tensorboard_reader import read_tensorboard
@@ -225,7 +232,16 @@ def _load_object(store: BoundedStore, uri: str, fmt: str | None) -> History:
     total, blocks = store.stream(uri)
     first = next(blocks, b"")
     fmt = fmt or detect_format(uri, first[:4096])
+    if fmt == "hf_trainer_state":
+        data = bytearray()
+        for block in chain([first], blocks):
+            data += block
+            if len(data) > MAX_STATE_BYTES:
+                break
+        return read_trainer_state(bytes(data), uri)
     if fmt == "jsonl":
+        if is_json_document(first[:4096]):
+            raise HistoryError(not_jsonl(uri))
         return read_jsonl(chain([first], blocks), uri, total)
     if fmt == "tensorboard":
         with tempfile.TemporaryDirectory(prefix="trainguard-tb-") as tmp:
@@ -248,7 +264,11 @@ def _load_object(store: BoundedStore, uri: str, fmt: str | None) -> History:
 def _load_prefix(store: BoundedStore, uri: str, objects: list[str], fmt: str | None) -> History:
     events = [o for o in objects if is_event_file(o)]
     if not events:
-        for name, kind in (("metrics.csv", "lightning_csv"), ("history.jsonl", "jsonl")):
+        for name, kind in (
+            ("metrics.csv", "lightning_csv"),
+            ("history.jsonl", "jsonl"),
+            (HF_STATE_NAME, "hf_trainer_state"),
+        ):
             found = [o for o in objects if o.endswith("/" + name)]
             if found and fmt in (None, kind):
                 return _load_object(store, found[-1], kind)

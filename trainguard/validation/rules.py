@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trainguard.choices import Mode, Severity
-from trainguard.validation.stats import interval_means, noise_sigma, rolling_mean, trend_z
+from trainguard.validation.stats import head, interval_means, noise_sigma, rolling_mean, trend_z
 from trainguard.validation.thresholds import RuleConfig
 
 __all__ = [
@@ -39,19 +39,25 @@ __all__ = [
     "plateau",
     "stalled",
     "overfit",
+    "no_learning",
     "interval_means",
     "rolling_mean",
 ]
 
 # Default severity per class (overridable with fail_on / warn_on).
+# A run that learnt nothing fails (issue 29: 7 such real runs passed with a warning, and none of
+# them should reach a model registry): identical values (a pipeline feeding one batch, a frozen
+# model) and no learning at all (validation never better than its first evaluation, or at
+# chance). A run that learns slowly only warns (plateau).
 DEFAULT_SEVERITY: dict[str, Severity] = {
     "non_finite": Severity.FAIL,
     "divergence": Severity.FAIL,
     "instability": Severity.FAIL,
     "overfit": Severity.FAIL,
+    "stalled": Severity.FAIL,
+    "no_learning": Severity.FAIL,
     "gate": Severity.FAIL,
     "plateau": Severity.WARN,
-    "stalled": Severity.WARN,
 }
 
 # The order in which classes are named: the first failing one is the verdict's failure class
@@ -61,8 +67,9 @@ RULE_ORDER: tuple[str, ...] = (
     "divergence",
     "instability",
     "overfit",
-    "gate",
     "stalled",
+    "no_learning",
+    "gate",
     "plateau",
 )
 
@@ -70,15 +77,16 @@ RULE_ORDER: tuple[str, ...] = (
 # turned NaN or exploded is neither "flat" nor merely "oscillating", and a stalled pipeline
 # explains a flat curve (raising the LR on it would be the trap).
 SUPPRESSES: dict[str, tuple[str, ...]] = {
-    "non_finite": ("divergence", "instability", "plateau", "stalled"),
-    "divergence": ("instability", "plateau"),
-    "instability": ("plateau",),
-    "stalled": ("plateau",),
+    "non_finite": ("divergence", "instability", "plateau", "stalled", "no_learning"),
+    "divergence": ("instability", "plateau", "no_learning"),
+    "instability": ("plateau", "no_learning"),
+    "stalled": ("plateau", "no_learning"),
+    "no_learning": ("plateau",),
 }
 
 # The rules that judge a curve's shape (and so need enough points); non_finite judges any point
 # and gate any value.
-CURVE_RULES: tuple[str, ...] = ("divergence", "instability", "overfit", "stalled", "plateau")
+CURVE_RULES: tuple[str, ...] = ("divergence", "instability", "overfit", "stalled", "no_learning", "plateau")
 
 
 @dataclass(frozen=True)
@@ -165,17 +173,39 @@ def non_finite(steps: np.ndarray, values: np.ndarray, label: str = "loss") -> Ou
     return Detection((float(steps[first]), float(steps[last])), evidence, message)
 
 
+def _smoothed_min(y: np.ndarray, window: int) -> tuple[int, float]:
+    """Where, and how low, the curve averaged over ``window`` centred points is lowest. The first
+    and last points count as logged: a run best at its start is not averaged into its rise."""
+    if window <= 1 or y.size < 3:
+        index = int(np.argmin(y))
+        return index, float(y[index])
+    if window == 3:  # the default, without rolling_mean's cumulative sums over a long series
+        inner = y[:-2] + y[1:-1]
+        inner += y[2:]
+        inner /= 3
+    else:
+        inner = rolling_mean(y, window)[1:-1]
+    index = int(np.argmin(inner)) + 1
+    best = float(inner[index - 1])
+    for edge in (0, y.size - 1):
+        if y[edge] < best:
+            index, best = edge, float(y[edge])
+    return index, best
+
+
 def divergence(
     steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str = "loss", mode: str = "min"
 ) -> Outcome:
     """The metric got far worse than its best and stayed there to the end of the run.
 
     In loss terms (lower is better) the line is ``best + divergence_factor * max(first - best,
-    |best|)``; the run diverged when, from some point on, at least ``divergence_min_fraction`` of
-    the points (and the first of them) lie beyond it, for at least ``divergence_min_points``
-    points, and for more than twice as long as any earlier excursion beyond it (else it is the
-    last high phase of an oscillation). A single spike that recovers leaves the points after it
-    below the line; a noisy per-batch loss may dip below it now and then.
+    |best|)``, best read on the curve averaged over ``divergence_smoothing`` points (one lucky
+    batch is not the best); the run diverged when, from some point on, at least
+    ``divergence_min_fraction`` of the points (and the first of them) lie beyond it, for at
+    least ``divergence_min_points`` points, and for more than twice as long as any earlier
+    excursion beyond it (else it is the last high phase of an oscillation). A single spike that
+    recovers leaves the points after it below the line; a noisy per-batch loss may dip below it
+    now and then.
 
     Args:
         steps: finite points' steps.
@@ -188,9 +218,12 @@ def divergence(
     n = y.size
     if n < cfg.divergence_min_points + 1:
         return NotJudged(f"{n} finite points (needs {cfg.divergence_min_points + 1})")
-    best_index = int(np.argmin(y))
-    best = float(y[best_index])
-    scale = max(float(y[0]) - best, abs(best), 1e-12)
+    # The line is drawn from the curve averaged over a few points: a noisy per-batch loss's
+    # minimum is one lucky batch, and a line drawn from it has most of a stationary series
+    # beyond it. The points judged against it are the logged ones.
+    window = cfg.divergence_smoothing if n >= 3 * cfg.divergence_smoothing else 1
+    best_index, best = _smoothed_min(y, window)
+    scale = max(float(y[0]) - best, abs(best), 1e-12)  # the start as logged: runs start high
     line = best + cfg.divergence_factor * scale
     above = y > line
     if not above[-1]:
@@ -217,7 +250,8 @@ def divergence(
     tail = y[start:]
     level = sign * float(np.median(tail))
     worst = sign * float(np.max(tail))
-    best_value = sign * best
+    best_index = int(np.argmin(y[: start + 1]))  # the logged best, as the user sees it
+    best_value = sign * float(y[best_index])
     evidence = {
         "best": best_value,
         "best_step": float(steps[best_index]),
@@ -347,7 +381,13 @@ def _settling(
 def plateau(
     steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str = "loss", mode: str = "min"
 ) -> Outcome:
-    """The training metric never improved: its best smoothed level is barely better than its start.
+    """The training metric never improved much: its best smoothed level is barely below its start.
+
+    The start is where the run really began: the highest of its first three points (a
+    per-epoch log's first point is already an epoch's mean, and the median of the first tenth
+    is after the fast early drop). A metric that is not positive throughout (a log-likelihood of
+    -2.6, a signed objective) has no scale to take a share of: it plateaued when it shows no
+    downward trend at all (Mann-Kendall, ``instability_trend_z``).
 
     Args:
         steps: finite points' steps.
@@ -361,24 +401,51 @@ def plateau(
     if n < cfg.plateau_min_points:
         return NotJudged(f"{n} finite points (needs {cfg.plateau_min_points})")
     smooth = rolling_mean(y, max(1, n // 20))
-    head = _head(y)
+    start = head(y)
     best = float(smooth.min())
-    scale = max(abs(head), abs(best), 1e-12)
-    improvement = (head - best) / scale
-    if improvement >= cfg.plateau_min_improvement:
-        return None
+    signed = bool(np.any(values <= 0))
+    if signed:
+        trend = trend_z(y)
+        if trend <= -cfg.instability_trend_z:
+            return None
+        improvement = 0.0
+    else:
+        scale = max(abs(start), abs(best), 1e-12)
+        improvement = (start - best) / scale
+        if improvement >= cfg.plateau_min_improvement:
+            return None
     evidence = {
-        "start": sign * head,
+        "start": sign * start,
         "best_smoothed": sign * best,
         "final": float(values[-1]),
         "improvement": improvement,
         "points": int(n),
     }
+    if signed:
+        evidence["trend_z"] = trend
+        how = f"no downward trend (Mann-Kendall z {trend:+.1f})"
+    else:
+        how = f"{max(improvement, 0):.1%} better"
     message = (
-        f"{label} stayed flat: from {_fmt(sign * head)} at the start its best (smoothed) "
-        f"level is {_fmt(sign * best)}, {max(improvement, 0):.1%} better, over {n} points"
+        f"{label} stayed flat: from {_fmt(sign * start)} at the start its best (smoothed) "
+        f"level is {_fmt(sign * best)}, {how}, over {n} points"
     )
     return Detection((float(steps[0]), float(steps[-1])), evidence, message)
+
+
+def decimal_quantum(values: np.ndarray, sample: int = 512) -> float:
+    """The decimal precision a series was written with (``1e-4`` for losses rounded to 4
+    decimals), or 0 when it carries full float precision; read from up to ``sample`` points."""
+    if values.size > sample:
+        values = values[:: values.size // sample + 1]
+    finite = values[np.isfinite(values) & (values != 0)]
+    if finite.size == 0:
+        return 0.0
+    for decimals in range(0, 9):
+        scaled = finite * 10.0**decimals
+        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-6 * np.maximum(1.0, np.abs(scaled))):
+            return 10.0**-decimals
+    return 0.0
 
 
 def stalled(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str = "loss") -> Outcome:
@@ -386,7 +453,8 @@ def stalled(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str =
 
     Shuffled mini-batches never give identical losses twice in a row; a pipeline that feeds one
     batch to a model that does not change does. A loss of exactly 0 repeated (a perfectly fit
-    batch) is not a stall.
+    batch) is not a stall, and neither is a value repeated because it was written with few digits
+    (``stalled_min_digits``).
 
     Args:
         steps: finite points' steps.
@@ -397,10 +465,25 @@ def stalled(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str =
     n = values.size
     if n < cfg.stalled_min_repeats:
         return NotJudged(f"{n} finite points (needs {cfg.stalled_min_repeats})")
-    tol = cfg.stalled_rel_tol * np.maximum(np.abs(values[1:]), np.abs(values[:-1]))
-    same = (np.abs(np.diff(values)) <= tol) & (values[1:] != 0)
-    if not same.any():
+    # A step can be a repeat only if it is within the tolerance of the largest value: that cheap
+    # screen leaves few candidates on a long series, and only they get the exact test.
+    step = np.diff(values)
+    np.abs(step, out=step)
+    largest = max(float(values.max()), -float(values.min()))
+    repeats = np.flatnonzero(step <= cfg.stalled_rel_tol * largest)
+    after, before = values[1:][repeats], values[:-1][repeats]
+    tol = cfg.stalled_rel_tol * np.maximum(np.abs(after), np.abs(before))
+    keep = (step[repeats] <= tol) & (after != 0)
+    # Values written with few digits repeat on healthy runs: a repeat is evidence only when the
+    # value carries stalled_min_digits significant digits at the series' own precision.
+    if keep.any():
+        quantum = decimal_quantum(values)
+        if quantum > 0:
+            keep &= np.abs(after) >= quantum * 10.0 ** (cfg.stalled_min_digits - 1)
+    if not keep.any():
         return None
+    same = np.zeros(n - 1, dtype=bool)
+    same[repeats[keep]] = True
     # Runs of True in ``same``: a run of k Trues is k + 1 identical values.
     edges = np.flatnonzero(np.diff(np.concatenate(([0], same.view(np.int8), [0]))))
     starts, ends = edges[::2], edges[1::2]
@@ -418,7 +501,7 @@ def stalled(steps: np.ndarray, values: np.ndarray, cfg: RuleConfig, label: str =
         "points": int(n),
     }
     message = (
-        f"{label} was {_fmt(values[a])} to the last digit at {lengths[longest]} "
+        f"{label} was {float(values[a]):.10g} to the last digit at {lengths[longest]} "
         f"consecutive points (steps {_step(steps[a])}-{_step(steps[b])})"
     )
     if stuck.sum() > 1:
@@ -440,8 +523,9 @@ def overfit(
     Validation (smoothed over ``overfit_smoothing`` evaluations) must end ``overfit_min_rise``
     worse than its best, relative to the best, at least ``overfit_patience`` evaluations after
     it; that rise must be ``overfit_noise_k`` times the curve's own noise (the robust spread of
-    its point-to-point changes, so a noisy small validation set needs a larger rise) and more
-    than ``overfit_min_delta``; validation must not be coming back: the points after its worst
+    its point-to-point changes, so a noisy small validation set needs a larger rise), or end worse
+    than its first evaluation, and be more than ``overfit_min_delta``; validation must not be
+    coming back: the points after its worst
     (since the best) must not improve with a Mann-Kendall significance of ``overfit_trend_z`` (a
     spike the run recovers from improves steadily after its peak; overfitting keeps rising or
     stays up); and the training metric over those evaluations (its mean per validation interval)
@@ -503,11 +587,15 @@ def overfit(
         "gap": gap,
         "gap_ratio": gap_ratio,
     }
+    # Ending worse than the first evaluation (made after the first epoch of training) is a rise
+    # no noise explains: the model is worse on new data than before it fitted the training set.
+    above_start = end_level > float(vy[0])
+    evidence["above_first_evaluation"] = float(above_start)
     rising = (
         after >= patience
         and rise >= cfg.overfit_min_rise
         and rise_abs > cfg.overfit_min_delta
-        and rise_abs >= cfg.overfit_noise_k * noise
+        and (rise_abs >= cfg.overfit_noise_k * noise or above_start)
         and recovery > -cfg.overfit_trend_z
         and train_gain >= cfg.overfit_train_improvement
     )
@@ -534,3 +622,115 @@ def overfit(
         )
         start = float(val_steps[-patience])
     return Detection((start, float(val_steps[-1])), evidence, message)
+
+
+def no_learning(
+    train: tuple[np.ndarray, np.ndarray] | None,
+    val: tuple[np.ndarray, np.ndarray] | None,
+    cfg: RuleConfig,
+    label: str = "validation loss",
+    mode: str = "min",
+    *,
+    accuracy: tuple[np.ndarray, str] | None = None,
+) -> Outcome:
+    """The run learnt nothing: validation at chance, or never better than its first evaluation.
+
+    - At chance: a validation loss whose median is near ``ln k`` for an integer k (2 to 100) and
+      that never gets ``chance_loss_margin`` below it, while validation accuracy never gets
+      ``chance_accuracy_margin`` above ``1/k``: what a model that guesses among k classes scores.
+    - Never better: over at least ``no_learning_min_evals`` evaluations, validation is never more
+      than ``no_learning_tolerance`` better than its first, while training (its mean per
+      validation interval) improved less than ``no_learning_train_improvement``, or validation
+      ended worse than it began; with no training series, validation alone decides. A model that
+      learnt within its first epoch and then held steady has a training curve that fell.
+
+    Args:
+        train: (steps, values) of the training curve, finite, in the metric's units, or None.
+        val: (steps, values) of the validation curve, finite, or None.
+        cfg: thresholds.
+        label: the validation series' name for the message.
+        mode: ``min`` (a loss) or ``max`` (accuracy-like).
+        accuracy: (values, name) of the validation accuracy, for the chance test (a loss only).
+    """
+    if val is None:
+        return NotJudged("no validation series")
+    vx, vv = val
+    vy, sign = _orient(vv, mode)
+    n = vy.size
+    need = cfg.no_learning_min_evals
+    if n < need:
+        return NotJudged(f"{n} validation points (needs {need})")
+    if mode == Mode.MIN and accuracy is not None:
+        found = _at_chance(vy, accuracy, cfg, label, vx)
+        if found is not None:
+            return found
+    first = float(vy[0])
+    tolerance = cfg.no_learning_tolerance * max(abs(first), 1e-12)
+    best_after = float(vy[1:].min())
+    if best_after < first - tolerance:
+        return None
+    end = float(np.median(vy[-min(3, n - 1) :]))
+    evidence: dict[str, float] = {
+        "first": sign * first,
+        "best_after_first": sign * best_after,
+        "end": sign * end,
+        "evaluations": int(n),
+    }
+    why = ""
+    if train is not None and train[1].size:
+        tx, tv = train
+        ty, _ = _orient(tv, mode)
+        means = interval_means(tx, ty, vx)
+        gain = (float(means[0]) - float(means[1:].min())) / max(abs(float(means[0])), 1e-12)
+        evidence["train_improvement"] = gain
+        if gain < cfg.no_learning_train_improvement:
+            moved = f"{_fmt(sign * means[0])} -> {_fmt(sign * means[-1])}"
+            why = f"while training moved {max(gain, 0):.1%} ({moved})"
+        elif end > first + tolerance:
+            why = f"and ended worse ({_fmt(sign * end)}) while training fitted ({gain:.0%} better)"
+        else:
+            return None  # it learnt in its first epoch and held: training fell
+    else:
+        why = "and there is no training series to say otherwise"
+    message = (
+        f"{label} was never better than its first evaluation ({_fmt(sign * first)}; best "
+        f"after it {_fmt(sign * best_after)}) over {n} evaluations {why}"
+    )
+    return Detection((float(vx[0]), float(vx[-1])), evidence, message)
+
+
+_MAX_CLASSES = 100
+
+
+def _at_chance(
+    vy: np.ndarray, accuracy: tuple[np.ndarray, str], cfg: RuleConfig, label: str, vx: np.ndarray
+) -> Detection | None:
+    """A validation loss at ln k with accuracy near 1/k: guessing among k classes."""
+    acc, acc_name = accuracy
+    acc = acc[np.isfinite(acc)]
+    if acc.size == 0 or float(acc.max()) > 1.0 or float(acc.min()) < 0.0:
+        return None  # not an accuracy in [0, 1] (a percentage, a count)
+    median = float(np.median(vy))
+    if not 0 < median < math.log(_MAX_CLASSES + 0.5):
+        return None
+    k = int(round(math.exp(median)))
+    if k < 2:
+        return None
+    chance = math.log(k)
+    lowest = float(vy.min())
+    best_acc = float(acc.max())
+    if lowest < (1 - cfg.chance_loss_margin) * chance or best_acc > 1 / k + cfg.chance_accuracy_margin:
+        return None
+    evidence = {
+        "classes": k,
+        "chance_loss": chance,
+        "lowest_loss": lowest,
+        "best_accuracy": best_acc,
+        "chance_accuracy": 1 / k,
+    }
+    message = (
+        f"{label} stayed at chance: {_fmt(lowest)}-{_fmt(float(vy.max()))} around ln {k} = "
+        f"{_fmt(chance)}, what guessing among {k} classes scores, with {acc_name} at most "
+        f"{_fmt(best_acc)} (1/{k} = {_fmt(1 / k)})"
+    )
+    return Detection((float(vx[0]), float(vx[-1])), evidence, message)

@@ -55,6 +55,11 @@ class RuleConfig:
     divergence_min_fraction: float = _t(
         0.9, "... with this share of the points from there on beyond the line"
     )
+    divergence_smoothing: int = _t(
+        3,
+        "the best (of divergence_factor's line) is read on the curve averaged over this many "
+        "points (centred), so one lucky batch of a noisy series is not its best",
+    )
     instability_swing: float = _t(
         0.25,
         "a rise between consecutive points of this share of the level (the second half's "
@@ -81,6 +86,30 @@ class RuleConfig:
     plateau_min_points: int = _t(8, "fewer training points are not judged for plateau")
     stalled_min_repeats: int = _t(5, "this many consecutive identical training values is a stall")
     stalled_rel_tol: float = _t(1e-9, "values closer than this (relative) count as identical")
+    stalled_min_digits: int = _t(
+        4,
+        "... and only values with this many significant digits at the precision the series was "
+        "written with (the HF Trainer rounded losses to 4 decimals: 0.0014 repeats on healthy runs)",
+    )
+    no_learning_min_evals: int = _t(
+        4, "validation evaluations needed before 'never better than its first' is judged"
+    )
+    no_learning_tolerance: float = _t(
+        0.02,
+        "the model learnt nothing when validation never got more than this share better than its "
+        "first evaluation, ...",
+    )
+    no_learning_train_improvement: float = _t(
+        0.2,
+        "... and training (its mean per validation interval) improved less than this share, or "
+        "validation ended worse than its first evaluation",
+    )
+    chance_loss_margin: float = _t(
+        0.05,
+        "at chance: validation loss never more than this share below ln k (k = the integer nearest "
+        "exp of its median, 2..100), ...",
+    )
+    chance_accuracy_margin: float = _t(0.1, "... with validation accuracy never more than this above 1/k")
     overfit_patience: int = _t(3, "validation evaluations after the best before overfit is judged")
     overfit_min_delta: float = _t(
         0,
@@ -91,7 +120,7 @@ class RuleConfig:
     overfit_noise_k: float = _t(
         3.0,
         "... by at least this many times its own noise (the robust spread of its "
-        "point-to-point changes), ...",
+        "point-to-point changes) unless it ends worse than its first evaluation, ...",
     )
     overfit_trend_z: float = _t(
         1.5,
@@ -127,6 +156,9 @@ class RuleConfig:
                 raise ConfigError(f"threshold {f.name} must be a whole number, not {value!r}")
         for name in (
             "divergence_min_points",
+            "divergence_smoothing",
+            "stalled_min_digits",
+            "no_learning_min_evals",
             "instability_min_points",
             "plateau_min_points",
             "overfit_patience",

@@ -93,7 +93,9 @@ def test_every_failing_run_is_caught_with_its_class_and_no_healthy_run_fails(row
     print("\n" + table)
     assert all(r.ok for r in rows), table
     kinds = {r.kind for r in rows}
-    assert kinds == {"fails", "warns", "passes"}
+    # The two recorded "warns" runs fail since issue 29 (one learnt nothing, one stalled); the
+    # warning path is covered by the real corpus (tests/unit/validation/test_real_histories.py).
+    assert kinds == {"fails", "passes"}
 
 
 def test_the_corpus_covers_every_format_and_framework(rows) -> None:

@@ -1,0 +1,76 @@
+"""``validate`` on 151 histories that real runs wrote (issue 29), read with no flags.
+
+The corpus (tests/fixtures/real_histories, README.md there) holds Lightning, Keras, Hugging Face
+and Ultralytics logs copied from public repositories, each labelled from its numbers, split by
+repository into ``dev`` (the rules were tuned on it) and ``test`` (only measured). ``pytest -s``
+prints the figures per part and per writer. The known misses are listed with the reason each is
+not fixed; anything else the verdict gets wrong fails the test, and so does any internal error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+
+from tests.history_corpus import CORPUS_DIR, KINDS, SPLITS, format_score, load, score, split_of
+from trainguard.validation import validate
+
+# file -> why the verdict is still wrong (figures in the lead's report, issue 29)
+KNOWN_WRONG = {
+    # dev: validation 0.43 at its best, then 1.14, 0.81, 0.53, 1.17, 0.85, 0.74, 0.66: swings on a
+    # small validation set that never come back near the best, but neither a lasting rise beyond
+    # its noise nor two swings in the second half.
+    "10sajan10__CS6994FinalProject/season_specific_training/lightning_logs_discharge_season_specific/"
+    "site_3_spring/metrics.csv": "dev",
+    # test: val_loss 0.29 at epoch 18, 0.33-0.46 after it, within 3x its own noise and never above
+    # its first evaluation: the overfit rule's noise bar holds it back.
+    "Aitzaz-Saleem__Detection-of-Tomato-Leaf-Diseases-Using-CNN/training_log.csv": "test",
+    # test (false alarm): val_loss 0.61, 0.96, 0.39, 0.33, 0.92, 0.25, 0.43, 0.16, 0.17, 0.29 on a
+    # small validation set: two swings of 25% in the second half and a training curve too short
+    # to show a significant fall, so instability fires.
+    "AbijithT__Lung-Cancer-Detection/training_log.csv": "test",
+}
+
+
+@pytest.fixture(scope="module")
+def scored():
+    return {part: score(load(part), validate) for part in SPLITS}
+
+
+def test_the_corpus_is_real_labelled_and_split() -> None:
+    entries = load()
+    assert len(entries) >= 150
+    assert {e.writer for e in entries} == {"lightning_csv", "keras_csv", "hf_trainer_state", "ultralytics"}
+    assert len({e.repo for e in entries}) >= 60
+    for e in entries:
+        assert e.path.is_file(), e.file
+        assert re.fullmatch(r"[0-9a-f]{40}", e.commit), e.file
+        assert e.source == f"https://github.com/{e.repo}/blob/{e.commit}/{e.file.split('/', 1)[1]}"
+        assert e.kind in KINDS and len(e.why) > 10, e.file
+    parts = Counter(split_of(e.repo) for e in entries)
+    assert parts["dev"] and parts["test"]
+    listed = {
+        p.relative_to(CORPUS_DIR / "files").as_posix()
+        for p in (CORPUS_DIR / "files").rglob("*")
+        if p.is_file()
+    }
+    assert listed == {e.file for e in entries}  # no file without its source and label
+
+
+def test_figures_per_part_and_writer(scored) -> None:
+    text = "\n".join(format_score(scored[part], part) for part in SPLITS)
+    print("\n" + text)
+    for part in SPLITS:
+        assert scored[part].crashed == [], text  # an internal error is a bug, never an answer
+        wrong = {o.entry.file for o in scored[part].outcomes if not o.ok}
+        assert wrong == {f for f, p in KNOWN_WRONG.items() if p == part}, text
+
+
+def test_every_history_a_writer_wrote_is_read_without_flags(scored) -> None:
+    # Refusing a history is right only where the label says it cannot be judged.
+    for part in SPLITS:
+        for o in scored[part].outcomes:
+            if o.status == "refused":
+                assert o.entry.kind in ("not judged", "unclear"), (o.entry.file, o.detail)

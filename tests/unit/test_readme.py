@@ -193,3 +193,11 @@ def test_a_cloud_block_is_well_formed(block):
             continue
         sub = cli.commands[words[1]]  # an unknown subcommand is a KeyError: the README is wrong
         sub.make_context(words[1], [w for w in words[2:] if not (w.startswith("[") or w.endswith("]"))])
+
+
+def test_the_readme_names_every_failure_class():
+    from trainguard.failure_classes import CLASS_NAMES
+
+    text = README.read_text()
+    section = text[text.index("### Failure classes") : text.index("### Exit codes")]
+    assert [c for c in CLASS_NAMES if f"`{c}`" not in section] == []

@@ -388,7 +388,12 @@ def validate(
     history: Annotated[
         str, typer.Argument(help="history: JSONL, Keras/Lightning CSV, TensorBoard dir; local or gs://")
     ],
-    format: Annotated[str, typer.Option(help="jsonl, keras_csv, lightning_csv, tensorboard")] = "",
+    format: Annotated[
+        str,
+        typer.Option(
+            help="jsonl, keras_csv, lightning_csv, tensorboard, hf_trainer_state (default: from the file)"
+        ),
+    ] = "",
     train_metric: Annotated[str, typer.Option(help="training-loss series")] = "",
     val_metric: Annotated[str, typer.Option(help="validation-loss series")] = "",
     mode: Annotated[
@@ -439,7 +444,8 @@ def validate(
     html: Annotated[Path | None, typer.Option(help="write the HTML report with curves")] = None,
     plot: Annotated[Path | None, typer.Option(help="write the curves as PNG")] = None,
 ):
-    """Judge a training history: fail on divergence, instability, overfit or a missed gate."""
+    """Judge a training history: fail on NaN, divergence, instability, overfit, a run that learnt
+    nothing or a missed gate."""
     from trainguard.stages import validate_stage
     from trainguard.validation import render_markdown
 

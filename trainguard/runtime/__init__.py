@@ -1,9 +1,15 @@
 """The runtime imported inside training containers: checkpoints and the training history.
 
-It depends on nothing of trainguard outside this package but ``trainguard.errors`` and
-``trainguard.retry`` (plain Python), and on no kfp or aiplatform. ``google-cloud-storage`` is
-imported only for ``gs://`` paths, torch only by the torch modules and jax/orbax only by the JAX
-one (``TorchCheckpointer`` and ``JaxCheckpointer`` are imported on first use).
+It depends on nothing of trainguard outside this package but ``trainguard.errors``,
+``trainguard.choices`` and ``trainguard.retry`` (plain Python), and on no kfp or aiplatform.
+``google-cloud-storage`` is imported only for ``gs://`` paths, torch only by the torch modules and
+jax/orbax only by the JAX one (``TorchCheckpointer`` and ``JaxCheckpointer`` are imported on first
+use).
+
+Every checkpointer and framework guard is built on one :class:`CheckpointCore` (``core.py``:
+save decisions, SIGTERM, the history, closing) over a :class:`CheckpointManager` (``checkpoint.py``:
+the atomic layout on storage), configured by the policies of ``policies/`` (:class:`SavePolicy`,
+:class:`RetentionPolicy`).
 
 For a PyTorch loop::
 
@@ -27,20 +33,19 @@ For a JAX loop (the state is a pytree; ``step`` takes the new one each step)::
     ckpt.close()
 """
 
-from trainguard.runtime.checkpoint import (
-    Checkpoint,
-    CheckpointManager,
-    RetentionPolicy,
-    SavePolicy,
-)
-from trainguard.runtime.checkpointer import Checkpointer, Start
+from trainguard.runtime.checkpoint import Checkpoint, CheckpointManager
+from trainguard.runtime.checkpointer import Checkpointer, Engine, Start
+from trainguard.runtime.core import CheckpointCore
 from trainguard.runtime.env import VertexEnv
 from trainguard.runtime.history import HistoryWriter, read_history_records
+from trainguard.runtime.policies import RetentionPolicy, SavePolicy
 
 __all__ = [
     "Checkpoint",
+    "CheckpointCore",
     "CheckpointManager",
     "Checkpointer",
+    "Engine",
     "HistoryWriter",
     "JaxCheckpointer",
     "RetentionPolicy",
@@ -52,7 +57,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type:
     # torch (jax) is imported only by code that asks for the torch (JAX) checkpointer.
     if name == "TorchCheckpointer":
         from trainguard.runtime.torch_checkpointer import TorchCheckpointer

@@ -38,20 +38,20 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install trainguard with every extra (dev, pipelines, torch, jax, …)
 
-# Many end-to-end tests wait on subprocesses (preemptions, guard polls): five workers keep the two
-# cores of a CI machine busy; a sixth costs more CPU than it fills, since each worker collects the
-# suite and imports what its tests use (measured side by side on 2 cores: 4 workers 2:05-2:10,
-# 5 1:56-2:00, 6 2:06-2:09). worksteal rebalances the long tests at the end.
+# Five workers keep two cores busy while many tests wait on trainers they started; a sixth costs
+# more CPU than it fills (each worker collects the suite). loadgroup: one test (or one xdist_group)
+# at a time to whichever worker is free; tests/conftest.py puts the slow ones first.
 PYTEST_WORKERS ?= 5
+PYTEST_DIST := -n $(PYTEST_WORKERS) --dist loadgroup
 
-# Python caches compiled modules (and pytest its rewritten tests) unless PYTHONDONTWRITEBYTECODE is
-# set, as it is on some machines: the suite starts ~150 processes that import trainguard.
+# Keep the compiled-module caches even where PYTHONDONTWRITEBYTECODE is set: the suite starts ~150
+# processes that import trainguard.
 test: export PYTHONDONTWRITEBYTECODE :=
 test: install ## the test suite (unit, integration on loopback servers, pipelines), in parallel
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
+	$(BIN)/python -m pytest -q $(PYTEST_DIST)
 
 test-long: install ## the long variants (many random kill points, ...)
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal -m long
+	$(BIN)/python -m pytest -q $(PYTEST_DIST) -m long
 
 demo: install ## the guarded pipeline end to end in the KFP local runner (no cloud account)
 	$(BIN)/python -m trainguard.pipelines.demo
@@ -59,7 +59,7 @@ demo: install ## the guarded pipeline end to end in the KFP local runner (no clo
 compile: install ## compile pipelines and components to compiled/*.yaml (REGISTRY=… names the components image: required)
 	$(BIN)/trainguard compile --output-dir compiled $(if $(REGISTRY),--image $(COMPONENT_IMAGE),)
 
-bench: install ## benchmarks: preflight concurrency, checkpoint stall/throughput, validation speed
+bench: install ## benchmarks: CLI start-up, preflight concurrency, checkpoint stall/throughput, validation speed
 	@for b in tests/benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 lint: install ## ruff (rules, complexity <= 15), ruff format --check, mypy on the core

@@ -1,9 +1,7 @@
 """The environment of a Python process that a test starts with the repository on its path.
 
-The suite's environment carries ``tests/site`` on ``PYTHONPATH`` (tests/conftest.py): the processes
-it starts collect garbage less often while torch or JAX import, about a quarter of their CPU. A
-child that imports ``tests.…`` helpers needs the repository root on the path as well; setting
-``PYTHONPATH`` to the root alone dropped those settings from it.
+A child that imports ``tests.…`` helpers needs the repository root on ``PYTHONPATH``; what the
+suite's environment already had there is kept behind it.
 
 >>> env = with_repo_on_path(EXTRA="1")
 >>> env["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT), env["EXTRA"]

@@ -1,10 +1,16 @@
 """Settings for the whole suite (read by the xdist controller before it starts the workers, so
-the workers and every process they start inherit them)."""
+the workers and every process they start inherit them).
+
+The order: ``make test`` runs ``-n 5 --dist loadgroup``, pytest-xdist's public mode that hands a
+worker one test at a time, or one ``xdist_group`` whole. Tests that take seconds (``slow``,
+``long``) are collected first, so they start first, on every worker, and the short ones fill in
+behind them; tests that import Lightning, Keras or transformers into the worker (``framework``)
+are one group, so one worker imports those frameworks.
+"""
 
 from __future__ import annotations
 
 import atexit
-import gc
 import os
 import re
 import shutil
@@ -13,29 +19,10 @@ import tempfile
 
 import pytest
 
-import tests.site.sitecustomize
-from tests.schedule import SLOW_MARKS, is_slow, slow_at_the_heads
-
 # The xdist workers share two cores, and many tests start trainers of their own: one intra-op
 # thread per process stops them spinning against each other (torchrun sets the same for its
 # workers). Set before any test module imports torch.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-# Fewer garbage collections while the suite's processes import torch and friends, and none at the
-# exit of those that did: ~25% of the suite's CPU (tests/site/sitecustomize.py says what this
-# changes and what not). The workers and every process started with this environment load it at
-# start-up; this process was already running, and the import sets its thresholds.
-SITE = os.path.dirname(tests.site.sitecustomize.__file__)
-if SITE not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SITE, os.environ.get("PYTHONPATH")) if p)
-
-
-@pytest.fixture
-def full_exit(monkeypatch):
-    """Processes started by this test exit as Python's do everywhere else, with the last garbage
-    collection, so a finalizer's error at exit shows in their output: for tests that check a
-    trainer's output for tracebacks."""
-    monkeypatch.setenv(tests.site.sitecustomize.FULL_EXIT_ENV, "1")
 
 
 @pytest.fixture(autouse=True)
@@ -59,26 +46,24 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     atexit.register(shutil.rmtree, _xla_cache, True)
 
 
-@pytest.hookimpl(trylast=True)  # after `-m` and `-k` have deselected: the runs are cut from what is left
-def pytest_collection_modifyitems(config, items):
-    """Tests marked ``slow`` or ``long`` first, spread over the xdist workers' shares (in file order
-    the long ones sat in a few contiguous runs, and worksteal moves only tests not yet started);
-    those marked ``framework`` on one worker."""
-    workers = getattr(config, "workerinput", {}).get("workercount", 1)
-    items[:] = slow_at_the_heads(
-        items,
-        is_slow,
-        workers,
-        together=lambda item: item.get_closest_marker("framework") is not None,
-    )
+# Marks that say a test takes seconds: ``slow`` ones start trainers; every ``long`` one (``make
+# test-long``) runs for tens of seconds to minutes.
+SLOW_MARKS = ("slow", "long")
 
 
-def pytest_collection_finish(session):
-    """What collection imported (torch, JAX, kfp, the test modules) lives until the worker exits:
-    frozen, it is left out of every later collection. Each full collection in a worker had walked
-    ~850,000 objects, ~0.45 s, and the suite makes a dozen (accelerate, under transformers'
-    Trainer, asks for them); the workers' collections took 8.6 s of CPU in all, now 4.0 s."""
-    gc.freeze()
+def _takes_seconds(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(mark) is not None for mark in SLOW_MARKS)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that take seconds first (the others keep their order), and those marked
+    ``framework`` in one ``xdist_group``: the longest work starts first and one worker imports
+    Lightning, Keras and transformers."""
+    for item in items:
+        if item.get_closest_marker("framework") is not None:
+            item.add_marker(pytest.mark.xdist_group("framework"))
+    items.sort(key=lambda item: not _takes_seconds(item))  # stable: file order within each part
 
 
 UNMARKED_SLOW_S = 5.0  # a test this long without a mark in SLOW_MARKS is named at the end of the run
@@ -95,7 +80,7 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Names the long tests the scheduler does not know are long (tests/schedule.py)."""
+    """Names the long tests not marked so (they would start late and end the run alone)."""
     if _unmarked_slow:
         terminalreporter.write_sep("-", f"over {UNMARKED_SLOW_S:.0f} s without @pytest.mark.slow or long")
         for seconds, nodeid in sorted(_unmarked_slow, reverse=True):
@@ -125,12 +110,3 @@ def pytest_runtest_makereport(item, call):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_make_collect_report(collector):  # a module-level importorskip skips its whole module
     _fail_a_skip_for_a_missing_package((yield).get_result())
-
-
-def pytest_unconfigure(config):
-    """Python's last garbage collection at exit walks every object the process still holds: in an
-    xdist worker that has imported torch, JAX, Lightning and transformers it took 2-4 s, and the
-    whole run waited for the slowest worker to exit. Frozen objects are left out of it; nothing
-    that remains at this point needs collecting (what has a finalizer to run was torn down with
-    the fixtures)."""
-    gc.freeze()

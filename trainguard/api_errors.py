@@ -25,11 +25,16 @@ what to do, and the bodies below are what tells cases apart (each rule cites whe
 
 The corpus under ``tests/fixtures/google_errors`` holds the real texts these rules are measured on.
 
-Example::
+Example (a body as Vertex AI sends it; a ``google.api_core`` exception works the same)::
 
-    facts = ErrorFacts.of(exc)          # a google.api_core exception, or a body dict
-    if kind(facts) == QUOTA_LIMIT:
-        metrics = quota_metrics(facts)  # ('aiplatform.googleapis.com/custom_model_training_…',)
+    >>> body = {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message":
+    ...     "The following quota metrics exceed quota limits: "
+    ...     "aiplatform.googleapis.com/custom_model_training_nvidia_a100_gpus"}}
+    >>> facts = ErrorFacts.of(body)
+    >>> kind(facts) == QUOTA_LIMIT
+    True
+    >>> quota_metrics(facts)
+    ('aiplatform.googleapis.com/custom_model_training_nvidia_a100_gpus',)
 """
 
 from __future__ import annotations

@@ -3,15 +3,16 @@
 Two families matter to a user: *bad input* (the spec, a history file, a flag: fix your input,
 exit 2) and *the guarded thing failed* (a preflight check, the job, the verdict: exit 1).
 Transient errors (a 503, a timeout) are retried where it is safe and otherwise reported as such.
+
+This module is the bottom of the house: it imports nothing of trainguard but, when a message is
+made, :mod:`trainguard.redaction` (itself a leaf). The results an error carries (a preflight
+report, a ``TrainResult``, a ``Diagnosis``) are typed where they are made, not here, so that every
+module can import its errors without an import circle.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from trainguard.launch.base import TrainResult
-    from trainguard.triage import Diagnosis
+from typing import Any
 
 __all__ = [
     "MAX_MESSAGE_CHARS",
@@ -99,13 +100,14 @@ class PreflightFailed(GuardFailed):
 
 
 class TrainingFailed(GuardFailed):
-    """The training job failed; ``diagnosis`` names the failure class when known."""
+    """The training job failed.
 
-    result: TrainResult | None
+    Attributes:
+        result: the job's :class:`~trainguard.launch.base.TrainResult` (None before it ran).
+        diagnosis: the :class:`~trainguard.triage.Diagnosis` naming the failure class, when known.
+    """
 
-    def __init__(
-        self, message: str, result: TrainResult | None = None, diagnosis: Diagnosis | None = None
-    ) -> None:
+    def __init__(self, message: str, result: Any = None, diagnosis: Any = None) -> None:
         self.diagnosis = diagnosis
         super().__init__(message, result)
 

@@ -15,12 +15,18 @@ refused until someone raises the limit, so it propagates at once.
 The default deadline is ``DEFAULT_DEADLINE_S`` (10 s) for one-shot calls, settable with
 ``TRAINGUARD_RETRY_DEADLINE`` (``30s``, ``2m``); a job watcher passes its own, longer one.
 
-Example::
+Example (a call that fails twice with a transient error, then answers)::
 
-    from trainguard.retry import RetryPolicy
-    policy = RetryPolicy.from_env()
-    data = policy.call(lambda: session.get(url, timeout=5).json(),
-                       transient=(ConnectionError,), what="Cloud Quotas list", where=url)
+    >>> from trainguard.retry import RetryPolicy
+    >>> answers = iter([ConnectionError("reset"), ConnectionError("reset"), {"quotaInfos": []}])
+    >>> def list_quotas():
+    ...     answer = next(answers)
+    ...     if isinstance(answer, Exception):
+    ...         raise answer
+    ...     return answer
+    >>> policy = RetryPolicy.from_env(initial_s=0.01)
+    >>> policy.call(list_quotas, transient=(ConnectionError,), what="Cloud Quotas list", where="localhost")
+    {'quotaInfos': []}
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from trainguard.durations import parse_duration
-from trainguard.errors import EndpointUnreachable, TransientError
+from trainguard.errors import ConfigError, EndpointUnreachable, TransientError
 
 __all__ = [
     "RetryPolicy",
@@ -124,8 +130,10 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if not (0 < self.initial_s <= self.max_delay_s and self.factor >= 1 and self.deadline_s >= 0):
-            raise ValueError(
-                "RetryPolicy needs 0 < initial_s <= max_delay_s, factor >= 1 and deadline_s >= 0"
+            raise ConfigError(
+                f"RetryPolicy(initial_s={self.initial_s!r}, factor={self.factor!r}, max_delay_s="
+                f"{self.max_delay_s!r}, deadline_s={self.deadline_s!r}): pass 0 < initial_s <= "
+                "max_delay_s, factor >= 1 and deadline_s >= 0 (seconds)"
             )
 
     @classmethod

@@ -15,7 +15,6 @@ import pytest
 from tests.fuzz.contract import run_cli
 from tests.once import built_once
 from tests.requires import require
-from tests.site.sitecustomize import FULL_EXIT_ENV
 from trainguard.launch.local import LocalBackend
 from trainguard.runtime.history import read_history_records
 from trainguard.spec import load_spec
@@ -28,10 +27,8 @@ PROJECT, REGION = "my-project", "us-central1"
 
 
 def train(out: Path, *flags: str):
-    # The spec's command is relative to the repository root, as in the image (WORKDIR /app). The
-    # trainer exits as Python's do outside this suite, so that an error at exit shows below.
-    with contextlib.chdir(ROOT), pytest.MonkeyPatch.context() as mp:
-        mp.setenv(FULL_EXIT_ENV, "1")
+    # The spec's command is relative to the repository root, as in the image (WORKDIR /app).
+    with contextlib.chdir(ROOT):
         outcome = run_cli(
             "train",
             SPEC,

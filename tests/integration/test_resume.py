@@ -199,7 +199,7 @@ class Planted:
 
 
 @pytest.mark.slow
-def test_the_trainer_refuses_a_crafted_checkpoint_with_exit_2(tmp_path, full_exit):
+def test_the_trainer_refuses_a_crafted_checkpoint_with_exit_2(tmp_path):
     import os
     import pickle
 
@@ -233,7 +233,7 @@ def test_the_trainer_refuses_a_crafted_checkpoint_with_exit_2(tmp_path, full_exi
 
 
 @pytest.mark.slow
-def test_trainguard_train_reports_a_crafted_checkpoint_as_bad_input_with_exit_2(tmp_path, full_exit):
+def test_trainguard_train_reports_a_crafted_checkpoint_as_bad_input_with_exit_2(tmp_path):
     import pickle
 
     from trainguard.runtime.checkpoint import CheckpointManager

@@ -591,7 +591,7 @@ def _shape(evidence: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"\d+", "N", evidence))
 
 
-# The generators that wait out a timeout or start torch twice: scheduled first (tests/schedule.py).
+# The generators that wait out a timeout or start torch twice: collected first (tests/conftest.py).
 SLOW = {
     "distributed_init-no-chief-local",
     "distributed_init-gloo-world-size-local",

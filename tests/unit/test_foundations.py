@@ -154,3 +154,25 @@ def test_every_error_message_is_redacted_and_bounded_where_it_is_raised():
     huge = SpecError("v" * 1_000_000, "workerPoolSpecs[0].args")
     assert len(str(huge)) <= MAX_MESSAGE_CHARS and str(huge).startswith("workerPoolSpecs[0].args")
     assert str(ConfigError("--guard 'sometimes'")) == "--guard 'sometimes'"  # plain text untouched
+
+
+def test_errors_is_the_bottom_of_the_house_importing_only_redaction_and_only_to_make_a_message():
+    """errors.py imports nothing of trainguard (no circle through launch/ or spec); a message
+    loads the redaction table, a leaf too."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys\n"
+        "import trainguard.errors as e\n"
+        "before = sorted(m for m in sys.modules if m.startswith('trainguard'))\n"
+        "e.ConfigError('token=abc')\n"
+        "after = sorted(m for m in sys.modules if m.startswith('trainguard'))\n"
+        "print(json.dumps([before, after]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    before, after = json.loads(proc.stdout)
+    assert before == ["trainguard", "trainguard.errors"]
+    assert after == ["trainguard", "trainguard.errors", "trainguard.redaction"]

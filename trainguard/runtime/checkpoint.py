@@ -27,12 +27,17 @@ or :class:`Stream`, run on the saver thread) and goes on; at most one save is in
 error is raised on the next call rather than lost. A :class:`Sharded` payload is written by every
 rank into the same attempt directory (``torch.distributed.checkpoint``, orbax); only the chief then
 writes ``COMMIT``, once the engine has returned, i.e. after every rank finished.
+
+This module is the storage layer. When to save (the policies in ``policies/``), SIGTERM, the
+history and closing are :class:`~trainguard.runtime.core.CheckpointCore`'s, the one object every
+checkpointer and framework guard is built on.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import math
 import os
@@ -41,12 +46,13 @@ import secrets
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import BinaryIO, SupportsFloat, cast
 
-from trainguard.errors import CheckpointError, UserError
-from trainguard.runtime.preemption import SigtermFlag
+from trainguard.errors import CheckpointError, ConfigError, UserError
+from trainguard.runtime.policies import RetentionPolicy, SavePolicy, save_policy
+from trainguard.runtime.policies.retention import finite as _finite
 from trainguard.runtime.storage import FileStore, join, store_for
 
 __all__ = [
@@ -108,59 +114,6 @@ Payload = Mapping[str, "bytes | Callable[[], bytes] | Stream"]
 
 
 @dataclass(frozen=True)
-class SavePolicy:
-    """When to save: every ``every_steps`` steps and/or every ``every_seconds`` seconds."""
-
-    every_steps: int | None = None
-    every_seconds: float | None = None
-
-    def due(self, step: int, now: float, last_step: int | None, last_time: float) -> bool:
-        """True when a save is due at ``step``."""
-        if last_step is not None and step <= last_step:
-            return False
-        if self.every_steps and step % self.every_steps == 0:
-            return True
-        return bool(self.every_seconds and now - last_time >= self.every_seconds)
-
-
-def save_policy(save: SavePolicy | int | None) -> SavePolicy:
-    """A :class:`SavePolicy` from ``save``: a policy, N (every N steps), or None (every 100)."""
-    if save is None:
-        return SavePolicy(every_steps=100)
-    if isinstance(save, SavePolicy):
-        return save
-    if isinstance(save, int) and not isinstance(save, bool) and save >= 1:
-        return SavePolicy(every_steps=save)
-    raise ValueError(f"save={save!r}: pass N >= 1 (save every N steps) or a SavePolicy")
-
-
-@dataclass(frozen=True)
-class RetentionPolicy:
-    """Which checkpoints to keep: the last ``keep_last`` and the ``keep_best`` best by ``metric``."""
-
-    keep_last: int = 3
-    keep_best: int = 0
-    metric: str = "val_loss"
-    mode: str = "min"
-
-    def to_delete(self, checkpoints: list[Checkpoint]) -> list[Checkpoint]:
-        """The complete checkpoints (sorted by step) this policy no longer keeps."""
-        ordered = sorted(checkpoints, key=lambda c: c.step)
-        keep = {c.step for c in ordered[-self.keep_last :]} if self.keep_last > 0 else set()
-        if self.keep_best:
-            scored = [c for c in ordered if _finite(c.metrics.get(self.metric))]
-            scored.sort(key=lambda c: c.metrics[self.metric], reverse=self.mode == "max")
-            keep |= {c.step for c in scored[: self.keep_best]}
-        if ordered:
-            keep.add(ordered[-1].step)  # never delete the newest
-        return [c for c in ordered if c.step not in keep]
-
-
-def _finite(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-@dataclass(frozen=True)
 class Checkpoint:
     """A complete checkpoint.
 
@@ -219,24 +172,27 @@ class Scan:
 
 
 class CheckpointManager:
-    """Saves and restores checkpoints in ``directory`` (default ``$AIP_CHECKPOINT_DIR``).
+    """Saves and lists checkpoints in ``directory`` (default ``$AIP_CHECKPOINT_DIR``): the storage
+    layer of :class:`~trainguard.runtime.core.CheckpointCore`, which decides *when* to save.
 
     Args:
         directory: ``gs://…``, a local path or a ``/gcs/`` FUSE path.
-        save: when ``maybe_save`` saves.
-        retention: which checkpoints to keep.
+        retention: which checkpoints to keep (applied after each commit).
         async_save: save on a background thread.
         is_chief: only the chief writes ``COMMIT`` and plain payloads; every rank writes
             :class:`Sharded` ones.
-        store: storage override (tests).
+        store: the storage to write through (default: :func:`~trainguard.runtime.storage.store_for`
+            the directory); the place a faster store plugs in.
         deadline_s: retry deadline of each storage call (``gs://``; default: minutes).
+
+    Raises:
+        ConfigError: no directory (and no ``AIP_CHECKPOINT_DIR``), or an option of the wrong kind.
     """
 
     def __init__(
         self,
         directory: str | None = None,
         *,
-        save: SavePolicy | None = None,
         retention: RetentionPolicy | None = None,
         async_save: bool = True,
         is_chief: bool = True,
@@ -244,22 +200,26 @@ class CheckpointManager:
         deadline_s: float | None = None,
     ) -> None:
         directory = directory or os.environ.get("AIP_CHECKPOINT_DIR", "")
-        if not directory:
-            raise ValueError(
+        if not isinstance(directory, str) or not directory:
+            raise ConfigError(
                 "no checkpoint directory: pass directory= or run where "
                 "AIP_CHECKPOINT_DIR is set (a Vertex job with baseOutputDirectory)"
             )
+        if retention is not None and not isinstance(retention, RetentionPolicy):
+            raise ConfigError(
+                f"retention={retention!r}: pass a RetentionPolicy(keep_last=..., keep_best=..., metric=...)"
+            )
+        if deadline_s is not None and not (
+            isinstance(deadline_s, int | float) and not isinstance(deadline_s, bool) and deadline_s > 0
+        ):
+            raise ConfigError(f"deadline_s={deadline_s!r}: pass a number of seconds > 0, or None")
         self.directory = directory.rstrip("/")
-        self.save_policy = save or SavePolicy(every_steps=100)
         self.retention = retention or RetentionPolicy()
-        self.async_save = async_save
-        self.is_chief = is_chief
+        self.async_save = bool(async_save)
+        self.is_chief = bool(is_chief)
         self.store = store or store_for(self.directory, deadline_s=deadline_s)
-        self._last_step: int | None = None
-        self._last_time = time.monotonic()
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
-        self._sigterm = SigtermFlag()
 
     # -- reading --
 
@@ -295,7 +255,7 @@ class CheckpointManager:
 
     def _check(self, step: int, names: dict[str, int]) -> Checkpoint | str:
         """The checkpoint of ``step`` if its COMMIT holds; else why not."""
-        uri = self._uri(step)
+        uri = self.step_uri(step)
         if names[COMMIT_MARKER] > _MAX_COMMIT_BYTES:
             return f"its {COMMIT_MARKER} is {names[COMMIT_MARKER]} bytes, not a trainguard marker"
         try:
@@ -342,23 +302,63 @@ class CheckpointManager:
             CheckpointError: the newest committed checkpoint is damaged (it is left as it is).
         """
         self.raise_pending()
-        scan = self.scan()
+        return self.choose()
+
+    def choose(self, step: int | None = None, scan: Scan | None = None) -> Checkpoint | None:
+        """The checkpoint a restore reads: that of ``step``, else the newest complete one (None
+        when there is none).
+
+        Raises:
+            CheckpointError: ``step`` has no complete checkpoint, or a committed checkpoint newer
+                than the newest complete one is damaged; the message names the intact one to fall
+                back to (nothing is deleted).
+        """
+        scan = scan or self.scan()
+        if step is not None:
+            found = next((c for c in scan.complete if c.step == step), None)
+            if found is None:
+                have = ", ".join(str(c.step) for c in scan.complete[-10:]) or "none"
+                why = f" ({scan.damaged[step]})" if step in scan.damaged else ""
+                raise CheckpointError(
+                    f"no complete checkpoint of step {step} in {self.directory}{why}; complete ones: {have}"
+                )
+            return found
         latest = scan.complete[-1] if scan.complete else None
         newer = [s for s in scan.damaged if latest is None or s > latest.step]
         if newer:
-            step = max(newer)
+            worst = max(newer)
             raise CheckpointError(
-                f"{self._uri(step)} is damaged: {scan.damaged[step]}. " + self.fallback_hint(step, scan)
+                f"{self.step_uri(worst)} is damaged: {scan.damaged[worst]}. "
+                + self.fallback_hint(worst, scan)
             )
-        if latest is not None:
-            self._last_step = latest.step
         return latest
+
+    @contextlib.contextmanager
+    def open_file(self, checkpoint: Checkpoint, name: str) -> Iterator[BinaryIO]:
+        """A binary reader of payload file ``name`` of ``checkpoint`` (one its ``COMMIT`` lists):
+        local and FUSE files are read in place and never through a symbolic link; a ``gs://``
+        object is read whole first (the readers seek).
+
+        Raises:
+            CheckpointError: ``COMMIT`` lists no such file, or it is not a regular file.
+        """
+        path = checkpoint.path(name)
+        if path.startswith("gs://"):
+            yield io.BytesIO(self.store.read_bytes(path))
+            return
+        if os.path.islink(path) or not os.path.isfile(path):
+            raise CheckpointError(
+                f"{path}: not a regular file (symbolic links are not followed); "
+                "move the checkpoint out of the checkpoint directory"
+            )
+        with self.store.open_read(path) as handle:
+            yield handle
 
     def fallback_hint(self, step: int, scan: Scan | None = None) -> str:
         """What to do when checkpoint ``step`` cannot be used: the intact one to fall back to."""
         scan = scan or self.scan()
         older = [c for c in scan.complete if c.step < step]
-        where = self._uri(step)
+        where = self.step_uri(step)
         if older:
             return (
                 f"To resume from step {older[-1].step}, the newest intact checkpoint before "
@@ -371,31 +371,19 @@ class CheckpointManager:
 
     # -- writing --
 
-    def _uri(self, step: int) -> str:
+    def step_uri(self, step: int) -> str:
+        """The directory of step ``step``'s checkpoint (``…/step-000000120``)."""
         return join(self.directory, f"step-{step:09d}")
 
-    def should_save(self, step: int) -> bool:
-        """True when the save policy (or a pending preemption) asks for a save at ``step``."""
-        return self.preempted or self.save_policy.due(
-            step, time.monotonic(), self._last_step, self._last_time
-        )
-
-    def maybe_save(
-        self, step: int, payload: Payload | Callable[[], Payload], metrics: Mapping[str, float] | None = None
-    ) -> bool:
-        """Saves when due; ``payload`` may be a callable so no snapshot is taken otherwise (it
-        runs after the previous save finished, so it may reuse that save's staging buffers)."""
-        if not self.should_save(step):
-            return False
-        self.wait()
-        self.save(step, payload() if callable(payload) else payload, metrics)
-        return True
+    def attempt_uri(self, step: int, attempt: str) -> str:
+        """The directory one save of ``step`` writes its files into (see :func:`attempt_name`)."""
+        return join(self.step_uri(step), attempt)
 
     def save(
         self,
         step: int,
         payload: Payload | Sharded,
-        metrics: Mapping[str, float] | None = None,
+        metrics: Mapping[str, object] | None = None,
         *,
         blocking: bool | None = None,
         format: str = FORMAT_FILES,
@@ -408,8 +396,9 @@ class CheckpointManager:
             step: the training step.
             payload: name → bytes, a callable returning bytes, or a :class:`Stream`; or a
                 :class:`Sharded` writer that every rank runs.
-            metrics: recorded in ``COMMIT`` (non-finite values are dropped).
-            blocking: write on this thread (default: unless ``async_save``; always after SIGTERM).
+            metrics: recorded in ``COMMIT`` (what ``float()`` does not read as a finite number is
+                dropped).
+            blocking: write on this thread (default: unless ``async_save``).
             format: recorded in ``COMMIT``: who can read this checkpoint.
             attempt: the attempt directory name (ranks of a sharded save must agree on it).
             meta: more fields for ``COMMIT`` (``world_size``, versions).
@@ -417,11 +406,10 @@ class CheckpointManager:
         At most one save is in flight: a second call waits for the first. A failed background
         save raises here or in the next call.
         """
-        if not isinstance(step, int) or step < 0 or step > 999_999_999:
-            raise ValueError(f"checkpoint step must be an int in 0..999999999, not {step!r}")
+        if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= 999_999_999:
+            raise ConfigError(f"checkpoint step must be a whole number in 0..999999999, not {step!r}")
         self.raise_pending()
         self.wait()
-        self._last_step, self._last_time = step, time.monotonic()
         sharded = isinstance(payload, Sharded)
         if not self.is_chief and not sharded:
             return
@@ -429,9 +417,12 @@ class CheckpointManager:
             payload = dict(payload)
             for name in payload:
                 if not safe_relative_name(name) or name == COMMIT_MARKER:
-                    raise ValueError(f"invalid checkpoint file name {name!r}")
+                    raise ConfigError(
+                        f"checkpoint file name {name!r}: use a plain relative name (letters, digits, "
+                        f"'_.=+-', '/' between parts; not '..' or {COMMIT_MARKER!r})"
+                    )
         job = (step, payload, dict(metrics or {}), format, attempt or attempt_name(), dict(meta or {}))
-        if blocking or (blocking is None and not self.async_save) or self.preempted:
+        if blocking or (blocking is None and not self.async_save):
             self._write(*job)
             return
         self._thread = threading.Thread(
@@ -446,7 +437,7 @@ class CheckpointManager:
             self._error = exc
 
     def _write(self, step: int, payload, metrics: dict, fmt: str, attempt: str, meta: dict) -> None:
-        step_uri = self._uri(step)
+        step_uri = self.step_uri(step)
         attempt_uri = join(step_uri, attempt)
         if self.is_chief:
             self._clean(keep=attempt_uri)
@@ -487,7 +478,7 @@ class CheckpointManager:
         clean_metrics = {}
         for key, value in metrics.items():
             try:
-                number = float(value)
+                number = float(cast(SupportsFloat, value))  # numbers, 0-d arrays and tensors
             except (TypeError, ValueError):
                 continue
             if math.isfinite(number):
@@ -503,7 +494,7 @@ class CheckpointManager:
             "metrics": clean_metrics,
             "created": time.time(),
         }
-        step_uri = self._uri(step)
+        step_uri = self.step_uri(step)
         # The switch: one atomic write. Until it lands, the previous COMMIT of this step (if any)
         # still names its own, complete attempt.
         self.store.write_bytes(join(step_uri, COMMIT_MARKER), json.dumps(marker).encode())
@@ -526,7 +517,7 @@ class CheckpointManager:
         a complete COMMIT does not name. Damaged checkpoints are left for the user to inspect."""
         groups, _ = self._groups()
         for step, names in groups.items():
-            step_uri = self._uri(step)
+            step_uri = self.step_uri(step)
             if COMMIT_MARKER in names:
                 found = self._check(step, names)
                 if not isinstance(found, Checkpoint):
@@ -559,36 +550,8 @@ class CheckpointManager:
             raise RuntimeError(f"a background checkpoint save failed: {exc}") from exc
 
     def close(self) -> None:
-        """Waits for the save in flight and restores the previous SIGTERM handler."""
-        try:
-            self.wait()
-        finally:
-            self.uninstall_sigterm_handler()
-
-    # -- preemption --
-
-    @property
-    def preempted(self) -> bool:
-        """True once SIGTERM (or Ctrl-C) arrived: save now (``should_save`` says so) and exit."""
-        return self._sigterm.is_set
-
-    @property
-    def stop_reason(self) -> str:
-        """Why the run stops: ``interrupted (Ctrl-C)`` or ``stopped by SIGTERM (…)``."""
-        return self._sigterm.reason
-
-    @property
-    def stop_exit_code(self) -> int:
-        """The exit status after the stop's save: 143 for SIGTERM, 130 for Ctrl-C."""
-        return self._sigterm.exit_code
-
-    def install_sigterm_handler(self) -> None:
-        """On SIGTERM, flag a preemption instead of dying mid-step (main thread only)."""
-        self._sigterm.install()
-
-    def uninstall_sigterm_handler(self) -> None:
-        """Puts back the SIGTERM handler that was there before ``install_sigterm_handler``."""
-        self._sigterm.uninstall()
+        """Waits for the save in flight (raises its error)."""
+        self.wait()
 
     def __enter__(self) -> CheckpointManager:
         return self

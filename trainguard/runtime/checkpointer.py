@@ -1,84 +1,71 @@
-"""The framework-agnostic checkpointer: one object a training loop talks to.
+"""The training-loop checkpointer: one object a loop talks to, for any framework.
 
-A framework adapter (``TorchCheckpointer``, a JAX one) subclasses :class:`Checkpointer` and
-implements four hooks; everything else lives here, once:
+:class:`Checkpointer` drives the :class:`~trainguard.runtime.core.CheckpointCore` (save decisions,
+SIGTERM, history, closing) from a loop's ``restore()`` / ``step()`` / ``close()``; what differs
+between frameworks is an :class:`Engine`, the typed extension point:
 
-* **ordering** — ``wait`` for the previous save (its staging buffers are reused) → ``_stage`` (start
-  copying the state, on the training thread) → hand the payload to the
-  :class:`~trainguard.runtime.checkpoint.CheckpointManager` (written in the background);
-* **when** — the :class:`SavePolicy`, a save at each validation when the best checkpoints are kept,
-  a save on SIGTERM; every rank decides the same thing (``_agree`` takes the max over ranks);
-* **preemption** — SIGTERM sets a flag; the next ``step()`` saves (blocking), closes, and exits
-  with 143 (or returns False with ``exit_on_preemption=False``);
-* **ranks** — the chief (rank 0) writes ``COMMIT`` and the history; sharded payloads are written by
-  every rank;
-* **history** — train and validation metrics go to the JSONL history
-  (:class:`~trainguard.runtime.history.HistoryWriter`), trimmed to the restored step on resume;
-* **restore** — the newest complete checkpoint, refused with one clear
-  :class:`~trainguard.errors.CheckpointError` when it is damaged, crafted, of another format, or
-  when the directory holds another framework's checkpoint.
+* **staging** — ``stage(state, extra, slot)`` starts copying the training state on the training
+  thread, after the previous save finished (its staging buffers are reused);
+* **writing** — ``payload(staged, slot)`` is what the saver thread writes: named files, or a
+  :class:`~trainguard.runtime.checkpoint.Sharded` writer every rank runs;
+* **reading** — ``load(checkpoint, target, strict=, store=)`` fits a checkpoint into the training
+  state and returns the data position (``extra``) and, for value states (JAX), the restored state;
+* **ranks** — ``agree(values)`` is the element-wise max over the job's processes, so every rank
+  decides the same thing at each step.
 
-Hooks for a subclass: ``format``/``reads`` (class attributes), ``_stage(extra)``,
-``_payload(staged, step)``, ``_load(checkpoint, strict)``, and ``_agree(values)`` for multi-process
-jobs. See ``torch_checkpointer.py`` for a complete one.
+The engine says whether the loop hands it the state at each call (``needs_state``: a JAX pytree is
+a value, a new one every step) or holds references to it (a PyTorch model and optimizer).
+``TorchCheckpointer`` and ``JaxCheckpointer`` are this class with their engine; a new framework is
+``Checkpointer(MyEngine(...), directory)``.
 """
 
 from __future__ import annotations
 
-import re
 import secrets
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, Generic, TypeVar
 
-from trainguard.errors import CheckpointError
+from trainguard.errors import CheckpointError, ConfigError
 from trainguard.runtime.checkpoint import (
     Checkpoint,
     CheckpointManager,
     Payload,
     RetentionPolicy,
     SavePolicy,
-    Scan,
     Sharded,
     attempt_name,
     note,
-    save_policy,
 )
+from trainguard.runtime.core import FOREIGN_CHECKPOINTS, PREEMPTED_EXIT, CheckpointCore
 from trainguard.runtime.env import VertexEnv
 from trainguard.runtime.history import HistoryWriter
+from trainguard.runtime.storage import FileStore
 
-__all__ = ["Checkpointer", "Start", "PREEMPTED_EXIT", "FOREIGN_CHECKPOINTS"]
+__all__ = ["Checkpointer", "Engine", "Restored", "Slot", "Start", "PREEMPTED_EXIT", "FOREIGN_CHECKPOINTS"]
 
-#: The exit status after a SIGTERM save (128 + SIGTERM), as a process killed by it would report.
-PREEMPTED_EXIT = 143
-
-#: Files that betray another framework's checkpoint in a directory without trainguard checkpoints.
-FOREIGN_CHECKPOINTS: tuple[tuple[str, str], ...] = (
-    (r"(^|/)\.metadata$", "a torch.distributed.checkpoint (DCP) checkpoint"),
-    (r"(^|/)(_CHECKPOINT_METADATA|_METADATA|_sharding|manifest\.ocdbt)$|^\d+/", "an orbax (JAX) checkpoint"),
-    (r"\.ckpt$", "a PyTorch Lightning checkpoint"),
-    (r"\.keras$|\.h5$", "a Keras checkpoint"),
-    (r"(^|/)checkpoint$|\.index$|\.data-\d{5}-of-\d{5}$", "a TensorFlow checkpoint"),
-    (r"\.safetensors$", "a safetensors (Hugging Face) checkpoint"),
-    (r"\.(pt|pth|bin|pkl)$", "a model file saved outside trainguard"),
-)
+S = TypeVar("S")  # the training state a loop hands over (None where the engine holds references)
+St = TypeVar("St")  # what an engine's stage() hands its payload()
 
 
 @dataclass(frozen=True)
-class Start:
+class Start(Generic[S]):
     """Where training starts.
 
     Attributes:
         step: the step of the restored checkpoint (0 on a fresh run): continue at ``step + 1``.
         extra: what was passed as ``extra`` when it was saved (the data position); {} when fresh.
         checkpoint: the restored checkpoint, or None.
+        state: for engines whose state is a value (JAX): the restored state, or on a fresh run the
+            target as given; None for engines that load into objects (PyTorch).
     """
 
     step: int = 0
     extra: dict = field(default_factory=dict)
     checkpoint: Checkpoint | None = None
+    state: S | None = None
 
     @property
     def resumed(self) -> bool:
@@ -86,10 +73,96 @@ class Start:
         return self.checkpoint is not None
 
 
-class Checkpointer:
-    """Checkpoints, preemption and history for one training loop (subclass per framework).
+@dataclass(frozen=True)
+class Slot:
+    """Where one save goes.
+
+    Attributes:
+        step: the step saved.
+        uri: the attempt directory its files go into (every rank of a sharded save gets the same).
+        store: the storage to write through.
+        blocking: the training thread waits for this save (a stop's save): no copy is needed.
+    """
+
+    step: int
+    uri: str
+    store: FileStore
+    blocking: bool = False
+
+
+@dataclass(frozen=True)
+class Restored(Generic[S]):
+    """What an engine read from a checkpoint: the data position, and the state when it is a value."""
+
+    extra: dict
+    state: S | None = None
+
+
+class Engine(Generic[S, St]):
+    """What a framework adds to the checkpointer (subclass it; see ``torch_checkpointer.py``).
+
+    Attributes:
+        format: recorded in ``COMMIT``: who can read the checkpoint.
+        reads: the formats ``load`` reads.
+        all_ranks_write: every rank writes part of the payload (sharded); else only the chief.
+        needs_state: ``step()`` and ``save()`` must pass ``state=`` (and ``restore`` a target).
+        rank, world_size: this process in the job (the chief, rank 0, commits).
+    """
+
+    format: str = ""
+    reads: tuple[str, ...] = ()
+    all_ranks_write: bool = False
+    needs_state: bool = False
+
+    def __init__(self, rank: int = 0, world_size: int = 1) -> None:
+        for name, value, least in (("rank", rank, 0), ("world_size", world_size, 1)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ConfigError(f"{name}={value!r}: pass a whole number >= {least}")
+        if rank >= world_size:
+            raise ConfigError(
+                f"rank {rank} is outside world size {world_size}: ranks run 0..{world_size - 1}"
+            )
+        self.rank, self.world_size = rank, world_size
+
+    def accepts(self, checkpoint: Checkpoint) -> bool:
+        """True when ``load`` can read ``checkpoint`` (by default: its format is in ``reads``)."""
+        return checkpoint.format in self.reads
+
+    def stage(self, state: S | None, extra: dict, slot: Slot) -> St:
+        """Starts copying the training state (training thread); returns what ``payload`` needs."""
+        raise NotImplementedError
+
+    def payload(self, staged: St, slot: Slot) -> Payload | Sharded:
+        """The payload for the manager (its serialisation runs on the saver thread)."""
+        raise NotImplementedError
+
+    def load(
+        self, checkpoint: Checkpoint, target: S | None, *, strict: bool, store: FileStore
+    ) -> Restored[S]:
+        """Loads ``checkpoint`` into the training state (or the shape of ``target``)."""
+        raise NotImplementedError
+
+    def agree(self, values: list[int]) -> list[int]:
+        """The element-wise max of ``values`` over all ranks (one process: ``values``)."""
+        return values
+
+    def meta(self) -> dict:
+        """More ``COMMIT`` fields (versions, the world size)."""
+        return {"world_size": self.world_size}
+
+    def held_s(self) -> float:
+        """Seconds the engine held the training thread outside ``step()`` (waiting for a copy)."""
+        return 0.0
+
+    def close(self) -> None:
+        """Releases what the engine holds (after the last save is written)."""
+
+
+class Checkpointer(Generic[S]):
+    """Checkpoints, preemption and history for one training loop.
 
     Args:
+        engine: the framework's part (how the state is staged, written and read).
         directory: the checkpoint directory (``gs://``, local, ``/gcs/``; default
             ``$AIP_CHECKPOINT_DIR``).
         save: when to save: a :class:`SavePolicy`, or N to save every N steps (default 100).
@@ -98,17 +171,18 @@ class Checkpointer:
         async_save: write in the background (the state is staged first).
         history: the JSONL history path (None: no history).
         log_every: log the train metrics of every N-th step.
-        rank, world_size: this process in the job (the chief, rank 0, commits).
         exit_on_preemption: after the SIGTERM save, exit with 143 (False: ``step()`` returns False).
         handle_sigterm: install the SIGTERM handler (main thread only).
         deadline_s: the retry deadline of each storage call (default: minutes).
-    """
+        store: the storage to write through (default: the one for ``directory``).
 
-    format: ClassVar[str] = ""
-    reads: ClassVar[tuple[str, ...]] = ()
+    Raises:
+        ConfigError: an option is invalid (the message says what to pass).
+    """
 
     def __init__(
         self,
+        engine: Engine[S, Any],
         directory: str | None = None,
         *,
         save: SavePolicy | int | None = None,
@@ -116,33 +190,33 @@ class Checkpointer:
         async_save: bool = True,
         history: str | None = None,
         log_every: int = 1,
-        rank: int = 0,
-        world_size: int = 1,
         exit_on_preemption: bool = True,
         handle_sigterm: bool = True,
         deadline_s: float | None = None,
+        store: FileStore | None = None,
     ) -> None:
-        save = save_policy(save)
-        if not 0 <= rank < max(1, world_size):
-            raise ValueError(f"rank {rank} is outside world size {world_size}")
-        self.rank, self.world_size = rank, max(1, world_size)
-        self.manager = CheckpointManager(
+        if not isinstance(log_every, int) or isinstance(log_every, bool) or log_every < 1:
+            raise ConfigError(f"log_every={log_every!r}: pass a whole number >= 1 (log every N-th step)")
+        if history is not None and not isinstance(history, str):
+            raise ConfigError(f"history={history!r}: pass the JSONL history's path, or None for no history")
+        self.engine = engine
+        self.core = CheckpointCore(
             directory,
             save=save,
             retention=retention,
             async_save=async_save,
-            is_chief=rank == 0,
+            is_chief=engine.rank == 0,
+            history=history,
+            store=store,
             deadline_s=deadline_s,
         )
-        self.history_path = history
-        self.history: HistoryWriter | None = None
-        self.log_every = max(1, int(log_every))
-        self.exit_on_preemption = exit_on_preemption
+        self.log_every = log_every
+        self.exit_on_preemption = bool(exit_on_preemption)
         self._closed = False
-        self._restored: Start | None = None
+        self._restored: Start[S] | None = None
         self._held_s = 0.0
         if handle_sigterm and threading.current_thread() is threading.main_thread():
-            self.manager.install_sigterm_handler()
+            self.core.install_signal_handlers()
 
     @staticmethod
     def env_kwargs(
@@ -159,31 +233,59 @@ class Checkpointer:
         }
 
     @property
+    def rank(self) -> int:
+        """This process's rank in the job."""
+        return self.engine.rank
+
+    @property
+    def world_size(self) -> int:
+        """The number of processes in the job."""
+        return self.engine.world_size
+
+    @property
     def is_chief(self) -> bool:
         """True on rank 0, which writes COMMIT markers and the history."""
-        return self.rank == 0
+        return self.engine.rank == 0
+
+    @property
+    def format(self) -> str:
+        """The format this checkpointer records in ``COMMIT``."""
+        return self.engine.format
 
     @property
     def directory(self) -> str:
-        return self.manager.directory
+        """The checkpoint directory."""
+        return self.core.directory
+
+    @property
+    def manager(self) -> CheckpointManager:
+        """The storage layer (list the checkpoints: ``ckpt.manager.checkpoints()``)."""
+        return self.core.manager
+
+    @property
+    def history(self) -> HistoryWriter | None:
+        """The history writer (None before ``restore()``/the first ``step()``, or without one)."""
+        return self.core.history
 
     @property
     def stall_s(self) -> float:
         """Seconds the training thread has been held by checkpointing so far (waiting for the
-        previous save, starting the snapshot, blocking saves)."""
-        return self._held_s
+        previous save, starting the snapshot, blocking saves, and waiting for a copy)."""
+        return self._held_s + self.engine.held_s()
 
     @property
     def preempted(self) -> bool:
         """True once SIGTERM arrived here (another rank's SIGTERM is seen at the next ``step``)."""
-        return self.manager.preempted
+        return self.core.preempted
 
     # -- restore --
 
-    def restore(self, step: int | None = None, *, strict: bool = True) -> Start:
+    def restore(self, target: S | None = None, step: int | None = None, *, strict: bool = True) -> Start[S]:
         """Loads the newest complete checkpoint (or that of ``step``) into the training state.
 
         Args:
+            target: for engines whose state is a value (JAX): the state as freshly initialised,
+                whose tree, shapes, dtypes and shardings the restored one takes.
             step: restore this step rather than the newest.
             strict: a checkpoint that lacks state the loop has (an optimizer) is an error; False
                 loads what it has and leaves the rest as it is.
@@ -195,78 +297,36 @@ class Checkpointer:
             CheckpointError: the checkpoint cannot be used as it is (damaged, crafted, another
                 format, does not fit), or the directory holds another framework's checkpoint.
                 Nothing is deleted; the message names the intact checkpoint to fall back to.
+            ConfigError: ``target`` is missing where the engine needs one, or given where not.
         """
-        self.manager.raise_pending()
-        scan = self.manager.scan()
-        chosen = self._choose(scan, step)
+        self._check_state(target, "restore", "a target: the state as freshly initialised")
+        engine = self.engine
+        chosen = self.core.restore_point(
+            step,
+            accepts=engine.accepts,
+            reader=type(self).__name__,
+            reads=", ".join(engine.reads),
+            refuse_foreign=True,
+        )
         if chosen is None:
-            self._refuse_foreign(scan)
-            if scan.incomplete and self.is_chief:
-                note(
-                    f"ignored {len(scan.incomplete)} incomplete save(s) in {self.directory} "
-                    "(a job stopped while writing; removed by the next save)"
-                )
-            start = Start()
+            start: Start[S] = Start(state=target)
         else:
-            if not self._accepts(chosen):
-                raise CheckpointError(
-                    f"{chosen.uri} was saved by another checkpointer (format {chosen.format!r}); "
-                    f"{type(self).__name__} reads {', '.join(self.reads)}. Point the checkpoint "
-                    "directory at this framework's run, or at an empty directory to start afresh"
-                )
             try:
-                extra = self._load(chosen, strict)
+                restored = engine.load(chosen, target, strict=strict, store=self.core.manager.store)
             except CheckpointError as exc:
-                raise CheckpointError(f"{exc}. {self.manager.fallback_hint(chosen.step, scan)}") from None
-            start = Start(chosen.step, dict(extra), chosen)
+                raise CheckpointError(f"{exc}. {self.core.fallback_hint(chosen.step)}") from None
+            start = Start(chosen.step, dict(restored.extra), chosen, restored.state)
             if self.is_chief:
                 note(f"resumed from checkpoint step {chosen.step} ({chosen.uri})")
-        self.manager._last_step = start.step if start.resumed else None
-        self._open_history(start.step if start.resumed else None)
+        if self.core.history is None:
+            self.core.open_history(start.step if start.resumed else None)
         self._restored = start
         return start
-
-    def _choose(self, scan: Scan, step: int | None) -> Checkpoint | None:
-        if step is not None:
-            found = next((c for c in scan.complete if c.step == step), None)
-            if found is None:
-                have = ", ".join(str(c.step) for c in scan.complete[-10:]) or "none"
-                why = f" ({scan.damaged[step]})" if step in scan.damaged else ""
-                raise CheckpointError(
-                    f"no complete checkpoint of step {step} in {self.directory}{why}; complete ones: {have}"
-                )
-            return found
-        latest = scan.complete[-1] if scan.complete else None
-        newer = [s for s in scan.damaged if latest is None or s > latest.step]
-        if newer:
-            worst = max(newer)
-            raise CheckpointError(
-                f"{self.manager._uri(worst)} is damaged: {scan.damaged[worst]}. "
-                + self.manager.fallback_hint(worst, scan)
-            )
-        return latest
-
-    def _refuse_foreign(self, scan: Scan) -> None:
-        for name in scan.others:
-            for pattern, what in FOREIGN_CHECKPOINTS:
-                if re.search(pattern, name):
-                    raise CheckpointError(
-                        f"{self.directory} holds {what} ({name}) but no trainguard checkpoint "
-                        "(step-NNNNNNNNN/COMMIT), so this run would start from scratch beside it. "
-                        "Point the checkpoint directory (AIP_CHECKPOINT_DIR) at an empty directory, "
-                        "or load that checkpoint into the model yourself before training"
-                    )
-
-    def _open_history(self, resume_step: int | None) -> None:
-        if self.history is not None or not self.history_path:
-            return
-        self.history = HistoryWriter(self.history_path, resume_step=resume_step, enabled=self.is_chief)
 
     def plan(self, total_steps: int) -> None:
         """Declares how many steps the run will take, after ``restore()`` (the in-flight guard
         then says what stopping it saved: the time to that step at the pace so far)."""
-        if self.history is not None:
-            self.history.plan(total_steps)
+        self.core.plan(total_steps)
 
     # -- the loop --
 
@@ -275,6 +335,7 @@ class Checkpointer:
         step: int,
         loss: float | None = None,
         *,
+        state: S | None = None,
         extra: Mapping | None = None,
         epoch: int | None = None,
         val: Mapping[str, float] | None = None,
@@ -287,6 +348,7 @@ class Checkpointer:
         Args:
             step: the step just completed (1, 2, …).
             loss: the training loss (history, and ``loss`` in the COMMIT metrics).
+            state: the state after the step, for engines whose state is a value (JAX).
             extra: plain data to restore with the state: the data position (epoch, batch).
             epoch: recorded in the history.
             val: validation metrics of this step (``{"loss": 0.3}`` → ``val_loss``).
@@ -296,73 +358,77 @@ class Checkpointer:
             True to go on; False after a SIGTERM save with ``exit_on_preemption=False``.
         """
         self._check_open()
-        if self._restored is None:
-            self._open_history(None)
+        self._check_state(state, "step", "state=, the state after this step")
+        core = self.core
+        if self._restored is None and core.history is None:
+            core.open_history(None)
         train = {"loss": loss, **metrics} if loss is not None else dict(metrics)
-        if self.history is not None:
-            if train and step % self.log_every == 0:
-                self.history.log(step, "train", epoch=epoch, **train)
-            if val:
-                self.history.log(step, "val", epoch=epoch, **val)
+        if train and step % self.log_every == 0:
+            core.log(step, "train", epoch, train)
+        if val:
+            core.log(step, "val", epoch, val)
         recorded = {**train, **{f"val_{k}": v for k, v in (val or {}).items()}}
-        due = self.manager.should_save(step) or bool(val and self.manager.retention.keep_best)
+        due = core.due(step, validated=bool(val))
         nonce = secrets.randbits(47) + 1 if self.is_chief else 0
-        want, preempted, nonce = self._agree([int(due), int(self.manager.preempted), nonce])
+        want, preempted, nonce = self.engine.agree([int(due), int(core.preempted), nonce])
+        if preempted and not core.preempted:
+            core.mark_preempted()  # another rank got SIGTERM: stop at the same step as it
         if want or preempted:
-            self._save(step, extra, recorded, blocking=bool(preempted), attempt=attempt_name(nonce))
+            self._save(step, state, extra, recorded, blocking=bool(preempted), attempt=attempt_name(nonce))
         if not preempted:
             return True
         self.close()
-        if self.is_chief:
-            note(f"{self.manager.stop_reason}: saved step {step}, stopping")
-        if self.exit_on_preemption:
-            raise SystemExit(self.manager.stop_exit_code)
-        return False
+        return core.stop(step, exit=self.exit_on_preemption)
 
     def save(
         self,
         step: int,
         *,
+        state: S | None = None,
         extra: Mapping | None = None,
         metrics: Mapping[str, float] | None = None,
         blocking: bool = False,
     ) -> None:
         """Saves now (call on every rank), e.g. the final step."""
         self._check_open()
+        self._check_state(state, "save", "state=, the state to save")
         nonce = secrets.randbits(47) + 1 if self.is_chief else 0
-        (nonce,) = self._agree([nonce])
-        self._save(step, extra, dict(metrics or {}), blocking=blocking, attempt=attempt_name(nonce))
+        (nonce,) = self.engine.agree([nonce])
+        self._save(step, state, extra, dict(metrics or {}), blocking=blocking, attempt=attempt_name(nonce))
 
-    def _save(self, step: int, extra: Mapping | None, metrics: dict, *, blocking: bool, attempt: str) -> None:
+    def _save(
+        self,
+        step: int,
+        state: S | None,
+        extra: Mapping | None,
+        metrics: dict,
+        *,
+        blocking: bool,
+        attempt: str,
+    ) -> None:
         started = time.perf_counter()
         try:
-            self._save_now(step, extra, metrics, blocking=blocking, attempt=attempt)
+            self.core.wait()  # the previous save is written: its staging buffers are free
+            if not self.is_chief and not self.engine.all_ranks_write:
+                self.core.commit(step, {}, metrics)  # records the step; the chief writes
+                return
+            slot = Slot(step, self.core.manager.attempt_uri(step, attempt), self.core.manager.store, blocking)
+            staged = self.engine.stage(state, dict(extra or {}), slot)
+            self.core.commit(
+                step,
+                self.engine.payload(staged, slot),
+                metrics,
+                blocking=blocking,
+                format=self.engine.format,
+                attempt=attempt,
+                meta=self.engine.meta(),
+            )
         finally:
             self._held_s += time.perf_counter() - started
 
-    def _save_now(
-        self, step: int, extra: Mapping | None, metrics: dict, *, blocking: bool, attempt: str
-    ) -> None:
-        if self.history is not None:
-            self.history.flush()  # the history up to this step is durable with the checkpoint
-        self.manager.wait()  # the previous save is written: its staging buffers are free
-        if not self.is_chief and not self.all_ranks_write:
-            self.manager.save(step, {}, metrics)  # remembers the step; writes nothing
-            return
-        staged = self._stage(dict(extra or {}), blocking=blocking)
-        self.manager.save(
-            step,
-            self._payload(staged, step),
-            metrics,
-            blocking=True if blocking else None,
-            format=self.format,
-            attempt=attempt,
-            meta=self._meta(),
-        )
-
     def wait(self) -> None:
         """Blocks until the save in flight is written; raises its error."""
-        self.manager.wait()
+        self.core.wait()
 
     def close(self) -> None:
         """Waits for the save in flight, closes the history, puts back the SIGTERM handler."""
@@ -370,48 +436,26 @@ class Checkpointer:
             return
         self._closed = True
         try:
-            self.manager.wait()
+            self.core.close()
         finally:
-            self.manager.uninstall_sigterm_handler()
-            if self.history is not None:
-                self.history.close()
+            self.engine.close()
 
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError(f"{type(self).__name__} is closed")
 
-    def __enter__(self):
+    def _check_state(self, state: object, call: str, what: str) -> None:
+        name = type(self).__name__
+        if self.engine.needs_state and state is None:
+            raise ConfigError(f"{name}.{call}() needs {what}")
+        if not self.engine.needs_state and state is not None:
+            raise ConfigError(
+                f"{name}.{call}() reads the objects it was given (model, optimizer, ...) and takes "
+                "no state" + (": pass step= by keyword to restore a chosen step" if call == "restore" else "")
+            )
+
+    def __enter__(self) -> Checkpointer[S]:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- hooks --
-
-    #: True when every rank writes part of the payload (sharded); else only the chief writes.
-    all_ranks_write: bool = False
-
-    def _stage(self, extra: dict, blocking: bool = False) -> object:
-        """Starts copying the training state (training thread); returns what ``_payload`` needs.
-        With ``blocking`` the save completes before training goes on: no copy is needed."""
-        raise NotImplementedError
-
-    def _payload(self, staged: object, step: int) -> Payload | Sharded:
-        """The payload for the manager (runs the serialisation on the saver thread)."""
-        raise NotImplementedError
-
-    def _load(self, checkpoint: Checkpoint, strict: bool) -> dict:
-        """Loads ``checkpoint`` into the training state; returns its ``extra``."""
-        raise NotImplementedError
-
-    def _accepts(self, checkpoint: Checkpoint) -> bool:
-        """True when ``_load`` can read ``checkpoint`` (by default: its format is in ``reads``)."""
-        return checkpoint.format in self.reads
-
-    def _agree(self, values: list[int]) -> list[int]:
-        """The element-wise max of ``values`` over all ranks (one process: ``values``)."""
-        return values
-
-    def _meta(self) -> dict:
-        """More COMMIT fields."""
-        return {"world_size": self.world_size}

@@ -1,13 +1,15 @@
-"""What the framework guards (Lightning, Keras, Hugging Face) share.
+"""What the framework guards (Lightning, Keras, Hugging Face) share besides the core.
 
 Each guard (``trainguard.runtime.lightning``, ``.keras``, ``.hf``) is one object a user hands to
-their framework. Underneath, :class:`GuardCore` owns the parts that do not depend on the framework:
+their framework, built on the :class:`~trainguard.runtime.core.CheckpointCore` (checkpoints on
+``AIP_CHECKPOINT_DIR``, save decisions, SIGTERM, the history, closing). This module holds what the
+guards add, once:
 
-* the :class:`~trainguard.runtime.checkpoint.CheckpointManager` on ``AIP_CHECKPOINT_DIR`` (atomic
-  ``COMMIT``, retention, background writes) and the choice of the newest *complete* checkpoint;
-* the JSONL history (``TRAINGUARD_HISTORY``), trimmed to the restored step on resume;
-* SIGTERM: a flag the guard reads at its next save point (it then saves, blocking, and exits 143);
+* :class:`GuardOptions`: the options every guard takes, checked when the guard is made, and the
+  core they configure;
+* :func:`restore_point`: the newest complete checkpoint of this guard (another writer's is refused);
 * RNG states as plain data (JSON-able, and loadable by ``torch.load(weights_only=True)``);
+* which split a logged metric belongs to;
 * loading a torch file from a checkpoint without ever running code from it.
 
 Nothing here imports a framework; numpy and torch are used only when the process already did.
@@ -15,34 +17,23 @@ Nothing here imports a framework; numpy and torch are used only when the process
 
 from __future__ import annotations
 
-import atexit
 import base64
-import inspect
-import os
 import pickle
 import random
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from trainguard.errors import CheckpointError
-from trainguard.runtime.checkpoint import (
-    Checkpoint,
-    CheckpointManager,
-    RetentionPolicy,
-    SavePolicy,
-    note,
-    safe_relative_name,
-    save_policy,
-)
-from trainguard.runtime.checkpointer import PREEMPTED_EXIT
+from trainguard.errors import CheckpointError, ConfigError
+from trainguard.runtime.checkpoint import FORMAT_FILES, Checkpoint, RetentionPolicy, SavePolicy, note
+from trainguard.runtime.core import PREEMPTED_EXIT, CheckpointCore
 from trainguard.runtime.env import VertexEnv
-from trainguard.runtime.history import HistoryWriter
-from trainguard.runtime.preemption import SigtermFlag
-from trainguard.runtime.storage import join, store_for
+from trainguard.runtime.policies import save_policy
 
 __all__ = [
-    "GuardCore",
+    "GuardOptions",
+    "restore_point",
     "PREEMPTED_EXIT",
     "rng_state",
     "set_rng_state",
@@ -167,196 +158,77 @@ def load_torch(handle: BinaryIO, name: str) -> Any:
         ) from None
 
 
-class GuardCore:
-    """Checkpoints, SIGTERM and history for one framework guard.
+@dataclass(frozen=True)
+class GuardOptions:
+    """The options every framework guard takes, checked when the guard is made.
 
     Args:
-        framework: the guard's name (``lightning``, ``keras``, ``hf``), recorded in ``COMMIT`` as
-            its format where the manager supports formats.
-        marker: the payload file that every checkpoint of this guard holds; a checkpoint without
-            it was written by someone else and is refused.
         directory: the checkpoint directory (default ``AIP_CHECKPOINT_DIR``, else
             ``./trainguard-output/checkpoints``).
-        save: when to save: a :class:`SavePolicy`, or N to save every N steps (default 100).
+        save: when to save: N (every N steps, default 100) or a :class:`SavePolicy`.
         retention: which checkpoints to keep (default the last 3).
         async_save: write in the background (the state is copied first).
-        history: the JSONL history path (default ``TRAINGUARD_HISTORY``); ``False`` for none.
-        is_chief: only the chief writes checkpoints and the history.
+        history: the JSONL history path (default ``TRAINGUARD_HISTORY``); False for none.
+
+    Raises:
+        ConfigError: an option of the wrong kind or out of range; the message says what to pass.
     """
 
-    def __init__(
-        self,
-        framework: str,
-        marker: str,
-        directory: str | None = None,
-        *,
-        save: SavePolicy | int | None = None,
-        retention: RetentionPolicy | None = None,
-        async_save: bool = True,
-        history: str | bool | None = None,
-        is_chief: bool = True,
-    ) -> None:
+    directory: str | None = None
+    save: SavePolicy | int | None = None
+    retention: RetentionPolicy | None = None
+    async_save: bool = True
+    history: str | bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.directory is not None and not (isinstance(self.directory, str) and self.directory):
+            raise ConfigError(
+                f"directory={self.directory!r}: pass a checkpoint directory (a path or gs:// URI)"
+            )
+        object.__setattr__(self, "save", save_policy(self.save))
+        if self.retention is not None and not isinstance(self.retention, RetentionPolicy):
+            raise ConfigError(
+                f"retention={self.retention!r}: pass a "
+                "RetentionPolicy(keep_last=..., keep_best=..., metric=...)"
+            )
+        if not isinstance(self.async_save, bool):
+            raise ConfigError(f"async_save={self.async_save!r}: pass True or False")
+        if self.history is not None and not isinstance(self.history, str | bool):
+            raise ConfigError(
+                f"history={self.history!r}: pass the JSONL history's path, True (TRAINGUARD_HISTORY) "
+                "or False (no history)"
+            )
+
+    def core(self, *, is_chief: bool) -> CheckpointCore:
+        """The checkpoint core these options describe, read against Vertex's environment now."""
         env = VertexEnv.from_environ()
-        self.framework, self.marker = framework, marker
-        self.is_chief = is_chief
-        self.manager = CheckpointManager(
-            directory or env.checkpoint_dir,
-            save=save_policy(save),
-            retention=retention or RetentionPolicy(),
-            async_save=async_save,
+        history = env.history_path if self.history is None or self.history is True else (self.history or None)
+        return CheckpointCore(
+            self.directory or env.checkpoint_dir,
+            save=self.save,
+            retention=self.retention,
+            async_save=self.async_save,
             is_chief=is_chief,
+            history=history,
+            finish_at_exit=True,
         )
-        self.directory = self.manager.directory
-        self.history_path = env.history_path if history is None or history is True else (history or "")
-        self.history: HistoryWriter | None = None
-        self._sigterm = SigtermFlag()
-        self._formats = "format" in inspect.signature(self.manager.save).parameters
-        self.last_saved: int | None = None  # the step of the newest checkpoint, restored or saved
-        self._at_exit = False
 
-    # -- restore --
 
-    def latest(self) -> Checkpoint | None:
-        """The newest complete checkpoint of this guard, or None on a fresh run.
+def restore_point(core: CheckpointCore, framework: str, marker: str) -> Checkpoint | None:
+    """The newest complete checkpoint written by ``framework``'s guard, or None on a fresh run.
 
-        Raises:
-            CheckpointError: the newest complete checkpoint was written by something else (it is
-                left as it is).
-        """
-        latest = self.manager.restore_latest()
-        if latest is None:
-            return None
-        self.last_saved = latest.step
-        fmt = getattr(latest, "format", None)
-        if self.marker not in latest.files or fmt not in (None, "files", self.framework):
-            holds = ", ".join(latest.files[:6]) or "nothing"
-            raise CheckpointError(
-                f"{latest.uri} was not written by trainguard's {self.framework} guard (it holds "
-                f"{holds}{f'; format {fmt}' if fmt else ''}; this guard reads {self.marker}). "
-                "Point AIP_CHECKPOINT_DIR at this run's own checkpoint directory, or at an empty "
-                "one to start afresh (nothing was deleted)"
-            )
-        return latest
+    Args:
+        core: the guard's core.
+        framework: the guard's name, recorded as the ``COMMIT`` format (``lightning``, ``keras``, ``hf``).
+        marker: the payload file every checkpoint of this guard holds.
 
-    @staticmethod
-    def root(checkpoint: Checkpoint) -> str:
-        """The directory that holds the checkpoint's files."""
-        return getattr(checkpoint, "root", "") or checkpoint.uri
+    Raises:
+        CheckpointError: the newest checkpoint is damaged or was written by something else (it is
+            left as it is).
+    """
 
-    def open_file(self, checkpoint: Checkpoint, name: str) -> BinaryIO:
-        """A binary handle on payload file ``name`` (local and FUSE paths are read in place;
-        symbolic links are refused)."""
-        import io
+    def accepts(checkpoint: Checkpoint) -> bool:
+        # FORMAT_FILES: COMMITs written before the guards recorded their own format.
+        return marker in checkpoint.files and checkpoint.format in (FORMAT_FILES, framework)
 
-        if not safe_relative_name(name) or name not in checkpoint.files:
-            raise CheckpointError(f"{checkpoint.uri}: no file {name!r} in the checkpoint")
-        path = join(self.root(checkpoint), name)
-        if path.startswith("gs://"):
-            return io.BytesIO(store_for(path).read_bytes(path))
-        if os.path.islink(path) or not os.path.isfile(path):
-            raise CheckpointError(
-                f"{path}: not a regular file (symbolic links are not followed); "
-                "move the checkpoint out of the checkpoint directory"
-            )
-        return open(path, "rb")  # noqa: SIM115 - the caller closes it
-
-    def open_history(self, resume_step: int | None) -> None:
-        """(Re)opens the history; records after ``resume_step`` (about to be logged again) go."""
-        if self.history is not None:
-            self.history.close()
-            self.history = None
-        if self.history_path:
-            self.history = HistoryWriter(self.history_path, resume_step=resume_step, enabled=self.is_chief)
-
-    def log(self, step: int, split: str, epoch: int | None, metrics: Mapping[str, float]) -> None:
-        """One history record (nothing when there are no metrics or no history)."""
-        if self.history is not None and metrics:
-            self.history.log(step, split, epoch=epoch, **metrics)
-
-    # -- save --
-
-    def should_save(self, step: int) -> bool:
-        """True when the save policy asks for a save at ``step`` (not yet saved)."""
-        return self.manager.should_save(step)
-
-    def commit(
-        self,
-        step: int,
-        payload: Mapping,
-        metrics: Mapping[str, float] | None = None,
-        *,
-        blocking: bool = False,
-    ) -> None:
-        """Saves ``payload`` as step ``step`` through the manager (history flushed first)."""
-        if self.history is not None:
-            self.history.flush()  # the history up to this step is durable with the checkpoint
-        if not self._at_exit:
-            # An exception that ends the process (the frameworks give no hook for it) must not
-            # cut the save in flight short: the saver thread is a daemon.
-            atexit.register(self._finish)
-            self._at_exit = True
-        extra = {"format": self.framework} if self._formats else {}
-        clean = {
-            k: float(v)
-            for k, v in (metrics or {}).items()
-            if isinstance(v, int | float) and not isinstance(v, bool)
-        }
-        self.manager.save(step, payload, clean, blocking=blocking, **extra)
-        self.last_saved = step
-
-    # -- preemption --
-
-    @property
-    def preempted(self) -> bool:
-        """True once SIGTERM arrived."""
-        return self._sigterm.is_set
-
-    def mark_preempted(self) -> None:
-        """Acts as if SIGTERM had arrived (another process of the job got it)."""
-        self._sigterm.set()
-
-    def install_sigterm_handler(self) -> None:
-        """On SIGTERM, set the flag the guard checks at its next save point (main thread only)."""
-        self._sigterm.install(main_thread_only=True)
-
-    def uninstall_sigterm_handler(self) -> None:
-        """Puts back the SIGTERM handler that was there before."""
-        self._sigterm.uninstall()
-
-    def preempted_exit(self, step: int, exit: bool = True) -> None:
-        """After the SIGTERM (or Ctrl-C) save: close and exit 143 (130), or return with
-        ``exit=False``."""
-        self.close()
-        if self.is_chief:
-            note(f"{self._sigterm.reason}: saved step {step} in {self.directory}, stopping")
-        if exit:
-            raise SystemExit(self._sigterm.exit_code)
-
-    def close(self) -> None:
-        """Waits for the save in flight, closes the history, puts back the SIGTERM handler."""
-        try:
-            self.manager.wait()
-        finally:
-            self.uninstall_sigterm_handler()
-            if self.history is not None:
-                self.history.close()
-                self.history = None
-            if self._at_exit:
-                atexit.unregister(self._finish)
-                self._at_exit = False
-
-    def _finish(self) -> None:
-        """At the process's exit: the save in flight completes, the history is flushed (what
-        fails is reported: the process is exiting anyway)."""
-        for what, step in (
-            ("the checkpoint save in flight", self.manager.wait),
-            ("flushing the history", self._flush_history),
-        ):
-            try:
-                step()
-            except Exception as exc:  # noqa: BLE001 - say what was lost, then exit
-                note(f"{what} failed: {exc}")
-
-    def _flush_history(self) -> None:
-        if self.history is not None:
-            self.history.flush()
+    return core.restore_point(accepts=accepts, reader=f"trainguard's {framework} guard", reads=marker)

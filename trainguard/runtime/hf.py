@@ -49,22 +49,22 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import torch
 from transformers import TrainerCallback
 
 from trainguard.errors import CheckpointError
-from trainguard.runtime import checkpoint as checkpoint_module
 from trainguard.runtime.checkpoint import Checkpoint, RetentionPolicy, Stream, safe_relative_name
+from trainguard.runtime.core import CheckpointCore
 from trainguard.runtime.env import VertexEnv
-from trainguard.runtime.guard_base import GuardCore, load_torch, note, split_metric
-from trainguard.runtime.storage import join, store_for
+from trainguard.runtime.guard_base import GuardOptions, load_torch, note, restore_point, split_metric
+from trainguard.runtime.storage import join
 
 __all__ = ["Guard", "STATE_FILE", "LEFT_OUT"]
 
 #: Every ``Trainer`` checkpoint holds it; a checkpoint without it is not one.
 STATE_FILE = "trainer_state.json"
+FRAMEWORK = "hf"  # the COMMIT format of the guard's checkpoints
 #: Files of a ``Trainer`` checkpoint that are not committed (a pickle that a resume never reads).
 LEFT_OUT = frozenset({"training_args.bin"})
 _TORCH_SUFFIXES = (".pt", ".pth", ".bin")
@@ -110,24 +110,20 @@ class Guard(TrainerCallback):
         history: str | bool | None = None,
         exit_on_preemption: bool = True,
     ) -> None:
-        self._options: dict[str, Any] = {
-            "directory": directory,
-            "retention": retention,
-            "async_save": async_save,
-            "history": history,
-        }
+        # save: unused, the Trainer decides when to save (save_strategy); a SIGTERM saves too.
+        self._options = GuardOptions(directory, retention=retention, async_save=async_save, history=history)
         self.exit_on_preemption = exit_on_preemption
-        self.core: GuardCore | None = None
+        self.core: CheckpointCore | None = None
         self.resumed_step: int | None = None
         self._download: str | None = None
         self._staged: list[Path] = []
         self._eval: dict[str, float] = {}
         self._deferred = False  # a save moved from an epoch's last step to after its evaluation
 
-    def _core(self, is_chief: bool | None = None) -> GuardCore:
+    def _core(self, is_chief: bool | None = None) -> CheckpointCore:
         if self.core is None:
             chief = VertexEnv.from_environ().is_chief if is_chief is None else is_chief
-            self.core = GuardCore("hf", STATE_FILE, is_chief=chief, **self._options)
+            self.core = self._options.core(is_chief=chief)
         return self.core
 
     # -- resume --
@@ -141,25 +137,20 @@ class Guard(TrainerCallback):
                 files holds more than tensors and plain data (nothing is deleted).
         """
         core = self._core()
-        latest = core.latest()
+        latest = restore_point(core, FRAMEWORK, STATE_FILE)
         if latest is None:
             return None
-        local = self._local_copy(latest)
+        local = self._local_copy(core, latest)
         self._check_torch_files(local, latest)
         self.resumed_step = latest.step
         if core.is_chief:
             note(f"resuming from checkpoint step {latest.step} ({latest.uri})")
         return local
 
-    def _local_copy(self, checkpoint: Checkpoint) -> str:
-        root = GuardCore.root(checkpoint)
-        for name in checkpoint.files:
-            if not safe_relative_name(name):
-                raise CheckpointError(
-                    f"{checkpoint.uri}: its COMMIT names {name!r}, not a plain "
-                    "relative file name; move the checkpoint out of the "
-                    "checkpoint directory"
-                )
+    def _local_copy(self, core: CheckpointCore, checkpoint: Checkpoint) -> str:
+        """A local directory holding the checkpoint's files, for the Trainer to read by path (the
+        manager has checked that COMMIT names plain relative files that are there)."""
+        root = checkpoint.root
         if not root.startswith("gs://"):
             for name in checkpoint.files:
                 path = join(root, name)
@@ -171,7 +162,7 @@ class Guard(TrainerCallback):
                     )
             return root
         target = Path(tempfile.mkdtemp(prefix="trainguard-resume-")) / f"checkpoint-{checkpoint.step}"
-        store = store_for(root)
+        store = core.manager.store
         for name in checkpoint.files:
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             store.download_file(join(root, name), str(target / name))
@@ -187,7 +178,7 @@ class Guard(TrainerCallback):
             if not name.endswith(_TORCH_SUFFIXES):
                 continue
             path = os.path.join(local, name)
-            where = join(GuardCore.root(checkpoint), name)  # the name a user can find
+            where = checkpoint.path(name)  # the name a user can find
             with safe_globals(), open(path, "rb") as handle:  # numpy RNG states, as the Trainer
                 try:
                     torch.load(path, map_location="cpu", weights_only=True, mmap=True)
@@ -207,7 +198,7 @@ class Guard(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         core = self._core(is_chief=args.process_index == 0)
         core.open_history(state.global_step if state.global_step > 0 else None)
-        core.install_sigterm_handler()
+        core.install_signal_handlers()
 
     def on_step_end(self, args, state, control, **kwargs):
         preempted = self._preempted(args)
@@ -259,22 +250,15 @@ class Guard(TrainerCallback):
                     "there; trainguard's guard needs args.output_dir as the "
                     "Trainer saved it (no hyper-parameter search)"
                 )
-            core.manager.wait()
+            core.wait()
             self._clean_staging()
             staged = self._stage(folder, Path(args.output_dir) / _STAGING / f"step-{step}")
-            nested = [n for n in self._names(staged) if "/" in n]
-            if nested and not hasattr(checkpoint_module, "safe_relative_name"):
-                raise CheckpointError(
-                    f"{folder} holds files in subfolders ({nested[0]}), which this version of "
-                    "trainguard's checkpoint manager cannot commit; save the model as single "
-                    "files (no sharded FSDP state)"
-                )
             payload = {name: Stream(_copier(str(staged / name))) for name in sorted(self._names(staged))}
-            core.commit(step, payload, self._eval, blocking=preempted)
+            core.commit(step, payload, self._eval, blocking=preempted, format=FRAMEWORK)
         else:
-            core.commit(step, {}, self._eval)  # remembers the step; the chief writes
+            core.commit(step, {}, self._eval)  # records the step; the chief writes
         if preempted:
-            core.preempted_exit(step, self.exit_on_preemption)
+            core.stop(step, exit=self.exit_on_preemption)
             control.should_training_stop = True
 
     def on_train_end(self, args, state, control, **kwargs):

@@ -28,7 +28,7 @@ import random
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import jax
 import numpy as np
@@ -36,11 +36,11 @@ import orbax.checkpoint as ocp
 from etils import epath
 
 from trainguard.errors import CheckpointError
-from trainguard.runtime.checkpoint import Checkpoint, Sharded, note
-from trainguard.runtime.checkpointer import Checkpointer, Start
-from trainguard.runtime.storage import join, no_space_message
+from trainguard.runtime.checkpoint import Checkpoint, RetentionPolicy, SavePolicy, Sharded, note
+from trainguard.runtime.checkpointer import Checkpointer, Engine, Restored, Slot, Start
+from trainguard.runtime.storage import FileStore, join, no_space_message
 
-__all__ = ["JaxCheckpointer", "JaxStart", "FORMAT_ORBAX", "STATE_ITEM", "host_rng_state"]
+__all__ = ["JaxCheckpointer", "JaxEngine", "JaxStart", "FORMAT_ORBAX", "STATE_ITEM", "host_rng_state"]
 
 FORMAT_ORBAX = "orbax"
 STATE_ITEM = "state"  # the orbax item holding the state pytree
@@ -49,16 +49,9 @@ _MAX_RECORD_BYTES = 1 << 20  # a record is ~15 KB (two RNG states and the positi
 _SHOWN = 4  # key paths named in one message
 
 
-@dataclass(frozen=True)
-class JaxStart(Start):
-    """Where training starts, and the state to start from.
-
-    Attributes:
-        state: the restored state (the target's tree, shardings and dtypes); on a fresh run, the
-            target as given.
-    """
-
-    state: Any = None
+#: The start of a JAX run: :class:`~trainguard.runtime.checkpointer.Start` with ``state`` (the
+#: restored state in the target's tree, shardings and dtypes; on a fresh run the target as given).
+JaxStart = Start
 
 
 @dataclass
@@ -67,149 +60,35 @@ class _InFlight:
     manager: ocp.CheckpointManager
 
 
-class JaxCheckpointer(Checkpointer):
-    """Saves, restores and preempts a JAX training loop; the state is any pytree of arrays.
-
-    Example (on Vertex, ``from_env`` reads the directory, ranks and history path)::
-
-        from trainguard.runtime import JaxCheckpointer
-
-        ckpt = JaxCheckpointer.from_env(save=100)
-        start = ckpt.restore(state)            # state: freshly initialised, sharded as training wants
-        state = start.state
-        for step in range(start.step + 1, total + 1):
-            state, loss = train_step(state, batch_at(start.extra, step))
-            ckpt.step(step, state=state, loss=loss, extra={"epoch": epoch, "batch": b})
-        ckpt.close()
-
-    ``step()`` takes the new state every step (JAX arrays are immutable, and a jitted step may
-    donate the old buffers); on SIGTERM it saves and exits (143). ``extra`` is saved as JSON.
-    Python's and NumPy's global RNG states are saved per process and restored; JAX keys belong in
-    the state.
+class JaxEngine(Engine[Any, _InFlight]):
+    """The JAX part of :class:`JaxCheckpointer`: the state is a pytree handed in at each call;
+    orbax copies it to host memory on the training thread and writes it in the background.
 
     Args:
-        directory: see :class:`Checkpointer` (default ``$AIP_CHECKPOINT_DIR``).
-        **kwargs: :class:`Checkpointer` options (``save``, ``retention``, ``async_save``,
-            ``history``, ``log_every``, ``exit_on_preemption``, …). With ``jax.distributed``
-            initialised, rank and world size are ``jax.process_index()``/``process_count()``.
+        rank, world_size: this process in the job; with ``jax.distributed`` initialised they are
+            ``jax.process_index()`` and ``process_count()``.
+
+    Raises:
+        CheckpointError: several processes are declared but ``jax.distributed`` is not initialised.
     """
 
     format = FORMAT_ORBAX
     reads = (FORMAT_ORBAX,)
     all_ranks_write = True  # every process writes its own shards and record
+    needs_state = True  # a pytree is a value: a new one every step
 
-    def __init__(self, directory: str | None = None, **kwargs) -> None:
+    def __init__(self, rank: int = 0, world_size: int = 1) -> None:
         if jax.distributed.is_initialized():
-            kwargs["rank"], kwargs["world_size"] = jax.process_index(), jax.process_count()
-        elif kwargs.get("world_size", 1) > 1:
+            rank, world_size = jax.process_index(), jax.process_count()
+        elif isinstance(world_size, int) and world_size > 1:
             raise CheckpointError(
-                f"WORLD_SIZE={kwargs['world_size']} but jax.distributed is not initialised: call "
+                f"WORLD_SIZE={world_size} but jax.distributed is not initialised: call "
                 "jax.distributed.initialize() before creating the JaxCheckpointer"
             )
-        directory = directory or os.environ.get("AIP_CHECKPOINT_DIR") or None
-        if directory is not None and not directory.startswith("gs://"):
-            # orbax takes absolute paths only ("Checkpoint path should be absolute"); a relative
-            # AIP_CHECKPOINT_DIR or --output-dir is relative to where the job started.
-            directory = os.path.abspath(directory)
-        super().__init__(directory, **kwargs)
-        emulator = os.environ.get("STORAGE_EMULATOR_HOST")
-        if emulator and self.directory.startswith("gs://"):
-            # One endpoint override for all storage (DESIGN.md): orbax's array writer, tensorstore,
-            # has its own variable; the rest (google-cloud-storage, gcsfs) read this one.
-            os.environ.setdefault("TENSORSTORE_GCS_HTTP_URL", emulator)
-        self._state: Any = None
-        self._target: Any = None
-        self._loaded: Any = None
-        self._attempt: tuple[int, str] | None = None
+        super().__init__(rank, world_size)
         self._inflight: _InFlight | None = None
 
-    @classmethod
-    def from_env(
-        cls, *, environ: Mapping[str, str] | None = None, default_base: str = "./trainguard-output", **kwargs
-    ) -> JaxCheckpointer:
-        """A checkpointer configured by Vertex's environment contract (``AIP_CHECKPOINT_DIR``,
-        ``TRAINGUARD_HISTORY``, ``RANK``, ``WORLD_SIZE``); ``kwargs`` override."""
-        return cls(**{**cls.env_kwargs(environ, default_base), **kwargs})
-
-    # -- the loop --
-
-    def restore(self, target: Any, step: int | None = None, *, strict: bool = True) -> JaxStart:
-        """Loads the newest complete checkpoint (or that of ``step``) into the shape of ``target``.
-
-        Args:
-            target: the training state as freshly initialised (or ``jax.ShapeDtypeStruct`` leaves
-                with shardings): the restored arrays take its tree, shapes, dtypes and shardings.
-            step: restore this step rather than the newest.
-            strict: a checkpoint that lacks part of ``target`` (an optimizer state) is an error;
-                False restores what it has and keeps the rest of ``target`` as given.
-
-        Returns:
-            :class:`JaxStart`: ``step``, ``extra`` and ``state`` (``target`` on a fresh run).
-
-        Raises:
-            CheckpointError: the checkpoint does not fit ``target``, is damaged or of another
-                format, or the directory holds another framework's checkpoint. Nothing is deleted.
-        """
-        self._target, self._loaded = target, None
-        try:
-            start = super().restore(step, strict=strict)
-            state = self._loaded if start.resumed else target
-        finally:
-            self._target, self._loaded = None, None
-        out = JaxStart(start.step, start.extra, start.checkpoint, state)
-        self._restored = out
-        return out
-
-    def step(
-        self,
-        step: int,
-        loss: float | None = None,
-        *,
-        state: Any,
-        extra: Mapping | None = None,
-        epoch: int | None = None,
-        val: Mapping[str, float] | None = None,
-        **metrics: float,
-    ) -> bool:
-        """Call once per training step with the state after it (see :meth:`Checkpointer.step`)."""
-        self._state = state
-        try:
-            return super().step(step, loss, extra=extra, epoch=epoch, val=val, **metrics)
-        finally:
-            self._state = None
-
-    def save(
-        self,
-        step: int,
-        *,
-        state: Any,
-        extra: Mapping | None = None,
-        metrics: Mapping[str, float] | None = None,
-        blocking: bool = False,
-    ) -> None:
-        """Saves ``state`` now (call on every process), e.g. the final step."""
-        self._state = state
-        try:
-            super().save(step, extra=extra, metrics=metrics, blocking=blocking)
-        finally:
-            self._state = None
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            inflight, self._inflight = self._inflight, None
-            if inflight is not None:  # a save that failed before its write: let orbax stop
-                with contextlib.suppress(Exception):  # the save's own error was raised already
-                    inflight.manager.close()
-
-    # -- hooks --
-
-    def _save(self, step: int, extra, metrics: dict, *, blocking: bool, attempt: str) -> None:
-        self._attempt = (step, attempt)  # _stage starts orbax's save into this attempt
-        super()._save(step, extra, metrics, blocking=blocking, attempt=attempt)
-
-    def _agree(self, values: list[int]) -> list[int]:
+    def agree(self, values: list[int]) -> list[int]:
         if self.world_size == 1:
             return values
         from jax.experimental import multihost_utils
@@ -219,7 +98,7 @@ class JaxCheckpointer(Checkpointer):
         every = np.asarray(multihost_utils.process_allgather(pairs)).reshape(-1, len(values), 2)
         return [max((int(hi) << 31) | int(lo) for hi, lo in every[:, i]) for i in range(len(values))]
 
-    def _meta(self) -> dict:
+    def meta(self) -> dict:
         return {
             "world_size": self.world_size,
             "jax": jax.__version__,
@@ -228,38 +107,42 @@ class JaxCheckpointer(Checkpointer):
             "platform": jax.default_backend(),
         }
 
-    def _stage(self, extra: dict, blocking: bool = False) -> _InFlight:
+    def close(self) -> None:
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None:  # a save that failed before its write: let orbax stop
+            with contextlib.suppress(Exception):  # the save's own error was raised already
+                inflight.manager.close()
+
+    # -- saving --
+
+    def stage(self, state: Any, extra: dict, slot: Slot) -> _InFlight:
         # orbax copies the arrays to host memory before its save returns, blocking or not.
-        if self._state is None or self._attempt is None:
-            raise RuntimeError("JaxCheckpointer saves through step(..., state=) or save(..., state=)")
-        step, attempt = self._attempt
         record = {"extra": json_plain(extra, "extra"), "rng": host_rng_state()}
-        uri = join(self.manager._uri(step), attempt)
         # The record first: orbax's save starts with a barrier of every process, so all records
         # exist before any process can finish, and the chief commits only after that.
-        self.manager.store.write_bytes(
-            join(uri, f"trainguard/process-{self.rank:05d}.json"), json.dumps(record).encode()
+        slot.store.write_bytes(
+            join(slot.uri, f"trainguard/process-{self.rank:05d}.json"), json.dumps(record).encode()
         )
         manager = ocp.CheckpointManager(
-            uri,
+            slot.uri,
             options=ocp.CheckpointManagerOptions(
                 create=True, save_root_metadata=False, enable_async_checkpointing=True
             ),
         )
         try:
             # Blocks while the arrays are copied to host memory; writes in the background.
-            manager.save(step, args=ocp.args.Composite(**{STATE_ITEM: ocp.args.PyTreeSave(self._state)}))
+            manager.save(slot.step, args=ocp.args.Composite(**{STATE_ITEM: ocp.args.PyTreeSave(state)}))
         except Exception as exc:
             manager.close()
             raise CheckpointError(
-                f"checkpoint step {step}: orbax cannot save this state: "
+                f"checkpoint step {slot.step}: orbax cannot save this state: "
                 f"{first_line(exc)}; the state must be a pytree of arrays and "
                 "numbers"
             ) from exc
-        self._inflight = _InFlight(uri, manager)
+        self._inflight = _InFlight(slot.uri, manager)
         return self._inflight
 
-    def _payload(self, staged: _InFlight, step: int) -> Sharded:
+    def payload(self, staged: _InFlight, slot: Slot) -> Sharded:
         return Sharded(lambda uri: self._finish(staged, uri))
 
     def _finish(self, inflight: _InFlight, uri: str) -> None:
@@ -277,7 +160,9 @@ class JaxCheckpointer(Checkpointer):
             if self._inflight is inflight:
                 self._inflight = None
 
-    def _load(self, checkpoint: Checkpoint, strict: bool) -> dict:
+    # -- restore --
+
+    def load(self, checkpoint: Checkpoint, target: Any, *, strict: bool, store: FileStore) -> Restored[Any]:
         step = checkpoint.step
         for name in (f"{step}/_CHECKPOINT_METADATA", f"{step}/{STATE_ITEM}/_METADATA"):
             if name not in checkpoint.files:
@@ -285,15 +170,12 @@ class JaxCheckpointer(Checkpointer):
                     f"{checkpoint.root}: no {name}: not an orbax checkpoint "
                     "written by JaxCheckpointer (or a torn one)"
                 )
-        saved_world, records = self._read_records(checkpoint)
-        state = self._restore_state(checkpoint, strict)
+        saved_world, records = self._read_records(checkpoint, store)
+        state = self._restore_state(checkpoint, target, strict)
         extra = self._apply_records(checkpoint, saved_world, records)
-        self._loaded = state
-        return extra
+        return Restored(extra, state)
 
-    # -- restore --
-
-    def _restore_state(self, checkpoint: Checkpoint, strict: bool) -> Any:
+    def _restore_state(self, checkpoint: Checkpoint, target: Any, strict: bool) -> Any:
         path = join(checkpoint.root, str(checkpoint.step), STATE_ITEM)
         try:
             # The saved tree as orbax records it (tuples come back as lists): the restore item
@@ -304,7 +186,7 @@ class JaxCheckpointer(Checkpointer):
             raise CheckpointError(
                 f"{path}: its orbax metadata cannot be read ({first_line(exc)}): damaged"
             ) from None
-        leaves, treedef = jax.tree_util.tree_flatten_with_path(self._target)
+        leaves, treedef = jax.tree_util.tree_flatten_with_path(target)
         want = {ocp.utils.tuple_path_from_keypath(p): leaf for p, leaf in leaves}
         check_fit(path, saved, want, strict)
 
@@ -327,14 +209,15 @@ class JaxCheckpointer(Checkpointer):
         finally:
             manager.close()
         got = ocp.tree.to_flat_dict(out)
-        return treedef.unflatten(
+        return jax.tree_util.tree_unflatten(
+            treedef,
             [
                 leaf if _is_placeholder(got.get(key, ocp.PLACEHOLDER)) else _placed(got[key], leaf)
                 for key, leaf in want.items()
-            ]
+            ],
         )
 
-    def _read_records(self, checkpoint: Checkpoint) -> tuple[int, dict[int, dict]]:
+    def _read_records(self, checkpoint: Checkpoint, store: FileStore) -> tuple[int, dict[int, dict]]:
         names = {int(m.group(1)): n for n in checkpoint.files if (m := _RECORD.match(n))}
         if not names:
             raise CheckpointError(
@@ -351,7 +234,7 @@ class JaxCheckpointer(Checkpointer):
                     f"{where}: {checkpoint.sizes[names[rank]]} bytes: not a trainguard record"
                 )
             try:
-                data = json.loads(checkpoint.read(names[rank], self.manager.store))
+                data = json.loads(checkpoint.read(names[rank], store))
             except (ValueError, UnicodeDecodeError):
                 raise CheckpointError(
                     f"{where}: not JSON: not a trainguard record (damaged or replaced)"
@@ -367,7 +250,7 @@ class JaxCheckpointer(Checkpointer):
         if mine is not None:
             set_host_rng_state(mine["rng"])
             return dict(mine.get("extra") or {})
-        if self.is_chief:
+        if self.rank == 0:
             note(
                 f"{checkpoint.uri} was saved by {saved_world} process(es), this job has "
                 f"{self.world_size}: arrays are resharded; Python/NumPy RNG states start from this "
@@ -381,6 +264,77 @@ class JaxCheckpointer(Checkpointer):
             f"position (extra), which cannot be mapped onto {self.world_size}: resume on "
             f"{saved_world} processes, or save a position that does not depend on the process"
         )
+
+
+class JaxCheckpointer(Checkpointer[Any]):
+    """Saves, restores and preempts a JAX training loop; the state is any pytree of arrays.
+
+    Example (on Vertex, ``from_env`` reads the directory, ranks and history path)::
+
+        >>> import tempfile, jax.numpy as jnp
+        >>> from trainguard.runtime import JaxCheckpointer
+        >>> ckpt = JaxCheckpointer(directory=tempfile.mkdtemp(), save=2)
+        >>> start = ckpt.restore({"w": jnp.zeros(3)})  # the state as freshly initialised
+        >>> state = start.state
+        >>> for step in range(start.step + 1, 5):
+        ...     state = {"w": state["w"] + 1.0}         # a train step: a new state each time
+        ...     _ = ckpt.step(step, state=state, loss=float(state["w"].sum()), extra={"batch": step})
+        >>> ckpt.close()
+        >>> [c.step for c in ckpt.manager.checkpoints()]
+        [2, 4]
+        >>> JaxCheckpointer(directory=ckpt.directory).restore({"w": jnp.zeros(3)}).state["w"].tolist()
+        [4.0, 4.0, 4.0]
+
+    ``step()`` takes the new state every step (JAX arrays are immutable, and a jitted step may
+    donate the old buffers); on SIGTERM it saves and exits (143). ``extra`` is saved as JSON.
+    Python's and NumPy's global RNG states are saved per process and restored; JAX keys belong in
+    the state.
+
+    Args:
+        directory: see :class:`Checkpointer` (default ``$AIP_CHECKPOINT_DIR``); a relative path is
+            made absolute (orbax takes absolute paths only).
+        rank, world_size: this process in the job (with ``jax.distributed`` initialised, they are
+            ``jax.process_index()``/``process_count()``).
+        **options: :class:`Checkpointer` options (``save``, ``retention``, ``async_save``,
+            ``history``, ``log_every``, ``exit_on_preemption``, ``store``, …).
+    """
+
+    engine: JaxEngine
+
+    def __init__(
+        self,
+        directory: str | None = None,
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        save: SavePolicy | int | None = None,
+        retention: RetentionPolicy | None = None,
+        **options: Any,
+    ) -> None:
+        engine = JaxEngine(rank, world_size)
+        directory = directory or os.environ.get("AIP_CHECKPOINT_DIR") or None
+        if directory is not None and not directory.startswith("gs://"):
+            # orbax takes absolute paths only ("Checkpoint path should be absolute"); a relative
+            # AIP_CHECKPOINT_DIR or --output-dir is relative to where the job started.
+            directory = os.path.abspath(directory)
+        super().__init__(engine, directory, save=save, retention=retention, **options)
+        emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+        if emulator and self.directory.startswith("gs://"):
+            # One endpoint override for all storage (DESIGN.md): orbax's array writer, tensorstore,
+            # has its own variable; the rest (google-cloud-storage, gcsfs) read this one.
+            os.environ.setdefault("TENSORSTORE_GCS_HTTP_URL", emulator)
+
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        environ: Mapping[str, str] | None = None,
+        default_base: str = "./trainguard-output",
+        **kwargs: Any,
+    ) -> JaxCheckpointer:
+        """A checkpointer configured by Vertex's environment contract (``AIP_CHECKPOINT_DIR``,
+        ``TRAINGUARD_HISTORY``, ``RANK``, ``WORLD_SIZE``); ``kwargs`` override."""
+        return cls(**{**cls.env_kwargs(environ, default_base), **kwargs})
 
 
 def _is_placeholder(value) -> bool:
@@ -513,7 +467,9 @@ def json_plain(obj, where: str = "extra"):
 def host_rng_state() -> dict:
     """Python's and NumPy's global RNG states, as JSON."""
     version, internal, gauss = random.getstate()
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    # legacy=True (the default) returns the tuple form, as NumPy documents it.
+    legacy = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state(legacy=True))
+    kind, keys, pos, has_gauss, cached = legacy
     return {
         "python": [version, list(internal), gauss],
         "numpy": [str(kind), keys.tolist(), int(pos), int(has_gauss), float(cached)],

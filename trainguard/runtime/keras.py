@@ -33,20 +33,27 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
 import keras
 import numpy as np
 
-from trainguard.errors import CheckpointError
+from trainguard.errors import CheckpointError, ConfigError
 from trainguard.runtime.checkpoint import Checkpoint, RetentionPolicy, SavePolicy, Stream
+from trainguard.runtime.core import CheckpointCore
 from trainguard.runtime.env import VertexEnv
-from trainguard.runtime.guard_base import GuardCore, note, rng_state, set_rng_state, split_metric
-from trainguard.runtime.storage import join
+from trainguard.runtime.guard_base import (
+    GuardOptions,
+    note,
+    restore_point,
+    rng_state,
+    set_rng_state,
+    split_metric,
+)
 
 __all__ = ["Guard", "STATE_FILE", "META_FILE"]
 
 STATE_FILE = "keras-state.npz"
+FRAMEWORK = "keras"  # the COMMIT format of the guard's checkpoints
 META_FILE = "keras-state.json"
 _GROUPS = ("model", "optimizer", "metrics")
 _BACKENDS = ("torch", "jax")
@@ -107,18 +114,14 @@ class Guard(keras.callbacks.Callback):
         save_on_train_end: bool = True,
     ) -> None:
         super().__init__()
-        self._options: dict[str, Any] = {
-            "directory": directory,
-            "save": save,
-            "retention": retention,
-            "async_save": async_save,
-            "history": history,
-        }
-        self.log_every = max(1, int(log_every))
+        self._options = GuardOptions(directory, save, retention, async_save, history)
+        if not isinstance(log_every, int) or isinstance(log_every, bool) or log_every < 1:
+            raise ConfigError(f"log_every={log_every!r}: pass a whole number >= 1 (log every N-th batch)")
+        self.log_every = log_every
         self.resume = resume
         self.exit_on_preemption = exit_on_preemption
         self.save_on_train_end = save_on_train_end
-        self.core: GuardCore | None = None
+        self.core: CheckpointCore | None = None
         self.resumed_step: int | None = None
         self._pending: dict | None = None  # a restored position not reached yet
         self._skip = 0  # batches of this epoch to pass over
@@ -144,9 +147,9 @@ class Guard(keras.callbacks.Callback):
         if self.core is not None:
             self.core.close()  # a previous fit that ended with an exception
         env = VertexEnv.from_environ()
-        self.core = core = GuardCore("keras", STATE_FILE, is_chief=env.is_chief, **self._options)
+        self.core = core = self._options.core(is_chief=env.is_chief)
         model = self.model  # synchronises the JAX state into the variables
-        latest = core.latest() if self.resume else None
+        latest = restore_point(core, FRAMEWORK, STATE_FILE) if self.resume else None
         self._step = 0
         if latest is not None:
             self._pending = self._load(model, latest)
@@ -160,18 +163,18 @@ class Guard(keras.callbacks.Callback):
                 )
         core.open_history(latest.step if latest is not None else None)
         self._logged_step = self._step
-        core.install_sigterm_handler()
+        core.install_signal_handlers()
 
     def _load(self, model: keras.Model, checkpoint: Checkpoint) -> dict:
         core = self.core
         assert core is not None
-        where = join(GuardCore.root(checkpoint), STATE_FILE)
+        where = checkpoint.path(STATE_FILE)
         try:
-            with core.open_file(checkpoint, META_FILE) as handle:
+            with core.manager.open_file(checkpoint, META_FILE) as handle:
                 meta = json.loads(handle.read())
             # Arrays only: an object array (a pickle) is refused, never unpickled.
             with (
-                core.open_file(checkpoint, STATE_FILE) as handle,
+                core.manager.open_file(checkpoint, STATE_FILE) as handle,
                 np.load(handle, allow_pickle=False) as arrays,
             ):
                 values = {name: arrays[name] for name in arrays.files}
@@ -260,7 +263,7 @@ class Guard(keras.callbacks.Callback):
         if core.preempted:
             self._save(blocking=True)
             self._stop(step)
-        elif not last and core.should_save(step):
+        elif not last and core.due(step):
             self._save()
 
     def _end_skip(self) -> None:
@@ -301,7 +304,7 @@ class Guard(keras.callbacks.Callback):
         if core.preempted:
             self._save(blocking=True)
             self._stop(step)
-        elif core.should_save(step):
+        elif core.due(step):
             self._save()
 
     def on_train_end(self, logs=None) -> None:
@@ -370,9 +373,10 @@ class Guard(keras.callbacks.Callback):
             },
             metrics,
             blocking=blocking,
+            format=FRAMEWORK,
         )
 
     def _stop(self, step: int) -> None:
         assert self.core is not None
-        self.core.preempted_exit(step, self.exit_on_preemption)
+        self.core.stop(step, exit=self.exit_on_preemption)
         self._model.stop_training = True

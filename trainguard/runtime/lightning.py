@@ -48,10 +48,12 @@ from lightning.fabric.utilities.types import _Stateful
 
 from trainguard.errors import CheckpointError
 from trainguard.runtime.checkpoint import RetentionPolicy, SavePolicy, Stream
+from trainguard.runtime.core import CheckpointCore
 from trainguard.runtime.guard_base import (
-    GuardCore,
+    GuardOptions,
     load_torch,
     note,
+    restore_point,
     rng_state,
     set_rng_state,
     split_metric,
@@ -62,6 +64,7 @@ __all__ = ["Guard", "GuardCheckpointIO", "ResumableLoader", "CHECKPOINT_FILE"]
 
 #: The payload file: a standard Lightning checkpoint (``Model.load_from_checkpoint`` reads it).
 CHECKPOINT_FILE = "lightning.ckpt"
+FRAMEWORK = "lightning"  # the COMMIT format of the guard's checkpoints
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size)
 
 
@@ -112,7 +115,7 @@ class GuardCheckpointIO(CheckpointIO):
     last); every other path (a ``ModelCheckpoint`` of the user's) goes to the plugin it wraps.
     """
 
-    def __init__(self, core: GuardCore, wrapped: CheckpointIO | None) -> None:
+    def __init__(self, core: CheckpointCore, wrapped: CheckpointIO | None) -> None:
         self.core = core
         self.wrapped = wrapped
 
@@ -132,6 +135,7 @@ class GuardCheckpointIO(CheckpointIO):
             {CHECKPOINT_FILE: Stream(lambda handle: torch.save(state, handle))},
             request.metrics,
             blocking=request.blocking,
+            format=FRAMEWORK,
         )
         return None
 
@@ -144,8 +148,8 @@ class GuardCheckpointIO(CheckpointIO):
         found = next((c for c in self.core.manager.checkpoints() if c.uri == step_dir), None)
         if found is None:
             raise CheckpointError(f"{path}: no complete checkpoint there any more")
-        with self.core.open_file(found, CHECKPOINT_FILE) as handle:
-            state = load_torch(handle, join(GuardCore.root(found), CHECKPOINT_FILE))
+        with self.core.manager.open_file(found, CHECKPOINT_FILE) as handle:
+            state = load_torch(handle, found.path(CHECKPOINT_FILE))
         if not isinstance(state, dict) or "state_dict" not in state or "loops" not in state:
             raise CheckpointError(
                 f"{path}: not a Lightning checkpoint written by trainguard's "
@@ -161,7 +165,7 @@ class GuardCheckpointIO(CheckpointIO):
             self.wrapped.remove_checkpoint(path)
 
     def teardown(self) -> None:
-        self.core.manager.wait()
+        self.core.wait()
         if self.wrapped is not None:
             self.wrapped.teardown()
 
@@ -290,17 +294,11 @@ class Guard(pl.Callback):
         exit_on_preemption: bool = True,
         save_on_train_end: bool = True,
     ) -> None:
-        self._options: dict[str, Any] = {
-            "directory": directory,
-            "save": save,
-            "retention": retention,
-            "async_save": async_save,
-            "history": history,
-        }
+        self._options = GuardOptions(directory, save, retention, async_save, history)
         self.resume = resume
         self.exit_on_preemption = exit_on_preemption
         self.save_on_train_end = save_on_train_end
-        self.core: GuardCore | None = None
+        self.core: CheckpointCore | None = None
         self.resumed_step: int | None = None
         self._io: GuardCheckpointIO | None = None
         self._logged_step = -1
@@ -316,14 +314,12 @@ class Guard(pl.Callback):
             return
         if self.core is not None:
             self.core.close()  # a previous fit that ended with an exception
-        self.core = core = GuardCore(
-            "lightning", CHECKPOINT_FILE, is_chief=trainer.is_global_zero, **self._options
-        )
+        self.core = core = self._options.core(is_chief=trainer.is_global_zero)
         strategy = trainer.strategy
         self._io = GuardCheckpointIO(core, strategy.checkpoint_io)
         strategy.checkpoint_io = self._io
         strategy.process_dataloader = functools.partial(_wrap_loaders, strategy.process_dataloader, trainer)
-        latest = core.latest() if self.resume else None
+        latest = restore_point(core, FRAMEWORK, CHECKPOINT_FILE) if self.resume else None
         if latest is not None:
             # Lightning restores from this right after setup (model, callbacks, loops, optimizers,
             # schedulers); an explicit fit(ckpt_path=...) replaces it.
@@ -346,7 +342,7 @@ class Guard(pl.Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # After Lightning's own signal handlers: ours decides when to save and stop.
         if self.core is not None:
-            self.core.install_sigterm_handler()
+            self.core.install_signal_handlers()
 
     # -- the loop --
 
@@ -409,7 +405,7 @@ class Guard(pl.Callback):
         core = self.core
         assert core is not None
         step = trainer.global_step
-        preempted, due = core.preempted, core.should_save(step)
+        preempted, due = core.preempted, core.due(step)
         if trainer.world_size > 1:
             preempted = trainer.strategy.reduce_boolean_decision(preempted, all=False)
             due = trainer.strategy.reduce_boolean_decision(due, all=False)
@@ -417,7 +413,7 @@ class Guard(pl.Callback):
             if not core.preempted:
                 core.mark_preempted()
             self._save(trainer, blocking=True)
-            core.preempted_exit(step, self.exit_on_preemption)
+            core.stop(step, exit=self.exit_on_preemption)
             trainer.should_stop = True
         elif due:
             self._save(trainer)
@@ -444,11 +440,11 @@ class Guard(pl.Callback):
         }
         request = _Request(step, metrics, blocking)
         if not trainer.is_global_zero:
-            core.commit(step, {}, metrics)  # remembers the step; only rank 0 writes
+            core.commit(step, {}, metrics)  # records the step; only rank 0 writes
         trainer.save_checkpoint(
             join(core.directory, f"step-{step:09d}", CHECKPOINT_FILE),
             weights_only=False,
             storage_options=request,
         )
         if blocking:
-            core.manager.wait()
+            core.wait()

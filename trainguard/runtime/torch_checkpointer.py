@@ -14,13 +14,15 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from trainguard.errors import CheckpointError
-from trainguard.runtime.checkpoint import Checkpoint, Sharded, note
-from trainguard.runtime.checkpointer import Checkpointer
+from trainguard.runtime.checkpoint import Checkpoint, Payload, RetentionPolicy, SavePolicy, Sharded, note
+from trainguard.runtime.checkpointer import Checkpointer, Engine, Restored, Slot
+from trainguard.runtime.storage import FileStore
 from trainguard.runtime.torch_state import (
     STATE_FILE,
     Stager,
@@ -32,7 +34,7 @@ from trainguard.runtime.torch_state import (
     stream,
 )
 
-__all__ = ["TorchCheckpointer", "FORMAT_TORCH", "FORMAT_DCP"]
+__all__ = ["TorchCheckpointer", "TorchEngine", "FORMAT_TORCH", "FORMAT_DCP"]
 
 FORMAT_TORCH = "torch"
 FORMAT_DCP = "torch-dcp"
@@ -44,40 +46,20 @@ def _has_dtensor(model) -> bool:
     return any(type(p).__name__ == "DTensor" for p in model.parameters())
 
 
-class TorchCheckpointer(Checkpointer):
-    """Saves, restores and preempts a PyTorch training loop.
-
-    Example (runs as is; on Vertex, ``from_env`` reads the directory, rank and history path)::
-
-        import torch
-        from trainguard.runtime import TorchCheckpointer
-
-        model = torch.nn.Linear(4, 1)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        ckpt = TorchCheckpointer(model, optimizer, directory="/tmp/tg-example", save=5)
-        start = ckpt.restore()                     # Start(step=0) on a fresh run
-        for step in range(start.step + 1, 21):
-            loss = model(torch.randn(8, 4)).pow(2).mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            ckpt.step(step, loss=loss.item(), extra={"batch": step})
-        ckpt.close()
-
-    Call ``step()`` on every rank after each ``optimizer.step()``; on SIGTERM it saves and exits
-    (143). The data position goes in ``extra`` and comes back as ``start.extra``.
+class TorchEngine(Engine[None, Any]):
+    """The PyTorch part of :class:`TorchCheckpointer`: it holds the model, optimizer and scheduler
+    (references: the loop passes no state), stages them into kept CPU buffers during the next
+    forward/backward pass, and writes one ``state.pt`` or, sharded, a DCP checkpoint.
 
     Args:
-        model: the module (plain, DDP-wrapped, or FSDP2 ``fully_shard``-ed).
-        optimizer: its optimizer (restoring a checkpoint without one is an error unless
-            ``restore(strict=False)``).
-        scheduler: an LR scheduler.
-        directory: see :class:`Checkpointer` (default ``$AIP_CHECKPOINT_DIR``).
-        sharded: save with ``torch.distributed.checkpoint`` (default: when the job has several
-            ranks or the model has sharded (DTensor) parameters).
-        **kwargs: :class:`Checkpointer` options (``save``, ``retention``, ``async_save``,
-            ``history``, ``log_every``, ``rank``, ``world_size``, ``exit_on_preemption``, …).
-            With ``torch.distributed`` initialised, rank and world size come from it.
+        model, optimizer, scheduler: the training objects (see :class:`TorchCheckpointer`).
+        sharded: save with ``torch.distributed.checkpoint`` (default: several ranks, or DTensor
+            parameters).
+        rank, world_size: this process in the job; with ``torch.distributed`` initialised they
+            come from it.
+
+    Raises:
+        CheckpointError: several ranks are declared but ``torch.distributed`` is not initialised.
     """
 
     reads = (FORMAT_TORCH, FORMAT_DCP)
@@ -87,31 +69,32 @@ class TorchCheckpointer(Checkpointer):
         model,
         optimizer=None,
         scheduler=None,
-        directory: str | None = None,
         *,
         sharded: bool | None = None,
-        **kwargs,
+        rank: int = 0,
+        world_size: int = 1,
     ) -> None:
         initialised = dist.is_available() and dist.is_initialized()
         if initialised:
-            kwargs["rank"], kwargs["world_size"] = dist.get_rank(), dist.get_world_size()
-        elif kwargs.get("world_size", 1) > 1:
+            rank, world_size = dist.get_rank(), dist.get_world_size()
+        elif isinstance(world_size, int) and world_size > 1:
             raise CheckpointError(
-                f"WORLD_SIZE={kwargs['world_size']} but torch.distributed is not initialised: call "
+                f"WORLD_SIZE={world_size} but torch.distributed is not initialised: call "
                 "torch.distributed.init_process_group() before creating the TorchCheckpointer"
             )
-        super().__init__(directory, **kwargs)
+        super().__init__(rank, world_size)
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
-        self.sharded = (self.world_size > 1 or _has_dtensor(model)) if sharded is None else sharded
+        self.sharded = (self.world_size > 1 or _has_dtensor(model)) if sharded is None else bool(sharded)
         self.format = FORMAT_DCP if self.sharded else FORMAT_TORCH
         self.all_ranks_write = self.sharded
         self._stager = Stager()
-        self._pending = None  # the latest snapshot: its waits in optimizer.step() count as stall
+        self._pending: Any = None  # the latest snapshot: its waits in optimizer.step() count as stall
         self._waited_s = 0.0
         # Own gloo groups: one for the per-step agreement (training thread), one for DCP's
         # collectives (saver thread). Two threads must never share a group: collectives pair up
         # by order of issue.
-        self._ctl = self._io = None
+        self._ctl: Any = None
+        self._io: Any = None
         self._plans = str(next(_PLAN_KEYS))
         if initialised:
             if self.world_size > 1:
@@ -119,45 +102,28 @@ class TorchCheckpointer(Checkpointer):
             if self.sharded:
                 self._io = dist.new_group(backend="gloo")
 
-    @classmethod
-    def from_env(
-        cls,
-        model,
-        optimizer=None,
-        scheduler=None,
-        *,
-        environ: Mapping[str, str] | None = None,
-        default_base: str = "./trainguard-output",
-        **kwargs,
-    ) -> TorchCheckpointer:
-        """A checkpointer configured by Vertex's environment contract (``AIP_CHECKPOINT_DIR``,
-        ``TRAINGUARD_HISTORY``, ``RANK``, ``WORLD_SIZE``); ``kwargs`` override."""
-        return cls(model, optimizer, scheduler, **{**cls.env_kwargs(environ, default_base), **kwargs})
-
-    # -- hooks --
-
-    def _agree(self, values: list[int]) -> list[int]:
+    def agree(self, values: list[int]) -> list[int]:
         if self._ctl is None:
             return values
         tensor = torch.tensor(values, dtype=torch.int64)
         dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=self._ctl)
         return [int(v) for v in tensor.tolist()]
 
-    def _meta(self) -> dict:
+    def meta(self) -> dict:
         return {"world_size": self.world_size, "torch": torch.__version__}
 
-    @property
-    def stall_s(self) -> float:
-        """Seconds the training thread was held: in ``step()``, and in ``optimizer.step()``
-        waiting for a snapshot's copy."""
+    def held_s(self) -> float:
+        """Seconds ``optimizer.step()`` waited for a snapshot's copy."""
         latest = self._pending.blocked_s if self._pending is not None else 0.0
-        return super().stall_s + self._waited_s + latest
+        return self._waited_s + latest
 
-    def _stage(self, extra: dict, blocking: bool = False):
+    # -- saving --
+
+    def stage(self, state: None, extra: dict, slot: Slot) -> Any:
         if self._pending is not None:
             self._waited_s += self._pending.blocked_s
             self._pending = None
-        if blocking and self.sharded:
+        if slot.blocking and self.sharded:
             # The training thread waits for this save: DCP can write the live tensors (it copies
             # device tensors itself), no staging copy needed.
             return _Ready(self._refs(extra)[0])
@@ -190,38 +156,40 @@ class TorchCheckpointer(Checkpointer):
                 ),
             },
         )
-        refs = {"model": model_sd, f"rank{self.rank}": small}
+        refs: dict[str, object] = {"model": model_sd, f"rank{self.rank}": small}
         if optim_sd is not None:
             refs["optim"] = optim_sd
         module = getattr(self.model, "module", self.model)
         return refs, {("model", name) for name, _ in module.named_buffers()}
 
-    def _payload(self, staged, step: int):
+    def payload(self, staged: Any, slot: Slot) -> Payload | Sharded:
         if not self.sharded:
             return {STATE_FILE: stream(staged)}
-        return Sharded(lambda uri: self._dcp_save(staged, uri))
+        return Sharded(lambda uri: self._dcp_save(staged, uri, slot.store))
 
-    def _dcp_save(self, staged, uri: str) -> None:
+    def _dcp_save(self, staged, uri: str, store: FileStore) -> None:
         import torch.distributed.checkpoint as dcp
 
         from trainguard.runtime.torch_dcp import save_planner, writer_for
 
         state = staged.result()
-        writer = writer_for(uri, self.manager.store)
+        writer = writer_for(uri, store)
         if self._io is not None:
             planner = save_planner(self._plans)
             dcp.save(state, storage_writer=writer, planner=planner, process_group=self._io)
         else:
             dcp.save(state, storage_writer=writer, no_dist=True)
 
-    def _accepts(self, checkpoint: Checkpoint) -> bool:
+    # -- loading --
+
+    def accepts(self, checkpoint: Checkpoint) -> bool:
         # A COMMIT from before formats were recorded, with the single state file of that time.
         legacy = "format" not in checkpoint.meta and STATE_FILE in checkpoint.files
-        return legacy or super()._accepts(checkpoint)
+        return legacy or super().accepts(checkpoint)
 
-    def _load(self, checkpoint: Checkpoint, strict: bool) -> dict:
+    def load(self, checkpoint: Checkpoint, target: None, *, strict: bool, store: FileStore) -> Restored[None]:
         if checkpoint.format == FORMAT_DCP:
-            return self._load_dcp(checkpoint, strict)
+            return Restored(self._load_dcp(checkpoint, strict, store))
         if _has_dtensor(self.model):
             raise CheckpointError(
                 f"{checkpoint.uri} was saved by one process as a single file; this model is "
@@ -229,11 +197,12 @@ class TorchCheckpointer(Checkpointer):
                 "saved it (one process), or start this sharded run in an empty directory"
             )
         path = checkpoint.path(STATE_FILE)
-        with self.manager.store.open_read(path) as handle:
+        with store.open_read(path) as handle:
             state = load_state(handle, name=path)
-        return apply_state(state, self.model, self.optimizer, self.scheduler, strict=strict, name=path)
+        extra = apply_state(state, self.model, self.optimizer, self.scheduler, strict=strict, name=path)
+        return Restored(extra)
 
-    def _load_dcp(self, checkpoint: Checkpoint, strict: bool) -> dict:
+    def _load_dcp(self, checkpoint: Checkpoint, strict: bool, store: FileStore) -> dict:
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import (
             get_model_state_dict,
@@ -247,7 +216,6 @@ class TorchCheckpointer(Checkpointer):
         where = checkpoint.root
         if METADATA_FILE not in checkpoint.files:
             raise CheckpointError(f"{where}: no {METADATA_FILE}: a torn sharded save")
-        store = self.manager.store
         keys = set(reader_for(where, store, checkpoint.files).read_metadata().state_dict_metadata)
         ranks = sorted(int(m.group(1)) for k in keys if (m := _RANK_KEY.match(k)))
         has_optim = any(k.startswith("optim.") for k in keys)
@@ -262,6 +230,7 @@ class TorchCheckpointer(Checkpointer):
                 "setup that saved it, or restore(strict=False) to start the optimizer afresh"
             )
         load_optim = self.optimizer is not None and has_optim
+        target: dict[str, Any]
         if load_optim:
             model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
             target = {"model": model_sd, "optim": optim_sd}
@@ -316,7 +285,7 @@ class TorchCheckpointer(Checkpointer):
         if mine is not None:
             set_rng_state(mine.get("rng") or {})
             return dict(mine.get("extra") or {})
-        if self.is_chief:
+        if self.rank == 0:
             note(
                 f"{checkpoint.uri} was saved on {saved_world} rank(s), this job has "
                 f"{self.world_size}: weights and optimizer state are resharded; RNG states start "
@@ -330,6 +299,89 @@ class TorchCheckpointer(Checkpointer):
             f"(extra), which cannot be mapped onto {self.world_size} ranks: resume on "
             f"{saved_world} ranks, or save a position that does not depend on the rank"
         )
+
+
+class TorchCheckpointer(Checkpointer[None]):
+    """Saves, restores and preempts a PyTorch training loop.
+
+    Example (runs as is; on Vertex, ``from_env`` reads the directory, rank and history path)::
+
+        >>> import tempfile, torch
+        >>> from trainguard.runtime import TorchCheckpointer
+        >>> model = torch.nn.Linear(4, 1)
+        >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        >>> ckpt = TorchCheckpointer(model, optimizer, directory=tempfile.mkdtemp(), save=5)
+        >>> start = ckpt.restore()                     # Start(step=0) on a fresh run
+        >>> for step in range(start.step + 1, 21):
+        ...     loss = model(torch.randn(8, 4)).pow(2).mean()
+        ...     optimizer.zero_grad()
+        ...     loss.backward()
+        ...     optimizer.step()
+        ...     _ = ckpt.step(step, loss=loss.item(), extra={"batch": step})
+        >>> ckpt.close()
+        >>> [c.step for c in ckpt.manager.checkpoints()]    # the last 3 are kept
+        [10, 15, 20]
+
+    Call ``step()`` on every rank after each ``optimizer.step()``; on SIGTERM it saves and exits
+    (143). The data position goes in ``extra`` and comes back as ``start.extra``.
+
+    Args:
+        model: the module (plain, DDP-wrapped, or FSDP2 ``fully_shard``-ed).
+        optimizer: its optimizer (restoring a checkpoint without one is an error unless
+            ``restore(strict=False)``).
+        scheduler: an LR scheduler.
+        directory: see :class:`Checkpointer` (default ``$AIP_CHECKPOINT_DIR``).
+        sharded: save with ``torch.distributed.checkpoint`` (default: when the job has several
+            ranks or the model has sharded (DTensor) parameters).
+        rank, world_size: this process in the job (with ``torch.distributed`` initialised, they
+            come from it).
+        **options: :class:`Checkpointer` options (``save``, ``retention``, ``async_save``,
+            ``history``, ``log_every``, ``exit_on_preemption``, ``store``, …).
+    """
+
+    engine: TorchEngine
+
+    def __init__(
+        self,
+        model,
+        optimizer=None,
+        scheduler=None,
+        directory: str | None = None,
+        *,
+        sharded: bool | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+        save: SavePolicy | int | None = None,
+        retention: RetentionPolicy | None = None,
+        **options: Any,
+    ) -> None:
+        engine = TorchEngine(model, optimizer, scheduler, sharded=sharded, rank=rank, world_size=world_size)
+        super().__init__(engine, directory, save=save, retention=retention, **options)
+
+    @classmethod
+    def from_env(
+        cls,
+        model,
+        optimizer=None,
+        scheduler=None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        default_base: str = "./trainguard-output",
+        **kwargs: Any,
+    ) -> TorchCheckpointer:
+        """A checkpointer configured by Vertex's environment contract (``AIP_CHECKPOINT_DIR``,
+        ``TRAINGUARD_HISTORY``, ``RANK``, ``WORLD_SIZE``); ``kwargs`` override."""
+        return cls(model, optimizer, scheduler, **{**cls.env_kwargs(environ, default_base), **kwargs})
+
+    @property
+    def model(self):
+        """The module checkpointed."""
+        return self.engine.model
+
+    @property
+    def sharded(self) -> bool:
+        """True when saves go through ``torch.distributed.checkpoint`` (each rank its shards)."""
+        return self.engine.sharded
 
 
 class _Ready:

@@ -23,11 +23,12 @@ import io
 import os
 import pickle
 from collections.abc import Collection, Iterator
+from typing import BinaryIO, cast
 
 import torch
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
-from torch.distributed.checkpoint.filesystem import FileSystem, FileSystemBase
+from torch.distributed.checkpoint.filesystem import FileSystem
 
 from trainguard.errors import CheckpointError
 from trainguard.runtime.checkpoint import safe_relative_name
@@ -155,8 +156,9 @@ class SafeLoadPlanner(DefaultLoadPlanner):
             self.state_dict[read_item.dest_index.fqn] = obj
 
 
-class _StoreFileSystem(FileSystemBase):
-    """DCP's file-system interface over a trainguard store (``gs://``)."""
+class _StoreFileSystem(FileSystem):
+    """DCP's file-system interface over a trainguard store (``gs://``). It overrides every method
+    of DCP's local ``FileSystem`` (the type DCP's writer and reader declare for ``fs``)."""
 
     def __init__(self, store: FileStore) -> None:
         self.store = store
@@ -164,12 +166,14 @@ class _StoreFileSystem(FileSystemBase):
     @contextlib.contextmanager
     def create_stream(self, path, mode: str) -> Iterator[io.IOBase]:
         uri = os.fspath(path)
+        # The stores' handles are io objects (a BufferedReader/Writer, google-cloud-storage's
+        # BlobReader/BlobWriter) that typing describes as BinaryIO; DCP only reads and writes them.
         if "r" in mode:
             with self.store.open_read(uri) as handle:
-                yield handle
+                yield cast(io.IOBase, handle)
             return
         with self.store.open_write(uri) as handle:
-            yield handle
+            yield cast(io.IOBase, handle)
 
     def concat_path(self, path, suffix: str) -> str:
         return join(os.fspath(path), suffix)
@@ -212,7 +216,12 @@ class _WritebackFileSystem(FileSystem):
     @contextlib.contextmanager
     def create_stream(self, path, mode: str) -> Iterator[io.IOBase]:
         with super().create_stream(path, mode) as stream:
-            yield WritebackFile(stream) if "w" in mode else stream
+            if "w" not in mode:
+                yield stream
+                return
+            # DCP opens its files "wb" (a BufferedWriter) and only writes, tells and fsyncs them,
+            # which WritebackFile forwards: a file object in all but its class.
+            yield cast(io.IOBase, WritebackFile(cast(BinaryIO, stream)))
 
     def rename(self, path, new_path) -> None:
         super().rename(path, new_path)

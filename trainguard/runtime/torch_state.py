@@ -26,8 +26,12 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import torch
+
+if TYPE_CHECKING:  # importing it costs every process; the type is enough here
+    from torch.distributed.tensor import DTensor
 
 from trainguard.errors import CheckpointError
 from trainguard.runtime.checkpoint import Stream
@@ -53,7 +57,7 @@ STATE_FILE = "state.pt"
 _PLAIN_LEAVES = (type(None), bool, int, float, str, bytes, torch.dtype, torch.device, torch.Size)
 
 
-def _is_dtensor(obj) -> bool:
+def _is_dtensor(obj: object) -> TypeGuard[DTensor]:
     return isinstance(obj, torch.Tensor) and type(obj).__name__ == "DTensor" and hasattr(obj, "_spec")
 
 
@@ -130,7 +134,9 @@ def rng_state() -> dict:
     try:
         import numpy as np
 
-        kind, keys, pos, has_gauss, cached = np.random.get_state()
+        # legacy=True (the default) returns the tuple form, as NumPy documents it.
+        legacy = cast("tuple[str, Any, int, int, float]", np.random.get_state(legacy=True))
+        kind, keys, pos, has_gauss, cached = legacy
         np_state = {
             "kind": str(kind),
             "keys": torch.from_numpy(keys.astype("int64")),

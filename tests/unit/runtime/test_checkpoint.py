@@ -1,16 +1,14 @@
-"""CheckpointManager: atomic commits, retention, async errors surfacing, preemption flag."""
+"""CheckpointManager: atomic commits, retention, async errors surfacing (the preemption flag: test_core)."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import threading
 from pathlib import Path
 
 import pytest
 
-from trainguard.errors import CheckpointError
+from trainguard.errors import CheckpointError, ConfigError
 from trainguard.runtime.checkpoint import (
     COMMIT_MARKER,
     Checkpoint,
@@ -130,27 +128,6 @@ def test_at_most_one_save_in_flight(tmp_path):
     assert order == ["first done", "second"]
 
 
-def test_sigterm_sets_the_preempted_flag_and_close_restores_the_previous_handler(tmp_path):
-    seen = []
-
-    def previous(signum, frame):
-        seen.append(signum)
-
-    before = signal.signal(signal.SIGTERM, previous)
-    try:
-        mgr = CheckpointManager(str(tmp_path), save=SavePolicy(every_steps=1000))
-        mgr.install_sigterm_handler()
-        assert not mgr.should_save(7)
-        os.kill(os.getpid(), signal.SIGTERM)
-        assert mgr.preempted and mgr.should_save(7) and seen == []
-        mgr.close()
-        assert signal.getsignal(signal.SIGTERM) is previous
-        os.kill(os.getpid(), signal.SIGTERM)
-        assert seen == [signal.SIGTERM]
-    finally:
-        signal.signal(signal.SIGTERM, before)
-
-
 def test_non_chief_writes_nothing(tmp_path):
     mgr = CheckpointManager(str(tmp_path), async_save=False, is_chief=False)
     mgr.save(5, {"s": b"x"})
@@ -159,7 +136,7 @@ def test_non_chief_writes_nothing(tmp_path):
 
 def test_no_directory_says_what_to_do(monkeypatch):
     monkeypatch.delenv("AIP_CHECKPOINT_DIR", raising=False)
-    with pytest.raises(ValueError, match="AIP_CHECKPOINT_DIR"):
+    with pytest.raises(ConfigError, match="AIP_CHECKPOINT_DIR"):
         CheckpointManager()
 
 

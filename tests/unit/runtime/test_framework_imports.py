@@ -77,3 +77,23 @@ def test_the_framework_extras_pin_the_tested_versions():
     for dist, major in (("lightning", "2.6."), ("keras", "3."), ("transformers", "5.")):
         with contextlib.suppress(metadata.PackageNotFoundError):  # not installed: nothing to check
             assert metadata.version(dist).startswith(major)
+
+
+def test_the_runtime_package_loads_a_module_only_when_one_of_its_names_is_used():
+    """The CLI reads the environment contract's names (trainguard.runtime.env): that loads env.py,
+    not the checkpoint machinery; every public name still resolves."""
+    probe = (
+        "import json, sys\n"
+        "import trainguard.runtime.env\n"
+        "first = sorted(m for m in sys.modules if m.startswith('trainguard.runtime'))\n"
+        "import trainguard.runtime as rt\n"
+        "light = [n for n in rt.__all__ if n not in ('TorchCheckpointer', 'JaxCheckpointer')]\n"
+        "print(json.dumps([first, light, [getattr(rt, n).__name__ for n in light]]))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    first, names, resolved = json.loads(proc.stdout)
+    assert first == ["trainguard.runtime", "trainguard.runtime.env"]
+    assert resolved == names and "CheckpointCore" in names

@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from trainguard.errors import ConfigError
 from trainguard.runtime.checkpoint import SavePolicy, safe_relative_name
 from trainguard.runtime.guard_base import (
     rng_state,
@@ -61,7 +62,7 @@ def test_save_accepts_a_step_count_or_a_policy_and_refuses_the_rest():
     assert save_policy(25) == SavePolicy(every_steps=25)
     assert save_policy(SavePolicy(every_seconds=60)) == SavePolicy(every_seconds=60)
     for bad in (0, -3, True, "10", 2.5):
-        with pytest.raises(ValueError, match="save="):
+        with pytest.raises(ConfigError, match="save="):
             save_policy(bad)
 
 

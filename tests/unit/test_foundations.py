@@ -158,7 +158,7 @@ def test_every_error_message_is_redacted_and_bounded_where_it_is_raised():
 
 def test_errors_is_the_bottom_of_the_house_importing_only_redaction_and_only_to_make_a_message():
     """errors.py imports nothing of trainguard (no circle through launch/ or spec); a message
-    loads the redaction table, a leaf too."""
+    loads the redaction table and its prefilter, leaves too."""
     import json
     import subprocess
     import sys
@@ -175,4 +175,4 @@ def test_errors_is_the_bottom_of_the_house_importing_only_redaction_and_only_to_
     assert proc.returncode == 0, proc.stderr
     before, after = json.loads(proc.stdout)
     assert before == ["trainguard", "trainguard.errors"]
-    assert after == ["trainguard", "trainguard.errors", "trainguard.redaction"]
+    assert after == ["trainguard", "trainguard.errors", "trainguard.prefilter", "trainguard.redaction"]

@@ -394,6 +394,13 @@ def _undecided(train: Series | None, val: Series | None, cfg: RuleConfig) -> str
         "plateau": cfg.plateau_min_points,
     }
     warm = f" from step {cfg.warmup_steps:g} on (warmup_steps)" if cfg.warmup_steps else ""
+    ends = [float(s.steps[-1]) for s in (train, val) if s is not None and len(s)]
+    if cfg.warmup_steps and ends and max(ends) < cfg.warmup_steps:
+        return (
+            f"{' and '.join(parts)}: every point is before step {cfg.warmup_steps:g}, where "
+            f"warmup_steps starts judging (the history ends at step {_step_text(max(ends))}): lower "
+            "warmup_steps, or judge a longer run"
+        )
     return (
         f"{' and '.join(parts)}: nothing can be judged; log at least "
         f"{min(needs.values())} finite points{warm} ({max(needs.values())} for every rule, "

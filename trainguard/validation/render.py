@@ -16,6 +16,7 @@ import html
 import io
 import math
 import os
+import textwrap
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -338,7 +339,12 @@ def plot_png(history_or_verdict: History | Verdict) -> bytes:
         title = verdict.headline
     else:
         title = f"{history.source}"
-    ax.set_title(title if len(title) <= 90 else title[:87] + "...", fontsize=10)
+    # The headline whole, on up to three lines of the figure's width (a cut one hid the step and
+    # the value that say what happened); only what goes past three lines is shortened.
+    lines = textwrap.wrap(title, 100) or [""]
+    if len(lines) > 3:
+        lines = [*lines[:2], textwrap.shorten(" ".join(lines[2:]), 97, placeholder="...")]
+    ax.set_title("\n".join(lines), fontsize=9 if len(lines) > 1 else 10)
     ax.set_xlabel(x_label)
     shown = train if train is not None else val
     ax.set_ylabel((shown.metric if shown is not None else "") or "value")

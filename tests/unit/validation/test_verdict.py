@@ -198,3 +198,15 @@ def test_a_nan_in_a_short_history_is_still_judged() -> None:
     part.add([1.0, 2.0], [2.3, np.nan])
     verdict = validate(History.build({"train/loss": part}, "jsonl", "<two points>"))
     assert verdict.judged and verdict.failure_class == "non_finite"
+
+
+def test_a_warm_up_past_the_end_of_the_history_says_so_not_zero_finite_points():
+    from trainguard.errors import HistoryError
+    from trainguard.stages import validate_stage
+
+    healthy = Path(__file__).resolve().parents[2] / "fixtures" / "histories" / "healthy" / "history.jsonl"
+    with pytest.raises(HistoryError) as info:
+        validate_stage(str(healthy), thresholds="warmup_steps=100000")
+    message = str(info.value)
+    assert "every point is before step 100000" in message and "the history ends at step 460" in message
+    assert "0 finite points" not in message and "lower warmup_steps" in message

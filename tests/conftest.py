@@ -82,7 +82,9 @@ def pytest_runtest_logreport(report):
 def pytest_terminal_summary(terminalreporter):
     """Names the long tests not marked so (they would start late and end the run alone)."""
     if _unmarked_slow:
-        terminalreporter.write_sep("-", f"over {UNMARKED_SLOW_S:.0f} s without @pytest.mark.slow or long")
+        terminalreporter.write_sep(
+            "-", f"for contributors, not a failure: over {UNMARKED_SLOW_S:.0f} s without @pytest.mark.slow"
+        )
         for seconds, nodeid in sorted(_unmarked_slow, reverse=True):
             terminalreporter.write_line(f"{seconds:5.1f} s  {nodeid}")
 

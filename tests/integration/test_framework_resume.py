@@ -180,6 +180,7 @@ def bucket(emulator, monkeypatch):
     return "gs://guard-bucket"
 
 
+@pytest.mark.slow
 @pytest.mark.framework  # in-process, as tests/unit/runtime does
 def test_lightning_saves_and_resumes_on_gcs(bucket, tmp_path):
     needs("lightning")
@@ -193,6 +194,7 @@ def test_lightning_saves_and_resumes_on_gcs(bucket, tmp_path):
     assert unit.same(unit.weights(model), unit.weights(expected))
 
 
+@pytest.mark.slow
 @pytest.mark.framework  # in-process, as tests/unit/runtime does
 def test_keras_saves_and_resumes_on_gcs(bucket, tmp_path):
     needs("keras")
@@ -206,6 +208,7 @@ def test_keras_saves_and_resumes_on_gcs(bucket, tmp_path):
     assert unit.same(unit.weights(model), unit.weights(expected))
 
 
+@pytest.mark.slow
 @pytest.mark.framework  # in-process, as tests/unit/runtime does
 def test_hf_resumes_from_a_checkpoint_downloaded_from_gcs(bucket, tmp_path):
     needs("hf")

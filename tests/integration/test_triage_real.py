@@ -596,6 +596,8 @@ SLOW = {
     "distributed_init-no-chief-local",
     "distributed_init-gloo-world-size-local",
     "unknown-healthy-training-local",
+    "non_finite-clip-grad-local",
+    "non_finite-autograd-anomaly-local",
 }
 
 

@@ -147,6 +147,7 @@ def files(directory: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("async_save", [True, False])
 def test_a_preempted_sharded_loop_resumes_bit_identical(tmp_path, async_save):
     expected = train(tmp_path / "a", history=str(tmp_path / "a.jsonl"))

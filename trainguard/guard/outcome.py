@@ -189,7 +189,7 @@ def conclude(
             pick.choice, pick.uri, pick.source, pick.step, pick.files, f"{pick.reason}; {why}", pick.best
         )
     if model is not None:
-        publish_model(pick, model, model_dir=result.model_dir)
+        pick = publish_model(pick, model, model_dir=result.model_dir)
         model.metadata.update({"job": result.job_name, "state": result.state, "restarts": result.restarts})
         if result.stopped:
             model.metadata["guard_stop"] = result.stopped.get("failure_class", "")

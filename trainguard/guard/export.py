@@ -96,8 +96,10 @@ def _from_lightning(src: Path, files: Sequence[str], out: Path) -> tuple[str, ..
 
 
 def _from_dcp(src: Path, files: Sequence[str], out: Path) -> tuple[str, ...]:
-    import torch.distributed.checkpoint as dcp
+    # What torch's own dcp_to_torch_save does (format_utils): the internal loader fills the dict
+    # the planner rebuilds from the metadata (the public dcp.load would copy it away).
     from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
     from trainguard.runtime.torch_dcp import SafeLoadPlanner, SafeReader
 
@@ -106,7 +108,7 @@ def _from_dcp(src: Path, files: Sequence[str], out: Path) -> tuple[str, ...]:
         non-tensor item with ``weights_only=True``."""
 
     state: dict = {}
-    dcp.load(
+    _load_state_dict(
         state,
         storage_reader=SafeReader(str(src), files),
         planner=ModelOnly(keys={"model"}),

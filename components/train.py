@@ -1,5 +1,6 @@
 """The train component: runs the CustomJob (Vertex or local) and publishes model and history."""
 
+from google_cloud_pipeline_components.types.artifact_types import UnmanagedContainerModel
 from kfp import dsl
 from kfp.dsl import Artifact, Markdown, Model, Output, OutputPath
 
@@ -14,6 +15,7 @@ def train(
     project: str,
     region: str,
     model: Output[Model],
+    serving_model: Output[UnmanagedContainerModel],
     history: Output[Artifact],
     diagnosis: Output[Markdown],
     attempts: Output[Artifact],
@@ -31,6 +33,7 @@ def train(
     retries: str = "",
     hang_after: str = "",
     inject: str = "",
+    serving_image: str = "",
 ) -> int:
     """Launches the training job, waits for it, cancels it with the pipeline, classifies failures.
 
@@ -41,7 +44,12 @@ def train(
         job_spec: the CustomJobSpec (camelCase).
         project: the Google Cloud project.
         region: the job's region.
-        model: the trained model (``AIP_MODEL_DIR``).
+        model: the shipped model, in one layout whichever step shipped: the serving files (the
+            step's weights exported as the trainer exports them) at its root, that step's
+            training checkpoint in ``checkpoint/``, ``trainguard-model.json`` (see the README).
+        serving_model: the same directory as GCPC's ``google.UnmanagedContainerModel``
+            (``containerSpec.imageUri`` = ``serving_image``), which ``ModelUploadOp`` and
+            trainguard's ``register`` take.
         history: the history the job wrote (trainguard JSONL, or its TensorBoard event files or
             Keras/Lightning CSV log).
         diagnosis: on failure, the failure class, evidence and first remedy.
@@ -71,6 +79,8 @@ def train(
         hang_after: stop a RUNNING job whose history is silent this long (``20m``; ``0`` off);
             empty: max(10 × its median interval, 30 min).
         inject: local backend only: end attempts on purpose (``stockout@0,hang@5s``).
+        serving_image: the serving container that loads the model (``containerSpec.imageUri`` of
+            ``serving_model``); empty: none named (a registration then needs one).
     """
     from trainguard.stages import train_stage
 
@@ -96,5 +106,7 @@ def train(
         retries=retries,
         hang_after=hang_after,
         inject=inject,
+        serving_model=serving_model,
+        serving_image=serving_image,
     )
     return result.model_step

@@ -28,14 +28,14 @@ def compile_all(output_dir: str | Path, image: str = "") -> list[Path]:
 
     image = check_component_image(image or component_image(), doing="compiling the pipelines")
     with_image(image)
-    from trainguard.components import preflight, train, validate
+    from trainguard.components import preflight, register, train, validate
     from trainguard.pipelines import PIPELINES
 
     out = Path(output_dir)
     targets = [(pipeline, out / f"{name}.yaml") for name, pipeline in PIPELINES.items()]
     targets += [
         (component, out / "components" / f"{component.component_spec.name}.yaml")
-        for component in (preflight, train, validate)
+        for component in (preflight, train, validate, register)
     ]
     try:
         (out / "components").mkdir(parents=True, exist_ok=True)
@@ -55,6 +55,7 @@ _IMAGE_MODULES = (
     "trainguard.components.preflight",
     "trainguard.components.train",
     "trainguard.components.validate",
+    "trainguard.components.register",
     "trainguard.components",
     "trainguard.pipelines.guarded_training",
     "trainguard.pipelines.preflight_only",

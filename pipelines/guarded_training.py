@@ -1,9 +1,13 @@
-"""preflight → train → validate: a costly job that was never going to work does not start, and
-one that trained badly does not ship."""
+"""preflight → train → validate → register: a costly job that was never going to work does not
+start, and a model that trained badly does not ship.
+
+``register`` runs only when validation passed and a ``serving_image`` is given (two ``dsl.If``
+branches the compiled YAML carries as trigger conditions); it refuses a failing verdict itself too.
+"""
 
 from kfp import dsl
 
-from trainguard.components import preflight, train, validate
+from trainguard.components import preflight, register, train, validate
 
 __all__ = ["guarded_training"]
 
@@ -40,8 +44,11 @@ def guarded_training(
     retries: str = "",
     hang_after: str = "",
     inject: str = "",
+    serving_image: str = "",
+    parent_model: str = "",
+    model_display_name: str = "",
 ) -> bool:
-    """Guards one training job.
+    """Guards one training job, and registers the model it shipped when validation passed.
 
     Args:
         job_spec: the CustomJobSpec (camelCase, as in a gcloud --config file).
@@ -78,6 +85,12 @@ def guarded_training(
         hang_after: stop a RUNNING job whose history is silent this long (``0`` off; empty:
             max(10 × its median interval, 30 min)).
         inject: local backend only: end train's attempts on purpose (``stockout@0,hang@5s``).
+        serving_image: the serving container that loads the model; given, the model is
+            registered in the Vertex AI Model Registry when validation passed (empty: no
+            registration).
+        parent_model: register it as a new version of this model
+            (``projects/P/locations/L/models/ID``); empty: a new model.
+        model_display_name: the registered model's display name (empty: ``display_name``).
 
     Returns:
         Whether validation passed.
@@ -114,6 +127,7 @@ def guarded_training(
         retries=retries,
         hang_after=hang_after,
         inject=inject,
+        serving_image=serving_image,
     )
     trained.after(checked)
     trained.set_caching_options(False)
@@ -131,4 +145,20 @@ def guarded_training(
         shipped_step=trained.outputs["Output"],
     )
     judged.set_display_name("validate")
+    passed = judged.outputs["Output"] == True  # noqa: E712 (KFP's condition syntax)
+    with dsl.If(passed, name="validation-passed"), dsl.If(serving_image != "", name="serving-image-given"):
+        registered = register(
+            project=project,
+            region=region,
+            serving_model=trained.outputs["serving_model"],
+            verdict=judged.outputs["verdict"],
+            history=trained.outputs["history"],
+            display_name=model_display_name,
+            fallback_display_name=display_name,
+            parent_model=parent_model,
+            pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+            pipeline_job_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        )
+        registered.set_caching_options(False)  # a cached registration registers nothing
+        registered.set_display_name("register")
     return judged.outputs["Output"]

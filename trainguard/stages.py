@@ -246,6 +246,8 @@ def train_stage(
     retries: str | Sequence[str] | None = None,
     hang_after: str | float = "",
     inject: str = "",
+    serving_model=None,
+    serving_image: str = "",
 ) -> GuardedResult:
     """Runs the training job to a terminal state and publishes its outputs.
 
@@ -268,6 +270,9 @@ def train_stage(
     retryable class (:mod:`trainguard.launch.attempts`); ``inject`` (local only:
     ``stockout@0,hang@5s``, :mod:`trainguard.launch.inject`) makes attempts fail on purpose.
     ``attempts_path`` receives every attempt as JSON; the result's ``attempts`` holds them too.
+    ``serving_model`` (a ``google.UnmanagedContainerModel`` artifact) names the model's directory
+    with ``serving_image`` as its container, for a registration step (:mod:`trainguard.registry`,
+    or GCPC's ``ModelUploadOp``).
 
     Each run writes to a directory of its own (:mod:`trainguard.launch.run_dir`): the output
     directory when no other run holds it, else ``<dir>/runs/<run_id>/``. ``run_id`` names the run
@@ -344,6 +349,10 @@ def train_stage(
         attempts.result, attempts.watcher, model=model, history=history, model_choice=choice, stream=stream
     )
     _publish_attempts(result, attempts, model, attempts_path, stream)
+    if serving_model is not None and model is not None:
+        from trainguard.guard.layout import publish_serving
+
+        publish_serving(serving_model, model, serving_image)
     _write(result_path, json.dumps(result.to_dict(), indent=2))
     return _outcome(result, run, backend, diagnosis_path)
 

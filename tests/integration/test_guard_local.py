@@ -93,5 +93,11 @@ def test_the_overfitting_example_ends_early_with_the_best_checkpoint_as_the_mode
     meta = model.metadata
     assert meta["model_source"] == "checkpoint" and meta["model_step"] == nearest.step
     assert meta["best_step"] == best and meta["model_metric"] == "val/loss"
-    assert (Path(model.path) / "state.pt").read_bytes() == nearest.read("state.pt")
+    # One layout: the step's export where a serving container loads it, its checkpoint beside it.
+    assert (Path(model.path) / "checkpoint" / "state.pt").read_bytes() == nearest.read("state.pt")
+    import torch
+
+    exported = torch.load(Path(model.path) / "model.pt", weights_only=True)
+    saved = torch.load(io.BytesIO(nearest.read("state.pt")), weights_only=True)["model"]
+    assert exported.keys() == saved.keys() and all(torch.equal(exported[k], saved[k]) for k in saved)
     print(f"overfitting example: stopped at step {steps}, best {best}, model = checkpoint {nearest.step}")

@@ -44,6 +44,7 @@ def test_compile_writes_both_pipelines_and_each_component(compiled):
         "preflight.yaml",
         "train.yaml",
         "validate.yaml",
+        "register.yaml",
     } <= set(paths)
 
 
@@ -51,7 +52,7 @@ def test_guarded_training_runs_preflight_then_train_then_validate(compiled):
     _, paths = compiled
     spec = load(paths["guarded_training.yaml"])
     tasks = spec["root"]["dag"]["tasks"]
-    assert set(tasks) == {"preflight", "train", "validate"}
+    assert set(tasks) == {"preflight", "train", "validate", "condition-1"}
     assert tasks["train"]["dependentTasks"] == ["preflight"]
     assert tasks["validate"]["dependentTasks"] == ["train"]
     history_in = tasks["validate"]["inputs"]["artifacts"]["history"]["taskOutputArtifact"]
@@ -108,7 +109,7 @@ def test_validate_returns_a_branchable_verdict(compiled):
     assert outputs["artifacts"]["curves"]["artifactType"]["schemaTitle"] == "system.HTML"
 
 
-@pytest.mark.parametrize("name", ["preflight.yaml", "train.yaml", "validate.yaml"])
+@pytest.mark.parametrize("name", ["preflight.yaml", "train.yaml", "validate.yaml", "register.yaml"])
 def test_component_yaml_loads_back(compiled, name):
     _, paths = compiled
     component = kfp_components.load_component_from_file(str(paths[name]))
@@ -242,3 +243,67 @@ def test_the_train_task_runs_as_the_pipeline_jobs_own_run(compiled):
     assert inputs["run_id"]["runtimeValue"]["constant"] == "{{$.pipeline_job_name}}"
     assert inputs["resume"]["componentInputParameter"] == "resume"
     assert spec["root"]["inputDefinitions"]["parameters"]["resume"]["defaultValue"] is False
+
+
+def test_register_runs_only_when_validation_passed_and_a_serving_image_is_given(compiled):
+    _, paths = compiled
+    spec = load(paths["guarded_training.yaml"])
+    root = spec["root"]
+    params = root["inputDefinitions"]["parameters"]
+    assert params["serving_image"]["defaultValue"] == "" and params["parent_model"]["defaultValue"] == ""
+    assert "model_display_name" in params
+    # Outer branch: validate's boolean output; inner branch: a serving image; then register.
+    (outer_name,) = [n for n in root["dag"]["tasks"] if n.startswith("condition")]
+    outer = root["dag"]["tasks"][outer_name]
+    assert (
+        outer["triggerPolicy"]["condition"]
+        == "inputs.parameter_values['pipelinechannel--validate-Output'] == true"
+    )
+    assert "validate" in outer["dependentTasks"]
+    inner_tasks = spec["components"][outer["componentRef"]["name"]]["dag"]["tasks"]
+    (inner,) = inner_tasks.values()
+    assert (
+        inner["triggerPolicy"]["condition"]
+        == "inputs.parameter_values['pipelinechannel--serving_image'] != ''"
+    )
+    register = spec["components"][inner["componentRef"]["name"]]["dag"]["tasks"]["register"]
+    assert register["cachingOptions"] == {}
+    artifacts = register["inputs"]["artifacts"]
+    # Lineage: the registered model's task takes the model, the verdict and the history.
+    assert artifacts["serving_model"]["componentInputArtifact"] == "pipelinechannel--train-serving_model"
+    assert artifacts["verdict"]["componentInputArtifact"] == "pipelinechannel--validate-verdict"
+    assert artifacts["history"]["componentInputArtifact"] == "pipelinechannel--train-history"
+    # The image reaches train, which names it as the serving model's container.
+    train_inputs = root["dag"]["tasks"]["train"]["inputs"]["parameters"]
+    assert train_inputs["serving_image"] == {"componentInputParameter": "serving_image"}
+
+
+def test_train_outputs_a_model_gcpc_model_upload_op_takes(compiled, tmp_path):
+    from google_cloud_pipeline_components.v1.model import ModelUploadOp
+    from kfp import compiler, dsl
+
+    _, paths = compiled
+    outputs = load(paths["train.yaml"])["root"]["outputDefinitions"]["artifacts"]
+    assert outputs["serving_model"]["artifactType"]["schemaTitle"] == "google.UnmanagedContainerModel"
+    register = load(paths["register.yaml"])["root"]
+    assert (
+        register["outputDefinitions"]["artifacts"]["model"]["artifactType"]["schemaTitle"]
+        == "google.VertexModel"
+    )
+
+    from trainguard.components import train, validate
+
+    @dsl.pipeline(name="with-gcpc")
+    def mine(job_spec: dict, project: str, region: str):
+        trained = train(job_spec=job_spec, project=project, region=region, serving_image="img")
+        judged = validate(history=trained.outputs["history"], fail_pipeline=False)
+        with dsl.If(judged.outputs["Output"] == True):  # noqa: E712 - KFP condition syntax
+            ModelUploadOp(
+                project=project,
+                location=region,
+                display_name="m",
+                unmanaged_container_model=trained.outputs["serving_model"],
+            )
+
+    compiler.Compiler().compile(mine, str(tmp_path / "mine.yaml"))  # model's system.Model would not
+    assert "google.UnmanagedContainerModel" in (tmp_path / "mine.yaml").read_text()

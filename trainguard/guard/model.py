@@ -7,26 +7,26 @@ is whichever saved weights lie nearest that step — a complete checkpoint under
 ``AIP_CHECKPOINT_DIR`` (listed by :class:`~trainguard.runtime.checkpoint.CheckpointManager`; the
 runtime keeps the best one with ``keep_best``) or the job's final ``AIP_MODEL_DIR`` — ties going to
 the earlier step. ``--model last`` ships ``AIP_MODEL_DIR``, or the newest checkpoint when a stopped
-job wrote none. The step, the metric and its value go into the artifact's metadata.
+job wrote none. The step, the metric and its value go into the artifact's metadata; how the
+picked weights are laid out in the artifact (one layout, whichever step shipped) is
+:mod:`trainguard.guard.layout`'s.
 """
 
 from __future__ import annotations
 
 import math
-import shutil
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from trainguard.choices import ModelChoice
-from trainguard.runtime.storage import join, store_for
+from trainguard.runtime.storage import store_for
 from trainguard.validation.verdict import Verdict
 
 __all__ = ["BestStep", "ModelPick", "best_validation", "pick_model", "publish_model", "LAST_MODEL_DIRNAME"]
 
-LAST_MODEL_DIRNAME = "model-last"  # where a local job's final weights go when best ships instead
+LAST_MODEL_DIRNAME = "model-last"  # where the job's final weights go when a checkpoint ships instead
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,10 @@ class ModelPick:
         best: the best validation step, when there was a validation series.
         metric, value, value_step: the validation metric at those weights (the checkpoint's own
             record, else the last evaluation at or before ``step``) and where it was measured.
+        format: the format of the shipped step's checkpoint ('' when it has none).
+        checkpoint_uri, checkpoint_files: the shipped step's training checkpoint (its attempt
+            directory and payload files; for the final weights, a checkpoint at the same step).
+        final_step: the step of the job's final weights, when it left some (a fallback).
     """
 
     choice: str
@@ -125,6 +129,10 @@ class ModelPick:
     metric: str = ""
     value: float | None = None
     value_step: float | None = None
+    format: str = ""
+    checkpoint_uri: str = ""
+    checkpoint_files: tuple[str, ...] = ()
+    final_step: int | None = None
 
     def metadata(self) -> dict[str, Any]:
         """What goes into the model artifact's metadata (JSON-safe)."""
@@ -209,6 +217,36 @@ def pick_model(
     choice = ModelChoice(choice)
     final = _has_files(model_dir)
     checkpoints = _checkpoints(checkpoint_dir)
+    pick = _pick(choice, model_dir, best, last_step, final, checkpoints)
+    final_step = (int(last_step) if last_step is not None else None) if final else None
+    if pick.source == "checkpoint":
+        c = next(c for c in checkpoints if _files_dir(c) == pick.uri)
+        return _replace(
+            pick, format=_format(c), checkpoint_uri=pick.uri, checkpoint_files=c.files, final_step=final_step
+        )
+    same = [c for c in checkpoints if pick.step is not None and c.step == pick.step]
+    if pick.source == "model_dir" and same:  # the training checkpoint of the final step, too
+        c = same[-1]
+        return _replace(pick, format=_format(c), checkpoint_uri=_files_dir(c), checkpoint_files=c.files)
+    return pick
+
+
+def _format(checkpoint: Any) -> str:
+    """A checkpoint's format; one committed before formats were recorded holding ``state.pt`` is
+    TorchCheckpointer's (as the runtime reads it)."""
+    if "format" not in (getattr(checkpoint, "meta", None) or {}) and "state.pt" in checkpoint.files:
+        return "torch"
+    return str(checkpoint.format)
+
+
+def _pick(
+    choice: ModelChoice,
+    model_dir: str,
+    best: BestStep | None,
+    last_step: float | None,
+    final: bool,
+    checkpoints: list,
+) -> ModelPick:
     last_weights = ModelPick(
         choice.value,
         model_dir,
@@ -314,42 +352,10 @@ def _with_value(pick: ModelPick, checkpoint: Any = None) -> ModelPick:
     return _replace(pick, metric=best.series, value=at[1], value_step=at[0])
 
 
-def publish_model(pick: ModelPick, model: Any, *, model_dir: str) -> None:
-    """Makes the artifact ``model`` hold (or point at) the picked weights, with the metadata.
+def publish_model(pick: ModelPick, model: Any, *, model_dir: str) -> ModelPick:
+    """Makes the artifact ``model`` hold the picked weights in the one model layout
+    (:mod:`trainguard.guard.layout`); returns the pick that shipped (the final weights when the
+    picked checkpoint cannot be exported and the job left some)."""
+    from trainguard.guard.layout import publish
 
-    ``gs://`` weights: the artifact's URI points at them. Local weights: they are copied into the
-    artifact's directory; when that directory *is* the job's ``AIP_MODEL_DIR`` and a checkpoint
-    ships instead, the final weights move aside to ``<base>/model-last/`` first (nothing lost).
-    """
-    model.metadata.update(pick.metadata())
-    if pick.source == "none":
-        return
-    if pick.uri.startswith("gs://"):
-        model.uri = pick.uri.rstrip("/") + "/"
-        return
-    target = Path(model.path)
-    same = target.exists() and Path(model_dir).exists() and target.resolve() == Path(model_dir).resolve()
-    if pick.source == "model_dir":
-        if not same:
-            _copy_files(pick.uri, target, None)
-        return
-    if same:
-        aside = target.parent / LAST_MODEL_DIRNAME
-        shutil.rmtree(aside, ignore_errors=True)
-        aside.mkdir(parents=True)
-        for entry in list(target.iterdir()):
-            shutil.move(str(entry), str(aside / entry.name))
-        model.metadata["last_model_uri"] = str(aside)
-    _copy_files(pick.uri, target, pick.files)
-
-
-def _copy_files(src: str, dst: Path, names: tuple[str, ...] | None) -> None:
-    """Copies ``names`` (every file when None) from the directory ``src`` into ``dst``."""
-    store = store_for(src)
-    prefix = src.rstrip("/") + "/"
-    uris = [join(src, n) for n in names] if names is not None else store.list(src.rstrip("/"))
-    dst.mkdir(parents=True, exist_ok=True)
-    for uri in uris:
-        target = dst / uri[len(prefix) :]
-        target.parent.mkdir(parents=True, exist_ok=True)
-        store.download_file(uri, str(target))
+    return publish(pick, model, model_dir=model_dir)

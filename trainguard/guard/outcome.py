@@ -147,18 +147,19 @@ def conclude(
         _say(stream, f"history: no trainguard JSONL; using the job's {found.format} at {found.uri}")
     if not (result.succeeded or early_stopped(result)):
         if model is not None:  # a failed job: what it left, as it is, for inspection
-            publish_model(
-                ModelPick(
-                    ModelChoice(model_choice).value,
-                    result.model_dir,
-                    "model_dir",
-                    None,
-                    (),
-                    f"the job ended {result.state}",
-                ),
-                model,
-                model_dir=result.model_dir,
+            left = ModelPick(
+                ModelChoice(model_choice).value,
+                result.model_dir,
+                "model_dir",
+                None,
+                (),
+                f"the job ended {result.state}",
             )
+            try:
+                publish_model(left, model, model_dir=result.model_dir)
+            except Exception as exc:  # noqa: BLE001 - the job's failure is what the task reports
+                model.metadata.update(left.metadata())
+                _say(stream, f"model: what the job left could not be published ({exc})")
             model.metadata.update(
                 {"job": result.job_name, "state": result.state, "restarts": result.restarts}
             )
@@ -189,7 +190,7 @@ def conclude(
             pick.choice, pick.uri, pick.source, pick.step, pick.files, f"{pick.reason}; {why}", pick.best
         )
     if model is not None:
-        publish_model(pick, model, model_dir=result.model_dir)
+        pick = publish_model(pick, model, model_dir=result.model_dir)
         model.metadata.update({"job": result.job_name, "state": result.state, "restarts": result.restarts})
         if result.stopped:
             model.metadata["guard_stop"] = result.stopped.get("failure_class", "")

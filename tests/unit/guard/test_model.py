@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trainguard.guard.model import LAST_MODEL_DIRNAME, best_validation, pick_model, publish_model
+from trainguard.guard.model import best_validation, pick_model
 from trainguard.runtime.checkpoint import CheckpointManager, RetentionPolicy
 from trainguard.validation import validate
 
@@ -110,42 +110,6 @@ def test_no_weights_at_all_is_said(tmp_path):
         "best", model_dir=str(tmp_path / "model"), checkpoint_dir=str(tmp_path / "ckpt"), best=None
     )
     assert pick.source == "none" and "no weights" in pick.reason
-
-
-def test_publishing_a_checkpoint_into_the_job_model_dir_moves_the_final_weights_aside(tmp_path, overfit_best):
-    base = run_dir(tmp_path, [50, 100, 150])
-    model = Artifact(base / "model")  # the local backend's AIP_MODEL_DIR is the artifact
-    pick = pick_model(
-        "best",
-        model_dir=f"{base}/model/",
-        checkpoint_dir=f"{base}/checkpoints/",
-        best=overfit_best,
-        last_step=180,
-    )
-    publish_model(pick, model, model_dir=f"{base}/model/")
-    assert (base / "model" / "state.pt").read_bytes() == b"weights at 100"
-    assert not (base / "model" / "model.pt").exists()
-    assert (base / LAST_MODEL_DIRNAME / "model.pt").read_bytes() == b"final weights"
-    assert model.metadata["model_step"] == 100 and model.metadata["best_step"] == 81
-    json.dumps(model.metadata)  # KFP metadata must be JSON
-
-
-def test_publishing_gs_weights_points_the_artifact_at_them(overfit_best):
-    from trainguard.guard.model import ModelPick
-
-    model = Artifact(Path("/gcs/unused"))
-    pick = ModelPick(
-        "best",
-        "gs://b/run/checkpoints/step-000000100",
-        "checkpoint",
-        100,
-        ("state.pt",),
-        "nearest",
-        overfit_best,
-    )
-    publish_model(pick, model, model_dir="gs://b/run/model/")
-    assert model.uri == "gs://b/run/checkpoints/step-000000100/"
-    assert model.metadata["model_step"] == 100
 
 
 def _nan_run(tmp_path: Path, nan_from: int | None, spike: int | None = None) -> Path:

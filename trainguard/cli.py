@@ -595,6 +595,11 @@ def run(
     retries: Retries = None,
     hang_after: HangAfter = "",
     inject: Inject = None,
+    serving_image: Annotated[
+        str, typer.Option(help="register: the serving container; given, a model that passed is registered")
+    ] = "",
+    parent_model: Annotated[str, typer.Option(help="register: as a new version of this Vertex model")] = "",
+    model_display_name: Annotated[str, typer.Option(help="register: the model's display name")] = "",
 ):
     """Run a pipeline on SPEC: in the KFP local runner, or submitted to Vertex AI Pipelines.
 
@@ -634,6 +639,9 @@ def run(
             retries=tuple(retries or ()),
             hang_after=hang_after,
             inject=tuple(inject or ()),
+            serving_image=serving_image,
+            parent_model=parent_model,
+            model_display_name=model_display_name,
         ).parameters()
         project, region = _cloud_names(
             project, region, local=local and backend == "local", local_flag="--local --backend local"

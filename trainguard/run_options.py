@@ -40,6 +40,9 @@ PARAMETERS: dict[str, dict[str, str]] = {
     "retries": {"guarded_training": "retries"},
     "hang_after": {"guarded_training": "hang_after"},
     "inject": {"guarded_training": "inject"},
+    "serving_image": {"guarded_training": "serving_image"},
+    "parent_model": {"guarded_training": "parent_model"},
+    "model_display_name": {"guarded_training": "model_display_name"},
 }
 
 #: How a repeatable option's values are joined into its one string parameter (default ``,``):
@@ -77,6 +80,9 @@ class RunOptions:
     retries: tuple[str, ...] = field(default_factory=tuple)
     hang_after: str = ""
     inject: tuple[str, ...] = field(default_factory=tuple)
+    serving_image: str = ""
+    parent_model: str = ""
+    model_display_name: str = ""
 
     def __post_init__(self) -> None:
         if self.pipeline not in PIPELINE_NAMES:

@@ -8,6 +8,7 @@ site-packages at all — which is what `pip install trainguard` inside an image 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import sysconfig
@@ -105,7 +106,12 @@ def test_the_dockerfiles_install_through_the_extras_never_around_them():
         name: [line for line in text.splitlines() if "pip install" in line]
         for name, text in (("trainer", trainer), ("components", components))
     }
-    assert any("[pipelines]" in line for line in installs["components"])
+    def extras(line: str) -> set[str]:
+        return {e.strip() for group in re.findall(r"\.\[([^\]]*)\]", line) for e in group.split(",")}
+
+    # The components image installs the package with its pipelines extra (and torch, whose CPU
+    # build is installed first from PyTorch's index so that the extra's pin finds it there).
+    assert any("pipelines" in extras(line) for line in installs["components"])
     # A training image gets the runtime with Cloud Storage, never the pipelines extra or kfp.
     assert any("[gcs" in line for line in installs["trainer"])
     assert not any("pipelines" in line or "kfp" in line for line in installs["trainer"])

@@ -55,6 +55,8 @@ __all__ = [
     "spec_data",
     "judge",
     "score",
+    "REQUIRED_CATEGORIES",
+    "categories",
 ]
 
 CORPUS_DIR = Path(__file__).resolve().parent / "fixtures" / "specs"
@@ -395,3 +397,109 @@ def judge(entry: Entry, run: Callable[..., Any] | None = None) -> Outcome:
 
 def score(entries: Iterable[Entry]) -> Score:
     return Score([judge(e) for e in entries])
+
+
+# --- what the corpus covers -------------------------------------------------------------------
+
+#: The kinds of spec issue 28 requires the corpus to hold (at least one each).
+REQUIRED_CATEGORIES: tuple[str, ...] = (
+    *(
+        f"gpu:{g}"
+        for g in (
+            "NVIDIA_TESLA_K80",
+            "NVIDIA_TESLA_P100",
+            "NVIDIA_TESLA_V100",
+            "NVIDIA_TESLA_P4",
+            "NVIDIA_TESLA_T4",
+            "NVIDIA_TESLA_A100",
+            "NVIDIA_A100_80GB",
+            "NVIDIA_L4",
+            "NVIDIA_H100_80GB",
+            "NVIDIA_H100_MEGA_80GB",
+            "NVIDIA_H200_141GB",
+            "NVIDIA_B200",
+            "NVIDIA_GB200",
+        )
+    ),
+    *(f"tpu:{t}" for t in ("TPU_V2", "TPU_V3", "TPU_V5_LITEPOD", "TPU_V5P", "TPU_V6E", "TPU_7X")),
+    "multi-worker",
+    "reduction-server",
+    "python-package",
+    "spot",
+    "flex-start",
+    "reservation",
+    "reservation-block",
+    "persistent-resource",
+    "psc-interface",
+    "gcpc-defaults",
+    "snake-case",
+)
+
+# The TPU machine types whose generation has no acceleratorType value of its own (v5p's
+# machine type is ct5p-hightpu-4t, configure-compute's TPU v5p section).
+_TPU_BY_MACHINE_PREFIX = {"ct5p-": "TPU_V5P", "ct5lp-": "TPU_V5_LITEPOD", "ct6e-": "TPU_V6E", "tpu7x-": "TPU_7X"}
+
+
+def _keys(value: Any) -> Iterable[tuple[str, Any]]:
+    """Every (key, value) pair of the nested mappings in ``value``."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k), v
+            yield from _keys(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _keys(v)
+
+
+def categories(entry: Entry) -> frozenset[str]:
+    """The REQUIRED_CATEGORIES (and any other ``gpu:``/``tpu:`` name) the entry's spec falls in,
+    read from its data as found (a refused spec counts for what it holds)."""
+    data = spec_data(entry)
+    if isinstance(data, str):
+        from trainguard.errors import SpecError
+        from trainguard.safe_yaml import load as load_yaml
+
+        try:
+            data = load_yaml(data, entry.file)
+        except SpecError:  # a file that is no YAML at all holds no category
+            return frozenset()
+    if isinstance(data, dict) and isinstance(data.get("jobSpec", data.get("job_spec")), dict):
+        data = data.get("jobSpec", data.get("job_spec"))
+    pairs = list(_keys(data))
+    keys = {k for k, _ in pairs}
+    out: set[str] = set()
+    from trainguard.catalog import machine_rule
+
+    pools = data.get("workerPoolSpecs", data.get("worker_pool_specs")) if isinstance(data, dict) else None
+    pools = pools if isinstance(pools, list) else []
+    for k, v in pairs:
+        if k in ("acceleratorType", "accelerator_type") and isinstance(v, str) and v.isupper():
+            out.add(("tpu:" if v.startswith("TPU") else "gpu:") + v)
+        if k in ("machineType", "machine_type") and isinstance(v, str):
+            tpu = next((t for p, t in _TPU_BY_MACHINE_PREFIX.items() if v.startswith(p)), None)
+            rule = machine_rule(v)
+            if tpu:
+                out.add(f"tpu:{tpu}")
+            elif rule is not None and rule.needs_accelerator and len(rule.accelerators) == 1:
+                out.add(f"gpu:{next(iter(rule.accelerators))}")
+        if k in ("strategy",) and v in ("SPOT", "FLEX_START"):
+            out.add("spot" if v == "SPOT" else "flex-start")
+        if k in ("reservationAffinity", "reservation_affinity"):
+            out.add("reservation")
+        if k == "values" and any("reservationBlocks/" in str(x) for x in (v or [])):
+            out.add("reservation-block")
+        if k in ("persistentResourceId", "persistent_resource_id") and v:
+            out.add("persistent-resource")
+        if k in ("pscInterfaceConfig", "psc_interface_config"):
+            out.add("psc-interface")
+        if k in ("pythonPackageSpec", "python_package_spec"):
+            out.add("python-package")
+        if k in ("imageUri", "image_uri") and "reductionserver" in str(v):
+            out.add("reduction-server")
+    if len([p for p in pools if p]) > 1:
+        out.add("multi-worker")
+    if keys & {"worker_pool_specs", "machine_spec", "replica_count", "container_spec", "image_uri"}:
+        out.add("snake-case")
+    if entry.kind.startswith("gcpc"):
+        out.add("gcpc-defaults")
+    return frozenset(out)

@@ -435,9 +435,25 @@ REQUIRED_CATEGORIES: tuple[str, ...] = (
     "snake-case",
 )
 
-# The TPU machine types whose generation has no acceleratorType value of its own (v5p's
-# machine type is ct5p-hightpu-4t, configure-compute's TPU v5p section).
-_TPU_BY_MACHINE_PREFIX = {"ct5p-": "TPU_V5P", "ct5lp-": "TPU_V5_LITEPOD", "ct6e-": "TPU_V6E", "tpu7x-": "TPU_7X"}
+# TPU generations named by the machine type alone (no acceleratorType value of their own); v5p's
+# machine family is ct5p (trainguard.catalog knows the family by its name shape).
+_TPU_BY_MACHINE_PREFIX = {
+    "ct5p-": "TPU_V5P",
+    "ct5lp-": "TPU_V5_LITEPOD",
+    "ct6e-": "TPU_V6E",
+    "tpu7x-": "TPU_7X",
+}
+_KEY_CATEGORIES = {  # a key present (with a value) puts the spec in the category
+    "reservationAffinity": "reservation",
+    "reservation_affinity": "reservation",
+    "persistentResourceId": "persistent-resource",
+    "persistent_resource_id": "persistent-resource",
+    "pscInterfaceConfig": "psc-interface",
+    "psc_interface_config": "psc-interface",
+    "pythonPackageSpec": "python-package",
+    "python_package_spec": "python-package",
+}
+_SNAKE_KEYS = {"worker_pool_specs", "machine_spec", "replica_count", "container_spec", "image_uri"}
 
 
 def _keys(value: Any) -> Iterable[tuple[str, Any]]:
@@ -451,54 +467,59 @@ def _keys(value: Any) -> Iterable[tuple[str, Any]]:
             yield from _keys(v)
 
 
+def _raw_spec(entry: Entry) -> Any:
+    """The entry's CustomJobSpec data as found (a body's jobSpec), None when it is no YAML."""
+    from trainguard.errors import SpecError
+    from trainguard.safe_yaml import load as load_yaml
+
+    data = spec_data(entry)
+    if isinstance(data, str):
+        try:
+            data = load_yaml(data, entry.file)
+        except SpecError:
+            return None
+    if isinstance(data, dict):
+        body = data.get("jobSpec", data.get("job_spec"))
+        return body if isinstance(body, dict) else data
+    return data
+
+
+def _machine_category(machine_type: str) -> str | None:
+    from trainguard.catalog import machine_rule
+
+    tpu = next((t for p, t in _TPU_BY_MACHINE_PREFIX.items() if machine_type.startswith(p)), None)
+    if tpu:
+        return f"tpu:{tpu}"
+    rule = machine_rule(machine_type)
+    if rule is not None and rule.needs_accelerator and len(rule.accelerators) == 1:
+        return f"gpu:{next(iter(rule.accelerators))}"  # a bundled GPU (a3-highgpu-8g: H100)
+    return None
+
+
+def _pair_category(key: str, value: Any) -> str | None:
+    if key in ("acceleratorType", "accelerator_type") and isinstance(value, str) and value.isupper():
+        return ("tpu:" if value.startswith("TPU") else "gpu:") + value
+    if key in ("machineType", "machine_type") and isinstance(value, str):
+        return _machine_category(value)
+    if key == "strategy" and value in ("SPOT", "FLEX_START"):
+        return "spot" if value == "SPOT" else "flex-start"
+    if key == "values" and isinstance(value, list) and any("reservationBlocks/" in str(x) for x in value):
+        return "reservation-block"
+    if key in ("imageUri", "image_uri") and "reductionserver" in str(value):
+        return "reduction-server"
+    return _KEY_CATEGORIES.get(key) if value not in (None, "") else None
+
+
 def categories(entry: Entry) -> frozenset[str]:
     """The REQUIRED_CATEGORIES (and any other ``gpu:``/``tpu:`` name) the entry's spec falls in,
     read from its data as found (a refused spec counts for what it holds)."""
-    data = spec_data(entry)
-    if isinstance(data, str):
-        from trainguard.errors import SpecError
-        from trainguard.safe_yaml import load as load_yaml
-
-        try:
-            data = load_yaml(data, entry.file)
-        except SpecError:  # a file that is no YAML at all holds no category
-            return frozenset()
-    if isinstance(data, dict) and isinstance(data.get("jobSpec", data.get("job_spec")), dict):
-        data = data.get("jobSpec", data.get("job_spec"))
+    data = _raw_spec(entry)
     pairs = list(_keys(data))
-    keys = {k for k, _ in pairs}
-    out: set[str] = set()
-    from trainguard.catalog import machine_rule
-
+    out = {c for c in (_pair_category(k, v) for k, v in pairs) if c}
     pools = data.get("workerPoolSpecs", data.get("worker_pool_specs")) if isinstance(data, dict) else None
-    pools = pools if isinstance(pools, list) else []
-    for k, v in pairs:
-        if k in ("acceleratorType", "accelerator_type") and isinstance(v, str) and v.isupper():
-            out.add(("tpu:" if v.startswith("TPU") else "gpu:") + v)
-        if k in ("machineType", "machine_type") and isinstance(v, str):
-            tpu = next((t for p, t in _TPU_BY_MACHINE_PREFIX.items() if v.startswith(p)), None)
-            rule = machine_rule(v)
-            if tpu:
-                out.add(f"tpu:{tpu}")
-            elif rule is not None and rule.needs_accelerator and len(rule.accelerators) == 1:
-                out.add(f"gpu:{next(iter(rule.accelerators))}")
-        if k in ("strategy",) and v in ("SPOT", "FLEX_START"):
-            out.add("spot" if v == "SPOT" else "flex-start")
-        if k in ("reservationAffinity", "reservation_affinity"):
-            out.add("reservation")
-        if k == "values" and any("reservationBlocks/" in str(x) for x in (v or [])):
-            out.add("reservation-block")
-        if k in ("persistentResourceId", "persistent_resource_id") and v:
-            out.add("persistent-resource")
-        if k in ("pscInterfaceConfig", "psc_interface_config"):
-            out.add("psc-interface")
-        if k in ("pythonPackageSpec", "python_package_spec"):
-            out.add("python-package")
-        if k in ("imageUri", "image_uri") and "reductionserver" in str(v):
-            out.add("reduction-server")
-    if len([p for p in pools if p]) > 1:
+    if isinstance(pools, list) and len([p for p in pools if p]) > 1:
         out.add("multi-worker")
-    if keys & {"worker_pool_specs", "machine_spec", "replica_count", "container_spec", "image_uri"}:
+    if {k for k, _ in pairs} & _SNAKE_KEYS:
         out.add("snake-case")
     if entry.kind.startswith("gcpc"):
         out.add("gcpc-defaults")

@@ -55,6 +55,8 @@ __all__ = [
     "spec_data",
     "judge",
     "score",
+    "REQUIRED_CATEGORIES",
+    "categories",
 ]
 
 CORPUS_DIR = Path(__file__).resolve().parent / "fixtures" / "specs"
@@ -395,3 +397,130 @@ def judge(entry: Entry, run: Callable[..., Any] | None = None) -> Outcome:
 
 def score(entries: Iterable[Entry]) -> Score:
     return Score([judge(e) for e in entries])
+
+
+# --- what the corpus covers -------------------------------------------------------------------
+
+#: The kinds of spec issue 28 requires the corpus to hold (at least one each).
+REQUIRED_CATEGORIES: tuple[str, ...] = (
+    *(
+        f"gpu:{g}"
+        for g in (
+            "NVIDIA_TESLA_K80",
+            "NVIDIA_TESLA_P100",
+            "NVIDIA_TESLA_V100",
+            "NVIDIA_TESLA_P4",
+            "NVIDIA_TESLA_T4",
+            "NVIDIA_TESLA_A100",
+            "NVIDIA_A100_80GB",
+            "NVIDIA_L4",
+            "NVIDIA_H100_80GB",
+            "NVIDIA_H100_MEGA_80GB",
+            "NVIDIA_H200_141GB",
+            "NVIDIA_B200",
+            "NVIDIA_GB200",
+        )
+    ),
+    *(f"tpu:{t}" for t in ("TPU_V2", "TPU_V3", "TPU_V5_LITEPOD", "TPU_V5P", "TPU_V6E", "TPU_7X")),
+    "multi-worker",
+    "reduction-server",
+    "python-package",
+    "spot",
+    "flex-start",
+    "reservation",
+    "reservation-block",
+    "persistent-resource",
+    "psc-interface",
+    "gcpc-defaults",
+    "snake-case",
+)
+
+# TPU generations named by the machine type alone (no acceleratorType value of their own); v5p's
+# machine family is ct5p (trainguard.catalog knows the family by its name shape).
+_TPU_BY_MACHINE_PREFIX = {
+    "ct5p-": "TPU_V5P",
+    "ct5lp-": "TPU_V5_LITEPOD",
+    "ct6e-": "TPU_V6E",
+    "tpu7x-": "TPU_7X",
+}
+_KEY_CATEGORIES = {  # a key present (with a value) puts the spec in the category
+    "reservationAffinity": "reservation",
+    "reservation_affinity": "reservation",
+    "persistentResourceId": "persistent-resource",
+    "persistent_resource_id": "persistent-resource",
+    "pscInterfaceConfig": "psc-interface",
+    "psc_interface_config": "psc-interface",
+    "pythonPackageSpec": "python-package",
+    "python_package_spec": "python-package",
+}
+_SNAKE_KEYS = {"worker_pool_specs", "machine_spec", "replica_count", "container_spec", "image_uri"}
+
+
+def _keys(value: Any) -> Iterable[tuple[str, Any]]:
+    """Every (key, value) pair of the nested mappings in ``value``."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k), v
+            yield from _keys(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _keys(v)
+
+
+def _raw_spec(entry: Entry) -> Any:
+    """The entry's CustomJobSpec data as found (a body's jobSpec), None when it is no YAML."""
+    from trainguard.errors import SpecError
+    from trainguard.safe_yaml import load as load_yaml
+
+    data = spec_data(entry)
+    if isinstance(data, str):
+        try:
+            data = load_yaml(data, entry.file)
+        except SpecError:
+            return None
+    if isinstance(data, dict):
+        body = data.get("jobSpec", data.get("job_spec"))
+        return body if isinstance(body, dict) else data
+    return data
+
+
+def _machine_category(machine_type: str) -> str | None:
+    from trainguard.catalog import machine_rule
+
+    tpu = next((t for p, t in _TPU_BY_MACHINE_PREFIX.items() if machine_type.startswith(p)), None)
+    if tpu:
+        return f"tpu:{tpu}"
+    rule = machine_rule(machine_type)
+    if rule is not None and rule.needs_accelerator and len(rule.accelerators) == 1:
+        return f"gpu:{next(iter(rule.accelerators))}"  # a bundled GPU (a3-highgpu-8g: H100)
+    return None
+
+
+def _pair_category(key: str, value: Any) -> str | None:
+    if key in ("acceleratorType", "accelerator_type") and isinstance(value, str) and value.isupper():
+        return ("tpu:" if value.startswith("TPU") else "gpu:") + value
+    if key in ("machineType", "machine_type") and isinstance(value, str):
+        return _machine_category(value)
+    if key == "strategy" and value in ("SPOT", "FLEX_START"):
+        return "spot" if value == "SPOT" else "flex-start"
+    if key == "values" and isinstance(value, list) and any("reservationBlocks/" in str(x) for x in value):
+        return "reservation-block"
+    if key in ("imageUri", "image_uri") and "reductionserver" in str(value):
+        return "reduction-server"
+    return _KEY_CATEGORIES.get(key) if value not in (None, "") else None
+
+
+def categories(entry: Entry) -> frozenset[str]:
+    """The REQUIRED_CATEGORIES (and any other ``gpu:``/``tpu:`` name) the entry's spec falls in,
+    read from its data as found (a refused spec counts for what it holds)."""
+    data = _raw_spec(entry)
+    pairs = list(_keys(data))
+    out = {c for c in (_pair_category(k, v) for k, v in pairs) if c}
+    pools = data.get("workerPoolSpecs", data.get("worker_pool_specs")) if isinstance(data, dict) else None
+    if isinstance(pools, list) and len([p for p in pools if p]) > 1:
+        out.add("multi-worker")
+    if {k for k, _ in pairs} & _SNAKE_KEYS:
+        out.add("snake-case")
+    if entry.kind.startswith("gcpc"):
+        out.add("gcpc-defaults")
+    return frozenset(out)

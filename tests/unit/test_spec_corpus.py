@@ -12,7 +12,16 @@ import json
 
 import pytest
 
-from tests.spec_corpus import CORPUS_DIR, SPLITS, load, score, spec_data, split_of
+from tests.spec_corpus import (
+    CORPUS_DIR,
+    REQUIRED_CATEGORIES,
+    SPLITS,
+    categories,
+    load,
+    score,
+    spec_data,
+    split_of,
+)
 
 KINDS = {"gcloud-config", "rest-body", "sdk-dict", "gcpc-payload", "gcpc-pipeline"}
 
@@ -58,3 +67,22 @@ def test_the_index_is_valid_json_with_unique_ids():
     raw = json.loads((CORPUS_DIR / "INDEX.json").read_text(encoding="utf-8"))
     ids = [e["id"] for e in raw["entries"]]
     assert len(ids) == len(set(ids))
+
+
+def test_categories_name_what_each_spec_holds(corpus):
+    by_id = {e.id: e for e in corpus["dev"] + corpus["test"]}
+    # a gcloud config: FLEX_START on a bundled A100 machine
+    assert categories(by_id["docs-schedule-jobs-dws"]) >= {"flex-start", "gpu:NVIDIA_TESLA_A100"}
+    # the SDK's snake_case dicts: a TPU v3 Pod, a reservation affinity
+    assert "tpu:TPU_V3" in categories(by_id["aiplatform-unit-test-constants-tpu-v3-pod-32"])
+    assert categories(by_id["aiplatform-unit-test-constants-reservation-any-k80"]) >= {
+        "reservation",
+        "snake-case",
+        "gpu:NVIDIA_TESLA_K80",
+    }
+    # TPU v5e named by its machine type alone
+    assert "tpu:TPU_V5_LITEPOD" in categories(by_id["aiplatform-unit-test-constants-tpu-v5e-2x2"])
+    # a compiled GCPC pipeline carries GCPC's emitted defaults
+    assert any("gcpc-defaults" in categories(e) for e in by_id.values() if e.kind == "gcpc-pipeline")
+    covered = set().union(*(categories(e) for e in by_id.values()))
+    assert covered & set(REQUIRED_CATEGORIES), "the corpus covers none of the required categories"

@@ -106,6 +106,7 @@ def test_the_dockerfiles_install_through_the_extras_never_around_them():
         name: [line for line in text.splitlines() if "pip install" in line]
         for name, text in (("trainer", trainer), ("components", components))
     }
+
     def extras(line: str) -> set[str]:
         return {e.strip() for group in re.findall(r"\.\[([^\]]*)\]", line) for e in group.split(",")}
 

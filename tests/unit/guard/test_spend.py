@@ -92,7 +92,7 @@ def test_the_guard_stops_at_the_budget_with_the_evidence_even_with_the_history_g
     assert "--budget" in stop.remedy
 
 
-def test_a_history_stop_says_the_money_saved_as_well_as_the_hours():
+def test_the_money_saved_is_the_rest_of_the_run_at_its_price_beside_the_hours():
     meter = Meter(price_job(a100(), catalog()))
     guard = HistoryGuard("fail", cost=JobCost(1, 1, 10 * 3600, True), spend=meter)
     assert guard.cost is not None

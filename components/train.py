@@ -2,7 +2,7 @@
 
 from google_cloud_pipeline_components.types.artifact_types import UnmanagedContainerModel
 from kfp import dsl
-from kfp.dsl import Artifact, Markdown, Model, Output, OutputPath
+from kfp.dsl import Artifact, Markdown, Metrics, Model, Output, OutputPath
 
 from trainguard.components.image import COMPONENT_IMAGE
 
@@ -19,6 +19,7 @@ def train(
     history: Output[Artifact],
     diagnosis: Output[Markdown],
     attempts: Output[Artifact],
+    metrics: Output[Metrics],
     gcp_resources: OutputPath(str),
     display_name: str = "trainguard-job",
     backend: str = "vertex",
@@ -34,6 +35,7 @@ def train(
     hang_after: str = "",
     inject: str = "",
     serving_image: str = "",
+    budget: float = 0.0,
 ) -> int:
     """Launches the training job, waits for it, cancels it with the pipeline, classifies failures.
 
@@ -55,7 +57,11 @@ def train(
         diagnosis: on failure, the failure class, evidence and first remedy.
         attempts: JSON: every attempt (region, machine, accelerator, strategy, state, failure
             class, duration, why the next one ran) and which produced the model; the model's
-            metadata names that attempt too.
+            metadata names that attempt too. Its ``cost``: what each attempt was billed (time
+            RUNNING × the Cloud Billing Catalog price of what it ran) and what a guard stop saved.
+        metrics: what the run cost (``cost_usd``; ``cost_local`` 1 for a local run, which costs
+            $0), ``cost_usd_per_hour``, ``cost_hours_run``, ``budget_usd``, and ``saved_usd``
+            when the guard stopped the job early.
         gcp_resources: the Vertex job that ran last, for the console link and cancellation; a
             retry of this task finds it, in whichever alternative's region it is.
         display_name: the job's display name.
@@ -81,6 +87,8 @@ def train(
         inject: local backend only: end attempts on purpose (``stockout@0,hang@5s``).
         serving_image: the serving container that loads the model (``containerSpec.imageUri`` of
             ``serving_model``); empty: none named (a registration then needs one).
+        budget: stop the job (class ``budget``) once the run has spent this many USD (0: no
+            budget); a job the Catalog cannot price runs on, with a warning.
     """
     from trainguard.stages import train_stage
 
@@ -108,5 +116,7 @@ def train(
         inject=inject,
         serving_model=serving_model,
         serving_image=serving_image,
+        budget=budget,
+        metrics=metrics,
     )
     return result.model_step

@@ -59,6 +59,12 @@ def _fallback_line(outcome: LocalOutcome) -> str:
     return f"fell back: {path} (launched {gaps[0] * 1000:.0f} ms later), which trained"
 
 
+def _cost_line(outcome: LocalOutcome) -> str:
+    """What the train task said the run cost (a local run: ``cost: $0 (local: …)``)."""
+    cost = (outcome.read_json("train", "attempts") or {}).get("cost") or {}
+    return str(cost.get("headline") or "cost: not recorded")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     verbose = "--verbose" in args
@@ -95,18 +101,25 @@ def main(argv: list[str] | None = None) -> int:
         )
         restarts = outcome.metadata("train", "model").get("restarts", 0)
         fell_back = _fallback_line(outcome)
+        cost = _cost_line(outcome)
         _show(
             outcome,
-            [fell_back, f"training survived {restarts} preemption(s), resuming from its newest checkpoint"],
+            [
+                fell_back,
+                f"training survived {restarts} preemption(s), resuming from its newest checkpoint",
+                cost,
+            ],
         )
         results.append(("healthy run passes", outcome.succeeded, True))
         results.append(("the stockout fell back to us-east4", "→ us-east4" in fell_back, True))
         results.append(("the preemption landed during training", restarts >= 1, True))
+        results.append(("a local run costs nothing ($0, local)", cost.startswith("cost: $0 (local"), True))
 
         print("\n2/3 guarded_training, learning rate far too high", flush=True)
         diverging = _local_spec(examples / "local-diverging.yaml", trainer, "demo-diverging")
         outcome = run_local("guarded_training", diverging, pipeline_root=pipeline_root, on_event=report)
-        _show(outcome)
+        brief = outcome.brief()
+        _show(outcome, [] if any("cost:" in line for line in brief) else [_cost_line(outcome)])
         results.append(("diverging run is stopped", outcome.succeeded, False))
 
         print("\n3/3 preflight_only on examples/a100-spot.yaml (offline checks)", flush=True)

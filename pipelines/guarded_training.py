@@ -77,7 +77,8 @@ def guarded_training(
             say which way they improve, e.g. ``dice=max``.
         resume: continue the newest run in the output directory (its history and checkpoints)
             instead of starting a run of this pipeline job's own beside it.
-        budget: preflight fails when the job's cost at its timeout exceeds this many USD (0: none).
+        budget: USD (0: none): preflight fails when the job's cost at its timeout exceeds it, and
+            train's guard stops the job (class ``budget``) once its spend reaches it.
         fallbacks: ``;``-separated alternatives (``region=us-east4;machine=a3-highgpu-1g``),
             checked by preflight and tried in order by train when an attempt meets no quota or
             capacity.
@@ -128,6 +129,7 @@ def guarded_training(
         hang_after=hang_after,
         inject=inject,
         serving_image=serving_image,
+        budget=budget,
     )
     trained.after(checked)
     trained.set_caching_options(False)

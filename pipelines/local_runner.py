@@ -166,8 +166,12 @@ def _diagnosis_lines(markdown: str) -> list[str]:
             found["evidence"] = lines[i + 1].strip()
         elif line.startswith("**First remedy:**"):
             found["remedy"] = line[len("**First remedy:**") :].strip()
+        elif line.startswith("**Cost:**"):
+            found["cost"] = line[len("**Cost:**") :].strip()
     return [
-        f"  {key + ':':<9} {found[key]}" for key in ("class", "evidence", "why", "remedy") if key in found
+        f"  {key + ':':<9} {found[key]}"
+        for key in ("class", "evidence", "why", "remedy", "cost")
+        if key in found
     ]
 
 

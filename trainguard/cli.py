@@ -307,6 +307,14 @@ def train(
     retries: Retries = None,
     hang_after: HangAfter = "",
     inject: Inject = None,
+    budget: Annotated[
+        float,
+        typer.Option(
+            "--budget",
+            metavar="USD",
+            help="vertex: stop the job (class budget) once it has spent this much (0: none)",
+        ),
+    ] = 0.0,
 ):
     """Run the training job (locally with Vertex's environment, or on Vertex AI).
 
@@ -341,6 +349,7 @@ def train(
             retries=retries,
             hang_after=hang_after,
             inject=",".join(inject or ()),
+            budget=budget,
         )
     except TrainingFailed as exc:
         data = exc.result.to_dict() if exc.result is not None else {}
@@ -588,7 +597,10 @@ def run(
     budget: Annotated[
         float,
         typer.Option(
-            "--budget", metavar="USD", help="preflight: fail when the cost at the timeout exceeds this"
+            "--budget",
+            metavar="USD",
+            help="preflight: fail when the cost at the timeout exceeds this; train: stop the job "
+            "once it has spent this much",
         ),
     ] = 0.0,
     fallback: Fallbacks = None,

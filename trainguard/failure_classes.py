@@ -159,6 +159,19 @@ _TABLE = (
         "lowering the bar to make the pipeline green",
     ),
     FailureClass(
+        "budget",
+        "the guard cancelled a running job whose spend (time run × the price of what ran, every "
+        "replica of every pool) reached the budget given with --budget",
+        "the spend, price per hour and budget the stop names; whether the run was slower than "
+        "planned (low accelerator utilisation: an input pipeline) or planned for more than the "
+        "budget buys (preflight --budget says what the timeout costs)",
+        "resume it from its checkpoint with a budget that covers the rest (the same command with "
+        "--resume and a larger --budget); or make it cheaper: Spot or Flex-start, fewer or smaller "
+        "accelerators, fewer steps",
+        "raising the budget on a run that is slow for another reason: a starved input pipeline "
+        "burns money at the same rate; profile it first",
+    ),
+    FailureClass(
         "hang",
         "the job is RUNNING but no step completes: its history stops growing and its logs go "
         "quiet, often after one rank died or a collective waits for ever",

@@ -248,6 +248,8 @@ def train_stage(
     inject: str = "",
     serving_model=None,
     serving_image: str = "",
+    budget: float | str | None = None,
+    metrics=None,
 ) -> GuardedResult:
     """Runs the training job to a terminal state and publishes its outputs.
 
@@ -270,6 +272,11 @@ def train_stage(
     retryable class (:mod:`trainguard.launch.attempts`); ``inject`` (local only:
     ``stockout@0,hang@5s``, :mod:`trainguard.launch.inject`) makes attempts fail on purpose.
     ``attempts_path`` receives every attempt as JSON; the result's ``attempts`` holds them too.
+    ``budget`` (USD; None or 0: none): the guard stops the job, class ``budget``, once what the
+    run has spent — each attempt's time RUNNING × the Catalog price of what it ran — reaches it;
+    no relaunch follows a spent budget (:mod:`trainguard.guard.ledger`). Whatever the budget,
+    the task says what the run cost (``$0 (local)`` for a local run) and what a guard stop saved,
+    in its output, the result's ``cost``, the attempts JSON and ``metrics`` (a KFP Metrics sink).
     ``serving_model`` (a ``google.UnmanagedContainerModel`` artifact) names the model's directory
     with ``serving_image`` as its container, for a registration step (:mod:`trainguard.registry`,
     or GCPC's ``ModelUploadOp``).
@@ -286,6 +293,7 @@ def train_stage(
         ConfigError / SpecError: bad options (before anything launches).
     """
     from trainguard.guard.hang import HangPolicy
+    from trainguard.guard.ledger import Ledger
     from trainguard.guard.outcome import conclude
     from trainguard.launch.alternatives import parse_fallbacks
     from trainguard.launch.attempts import CAPACITY_WAIT_S, AttemptPlan, RetryBudget, run_attempts
@@ -296,7 +304,12 @@ def train_stage(
     choice = parse(ModelChoice, model_choice, "--model")
     hang = HangPolicy.parse(hang_after)
     faults = InjectionPlan(parse_injections(inject))
-    alternatives, budget = parse_fallbacks(fallbacks), RetryBudget.parse(retries)
+    from trainguard.preflight.cost import parse_budget
+
+    alternatives, retry_budget = parse_fallbacks(fallbacks), RetryBudget.parse(retries)
+    ledger = Ledger(
+        local=backend == "local", budget=parse_budget(budget), say=lambda line: _say(stream, line)
+    )
 
     def backend_for(first: bool):
         return _backend(
@@ -312,7 +325,8 @@ def train_stage(
         )
 
     def watcher_for(attempt_spec: JobSpec) -> Watcher | None:
-        if watcher is not None or guard_mode == GuardMode.OFF:
+        meter = ledger.begin(attempt_spec)  # priced whatever the guard: the cost is reported
+        if watcher is not None or (guard_mode == GuardMode.OFF and (meter is None or meter.budget is None)):
             return watcher
         from trainguard.guard import HistoryGuard
 
@@ -323,6 +337,7 @@ def train_stage(
             thresholds=thresholds,
             stream=stream,
             hang=hang,
+            spend=meter,
         )
 
     # Bad input (an option the backend cannot honour, an alternative that makes the job invalid)
@@ -334,7 +349,7 @@ def train_stage(
     plan = AttemptPlan(
         spec,
         alternatives,
-        budget,
+        retry_budget,
         capacity_wait_s=0.0 if backend == "local" else CAPACITY_WAIT_S,  # a local stockout is injected
     )
     attempts = run_attempts(
@@ -342,19 +357,23 @@ def train_stage(
         backend_for=backend_for,
         watcher_for=watcher_for,
         final=lambda r: bool(refused_input(r)),
+        on_end=ledger.end,
         gcp_resources_path=gcp_resources_path if backend == "vertex" else None,
         say=lambda line: _say(stream, line),
     )
     result = conclude(
         attempts.result, attempts.watcher, model=model, history=history, model_choice=choice, stream=stream
     )
-    _publish_attempts(result, attempts, model, attempts_path, stream)
+    cost = ledger.report(attempts.result)
+    result.cost = cost.to_dict()
+    _publish_attempts(result, attempts, model, attempts_path, stream, cost.to_dict())
+    _publish_cost(cost, model, metrics, stream)
     if serving_model is not None and model is not None:
         from trainguard.guard.layout import publish_serving
 
         publish_serving(serving_model, model, serving_image)
     _write(result_path, json.dumps(result.to_dict(), indent=2))
-    return _outcome(result, run, backend, diagnosis_path)
+    return _outcome(result, run, backend, diagnosis_path, cost.headline().removeprefix("cost: "))
 
 
 def _claimed_spec(
@@ -379,10 +398,23 @@ def _claimed_spec(
     return spec.with_base_output_dir(run.base), run
 
 
-def _publish_attempts(result, attempts, model, path: str | None, stream: TextIO | None) -> None:
-    """Records every attempt: on the result, in ``path`` (JSON), on the model's metadata, and
-    (when there was more than one) in a few lines for people."""
-    summary = attempts.to_dict()
+def _publish_cost(cost, model, metrics, stream: TextIO | None) -> None:
+    """Says what the run cost (and what a guard stop saved): lines, metrics, model metadata."""
+    for line in cost.lines():
+        _say(stream, line)
+    numbers = cost.metrics()
+    _log_metrics(metrics, numbers)
+    if model is not None:
+        model.metadata.update({k: v for k, v in numbers.items() if k in ("cost_usd", "saved_usd")})
+        model.metadata["cost"] = cost.headline()
+
+
+def _publish_attempts(
+    result, attempts, model, path: str | None, stream: TextIO | None, cost: dict | None = None
+) -> None:
+    """Records every attempt: on the result, in ``path`` (JSON, with the run's ``cost``), on the
+    model's metadata, and (when there was more than one) in a few lines for people."""
+    summary = {**attempts.to_dict(), **({"cost": cost} if cost is not None else {})}
     result.attempts = summary["attempts"]
     _write(path, json.dumps(summary, indent=2))
     produced = attempts.model_attempt
@@ -403,8 +435,12 @@ def _publish_attempts(result, attempts, model, path: str | None, stream: TextIO 
             _say(stream, f"  {record.line()}{mark}")
 
 
-def _outcome(result: GuardedResult, run: RunDir, backend: str, diagnosis_path: str | None) -> GuardedResult:
-    """``result`` when the training succeeded (or ended early, a success); raises otherwise."""
+def _outcome(
+    result: GuardedResult, run: RunDir, backend: str, diagnosis_path: str | None, cost: str = ""
+) -> GuardedResult:
+    """``result`` when the training succeeded (or ended early, a success); raises otherwise.
+    ``cost`` (what the run cost) ends the diagnosis of a failure."""
+    note = f"\n**Cost:** {cost}\n" if cost else ""
     from trainguard.guard.outcome import early_stopped, stop_diagnosis, stop_message
 
     tried = f" after {len(result.attempts)} attempts" if len(result.attempts) > 1 else ""
@@ -423,7 +459,7 @@ def _outcome(result: GuardedResult, run: RunDir, backend: str, diagnosis_path: s
         )
     if result.stopped and not early_stopped(result):
         diagnosis = stop_diagnosis(result.stopped)
-        _write(diagnosis_path, diagnosis.to_markdown())
+        _write(diagnosis_path, diagnosis.to_markdown() + note)
         raise TrainingFailed(
             f"training job {result.job_name} was stopped by the guard{tried}: {stop_message(result.stopped)}",
             result,
@@ -436,7 +472,7 @@ def _outcome(result: GuardedResult, run: RunDir, backend: str, diagnosis_path: s
             raise CheckpointError(f"training job {result.job_name} stopped on bad input: {refused}")
         diagnosis = diagnose_result(result)
         if diagnosis is not None:
-            _write(diagnosis_path, diagnosis.to_markdown())
+            _write(diagnosis_path, diagnosis.to_markdown() + note)
             detail = f" [{diagnosis.failure_class}] {diagnosis.remedy}"
         else:
             _write(diagnosis_path, f"# Training failed\n\n{result.error}\n")

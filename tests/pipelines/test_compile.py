@@ -101,6 +101,16 @@ def test_train_publishes_gcp_resources_model_and_history(compiled):
     assert {"history", "diagnosis"} <= set(outputs["artifacts"])
 
 
+def test_the_pipeline_budget_reaches_preflight_and_train_whose_metrics_carry_the_cost(compiled):
+    _, paths = compiled
+    tasks = load(paths["guarded_training.yaml"])["root"]["dag"]["tasks"]
+    for task in ("preflight", "train"):
+        given = tasks[task]["inputs"]["parameters"]["budget"]
+        assert given == {"componentInputParameter": "budget"}, task
+    outputs = load(paths["train.yaml"])["root"]["outputDefinitions"]["artifacts"]
+    assert outputs["metrics"]["artifactType"]["schemaTitle"] == "system.Metrics"
+
+
 def test_validate_returns_a_branchable_verdict(compiled):
     _, paths = compiled
     outputs = load(paths["validate.yaml"])["root"]["outputDefinitions"]

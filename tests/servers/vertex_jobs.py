@@ -899,13 +899,14 @@ class _Handler(BaseHTTPRequestHandler):
 def vertex_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[VertexJobsServer]:
     """A running server, with ``TRAINGUARD_ENDPOINT_AIPLATFORM`` pointing at it.
 
-    Cloud Logging (read for a failed job's log tail) and Cloud Quotas (asked for a quota ID after
-    a quota refusal) point at a closed loopback port unless a test sets its own server: no test
-    may reach the real API with this machine's credentials.
+    Cloud Logging (read for a failed job's log tail), Cloud Quotas (asked for a quota ID after
+    a quota refusal) and the Cloud Billing Catalog (read to price each attempt) point at a closed
+    loopback port unless a test sets its own server: no test may reach the real API with this
+    machine's credentials.
     """
     with VertexJobsServer() as server:
         monkeypatch.setenv("TRAINGUARD_ENDPOINT_AIPLATFORM", server.url)
-        for api in ("LOGGING", "CLOUDQUOTAS"):  # read after a failure / a quota refusal
+        for api in ("LOGGING", "CLOUDQUOTAS", "CLOUDBILLING"):  # read after a failure / to price
             if f"TRAINGUARD_ENDPOINT_{api}" not in os.environ:
                 with socket.socket() as probe:  # a port nothing listens on
                     probe.bind(("127.0.0.1", 0))

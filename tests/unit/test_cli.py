@@ -150,6 +150,24 @@ def test_train_locally_and_a_failing_job_is_classified(tmp_path):
     no_traceback(proc)
 
 
+def test_a_local_train_costs_nothing_and_a_bad_budget_is_bad_input(tmp_path):
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(
+        "workerPoolSpecs:\n  - machineSpec: {machineType: n1-standard-4}\n"
+        "    containerSpec: {imageUri: img, command: [python, -c, 'print(42)']}\n"
+    )
+    base = ("train", ok, *PR, "--output-dir", tmp_path / "out")
+    proc = cli(*base, "--budget", "5", "--json", tmp_path / "t.json")
+    assert proc.returncode == 0, proc.stderr
+    assert "[trainguard] cost: $0 (local: it ran on this machine, nothing is billed)" in proc.stdout
+    assert proc.stdout.count("a local run costs nothing ($0, local), so the budget never stops it") == 1
+    cost = json.loads((tmp_path / "t.json").read_text())["cost"]
+    assert cost["usd"] == 0 and cost["local"] is True and cost["budget_usd"] == 5
+    bad = cli(*base, "--budget", "-1")
+    assert bad.returncode == 2 and "--budget must be an amount of US dollars" in bad.stderr
+    no_traceback(bad)
+
+
 HISTORIES = ROOT / "tests" / "fixtures" / "histories"
 
 

@@ -31,11 +31,14 @@ class GuardedResult(TrainResult):
         guard: the guard's summary (mode, source, polls, stop, "stopped guarding" reason).
         model: the picked model's metadata (see :meth:`ModelPick.metadata`).
         history_format: the format of the history the job wrote ('' when none).
+        cost: what the run cost, attempt by attempt, and what a guard stop saved
+            (:meth:`trainguard.guard.ledger.RunCost.to_dict`).
     """
 
     guard: dict = field(default_factory=dict)
     model: dict = field(default_factory=dict)
     history_format: str = ""
+    cost: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, result: TrainResult, **extra: Any) -> GuardedResult:
@@ -74,10 +77,11 @@ def stop_diagnosis(stop: dict):
 
     details = stop.get("details", {})
     saved = details.get("saved", "")
-    reason = (
-        f"the in-flight guard stopped the job when {details.get('series') or 'the history'} "
-        f"showed it ({details.get('source', '')})" + (f"; {saved}" if saved else "")
-    )
+    if stop["failure_class"] == "budget":
+        seen = "its spend reached the budget (time RUNNING × the Cloud Billing Catalog price)"
+    else:
+        seen = f"{details.get('series') or 'the history'} showed it ({details.get('source', '')})"
+    reason = f"the in-flight guard stopped the job when {seen}" + (f"; {saved}" if saved else "")
     return Diagnosis(
         stop["failure_class"],
         stop["evidence"],

@@ -14,9 +14,12 @@ Each ``poll`` (the backend calls it between its own polls of the job):
    poll;
 3. returns a :class:`~trainguard.launch.base.Stop` with the class, the evidence, the remedy and
    the accelerator-hours saved (:mod:`trainguard.guard.savings`) when the mode's table says so;
-4. and, for a RUNNING job whose history has stopped growing past its limit
+4. for a RUNNING job whose history has stopped growing past its limit
    (:mod:`trainguard.guard.hang`: ``max(k × median interval, floor)`` or ``--hang-after``), a Stop
-   of class ``hang`` with the hours that waiting for the job's timeout would have burned.
+   of class ``hang`` with the hours that waiting for the job's timeout would have burned;
+5. and, with a budget, a Stop of class ``budget`` once what the job has spent (time RUNNING × the
+   price of what it runs, :mod:`trainguard.guard.spend`) reaches it — before anything else, and
+   whatever the mode, even when the history cannot be read: money does not wait for a curve.
 
 The guard fails open: anything it cannot read or judge (garbage in the history, an error of its
 own) is said once, loudly, with the reason, and the job runs on unguarded. Storage that does not
@@ -40,6 +43,7 @@ from trainguard.guard.hang import HangDetector, HangFinding, HangPolicy
 from trainguard.guard.jsonl import JsonlTail
 from trainguard.guard.judge import Judgement, judge
 from trainguard.guard.savings import JobCost, estimate
+from trainguard.guard.spend import Meter
 from trainguard.launch.base import RunningJob, Stop
 from trainguard.redaction import bound, redact
 from trainguard.validation.history import History
@@ -72,6 +76,8 @@ class HistoryGuard:
         max_failed_reads: consecutive unreadable polls before it stops guarding.
         hang: when a silent history is a hang (:class:`~trainguard.guard.hang.HangPolicy`;
             None: the automatic limit).
+        spend: the job's :class:`~trainguard.guard.spend.Meter` (its price and the budget):
+            stops the job at the budget, and prices what a stop saved (None: not priced).
         clock: monotonic seconds (tests).
 
     Raises:
@@ -93,6 +99,7 @@ class HistoryGuard:
         free_judge_s: float = 0.1,
         max_failed_reads: int = 30,
         hang: HangPolicy | None = None,
+        spend: Meter | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.mode = parse(GuardMode, mode, "--guard")
@@ -107,6 +114,7 @@ class HistoryGuard:
         self.max_failed_reads = max_failed_reads
         self.clock = clock
         self.hang = HangDetector(hang)
+        self.spend = spend
         self._client = storage_client
         # What happened, for reports and benchmarks.
         self.stop: Stop | None = None
@@ -142,6 +150,9 @@ class HistoryGuard:
         """Reads what the history gained, judges it when due; a Stop ends the job."""
         if self.stop is not None:
             return self.stop  # the backend has not stopped it yet: ask again
+        if self.spend is not None and self.spend.reached(job.elapsed_s):
+            self.stop = self._budget_stop(job)
+            return self.stop
         if self.mode == GuardMode.OFF or self.disabled:
             return None
         self._job = job
@@ -319,6 +330,9 @@ class HistoryGuard:
             )
             sentence = saved.sentence()
             details["saved"] = sentence
+            if self.spend is not None:
+                details.update(self.spend.saved(saved))
+                sentence = details["saved"]
         summary = judgement.verdict.summary if judgement.verdict is not None else {}
         if "best_step" in summary:
             details["best_step"] = summary["best_step"]
@@ -366,10 +380,35 @@ class HistoryGuard:
             )
             sentence = saved.sentence()
             details["saved"] = sentence
+            if self.spend is not None:
+                details.update(self.spend.saved(saved))
+                sentence = details["saved"]
         evidence = bound(redact(found.evidence()), _EVIDENCE_CHARS)
         remedy = get("hang").remedy
         self._say(f"stopping the job: hang: {evidence}. Remedy: {remedy}. {sentence}".rstrip())
         return Stop("hang", evidence, remedy, False, details)
+
+    def _budget_stop(self, job: RunningJob) -> Stop:
+        assert self.spend is not None
+        book = self.book
+        saved = None
+        if self.cost is not None:
+            last = book.last_step if book is not None and not self.disabled else None
+            saved = estimate(self.cost, job.elapsed_s, last, self.planned_steps)
+        stop = self.spend.stop(job, saved)
+        if saved is not None:
+            stop.details.update(
+                savings=saved.to_dict(),
+                accelerator_hours_saved=saved.accelerator_hours,
+                machine_hours_saved=saved.machine_hours,
+                hours_left=saved.hours_left,
+                savings_basis=saved.basis,
+            )
+            stop.details.setdefault("saved", saved.sentence())
+        stop.details.update(mode=self.mode.value, source=self.source, format=self.kind, polls=self.polls)
+        sentence = stop.details.get("saved", "")
+        self._say(f"stopping the job: budget: {stop.evidence}. Remedy: {stop.remedy}. {sentence}".rstrip())
+        return stop
 
     # -- the end --
 

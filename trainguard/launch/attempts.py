@@ -280,6 +280,7 @@ def run_attempts(
     backend_for: Callable[[bool], Backend],
     watcher_for: Callable[[JobSpec], Watcher | None],
     final: Callable[[TrainResult], bool] = lambda result: False,
+    on_end: Callable[[TrainResult], str] = lambda result: "",
     gcp_resources_path: str | None = None,
     say: Callable[[str], None] = lambda line: None,
     clock: Callable[[], float] = time.monotonic,
@@ -294,6 +295,9 @@ def run_attempts(
         watcher_for: the in-flight guard of one attempt's job (None: unguarded).
         final: True for a result no relaunch may follow whatever its class (the trainer
             refused its input).
+        on_end: called once after every attempt, before the next is chosen (the ledger adds
+            its bill); a reason it returns ends the loop: no relaunch follows (the budget is
+            spent), and the attempt's note says why.
         gcp_resources_path: the task's ``gcp_resources`` (Vertex), to start where it was.
         say: where the lines for people go.
         clock, sleep: injectable for tests.
@@ -330,6 +334,7 @@ def run_attempts(
             result.restarts,
         )
         records.append(record)
+        stop_why = on_end(result)
         done = (
             result.succeeded
             or bool(result.stopped.get("success"))
@@ -337,6 +342,10 @@ def run_attempts(
             or final(result)
         )
         step = None if done else _next_step(cls, index, len(specs), plan.budget, spent)
+        if step is not None and stop_why:
+            record.note = f"{cls}: {stop_why}"
+            say(f"attempt {record.number + 1} ended {result.state} [{cls}]; {stop_why}")
+            step = None
         if step is None:
             return Attempts(result, spec, watcher, records)
         kind, index = step

@@ -100,7 +100,10 @@ def main(argv: list[str]) -> int:
             print(f"gs:// through {name}:")
             for size_mb in sizes:
                 payload = os.urandom(size_mb * MB)
-                for label, config in (("one stream", TransferConfig.single_stream()), ("parallel", TransferConfig())):
+                for label, config in (
+                    ("one stream", TransferConfig.single_stream()),
+                    ("parallel", TransferConfig()),
+                ):
                     key = f"{name}, {label}"
                     res = measure(GCSStore(transfer=config), f"gs://bench/{label}/{size_mb}", payload)
                     results[(key, size_mb)] = res

@@ -36,6 +36,7 @@ def temporaries(store: GCSStore, prefix: str) -> list[str]:
     return [n for n in store.list(prefix) if any(m in n for m in TEMP_MARKERS)]
 
 
+@pytest.mark.slow
 def test_a_checkpoint_saved_in_parts_restores_byte_for_byte_and_leaves_no_part(bucket):
     store = GCSStore(transfer=SMALL_PARTS)
     big = os.urandom(PART * (COMPOSE_MAX_SOURCES + 9) + 17)  # 42 parts: composed in a tree

@@ -125,7 +125,6 @@ class JsonlTail:
             ):
                 self.planned_steps = int(value)
 
-
     def _read_saves(self, whole: bytes) -> None:
         for raw in whole.split(b"\n"):
             if _SAVE not in raw:

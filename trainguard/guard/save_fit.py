@@ -75,7 +75,12 @@ class SaveFit:
         """From the history's save records (oldest first)."""
         measures = [(r, r["save"]) for r in records if isinstance(r.get("save"), dict)]
         good = [
-            (float(r.get("time") or 0.0), int(m.get("bytes") or 0), float(m.get("seconds") or 0.0), bool(m.get("blocking")))
+            (
+                float(r.get("time") or 0.0),
+                int(m.get("bytes") or 0),
+                float(m.get("seconds") or 0.0),
+                bool(m.get("blocking")),
+            )
             for r, m in measures
             if isinstance(m.get("seconds"), int | float) and m.get("seconds", 0) > 0
         ]

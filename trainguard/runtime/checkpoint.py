@@ -431,7 +431,15 @@ class CheckpointManager:
                         f"'_.=+-', '/' between parts; not '..' or {COMMIT_MARKER!r})"
                     )
         blocks = bool(blocking or (blocking is None and not self.async_save))
-        job = (step, payload, dict(metrics or {}), format, attempt or attempt_name(), dict(meta or {}), blocks)
+        job = (
+            step,
+            payload,
+            dict(metrics or {}),
+            format,
+            attempt or attempt_name(),
+            dict(meta or {}),
+            blocks,
+        )
         if blocks:
             self._write(*job)
             return

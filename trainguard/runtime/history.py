@@ -58,7 +58,11 @@ def read_history_records(text: str, *, skipped: list[int] | None = None, saves: 
 
 def is_save_record(record: object) -> bool:
     """Whether ``record`` is a checkpoint save's measure rather than metrics."""
-    return isinstance(record, dict) and record.get("split") == SAVE_SPLIT and isinstance(record.get(SAVE_KEY), dict)
+    return (
+        isinstance(record, dict)
+        and record.get("split") == SAVE_SPLIT
+        and isinstance(record.get(SAVE_KEY), dict)
+    )
 
 
 def _is_record(record: object) -> bool:

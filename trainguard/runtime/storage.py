@@ -393,7 +393,7 @@ class GCSStore(FileStore):
         if self.transfer.parallel:
             writer = self._part_writer(uri)
             try:
-                yield writer  # type: ignore[misc]  # a write-only binary file object
+                yield writer  # a write-only binary file object
             except BaseException:
                 writer.abort()
                 raise
@@ -428,7 +428,7 @@ class GCSStore(FileStore):
             # Parts leave while ``writer`` writes; the object appears with the last compose.
             def parts() -> int:
                 with self._part_writer(uri) as handle:
-                    writer(handle)  # type: ignore[arg-type]  # a write-only binary file object
+                    writer(handle)  # a write-only binary file object
                     size = handle.tell()
                 return size
 

@@ -11,7 +11,12 @@ from trainguard.spec import JobSpec, parse_spec
 
 
 def save(step: int, t: float, seconds: float, size: int = 6_000_000_000, blocking: bool = False) -> bytes:
-    record = {"step": step, "split": "checkpoint", "time": t, "save": {"bytes": size, "seconds": seconds, "blocking": blocking}}
+    record = {
+        "step": step,
+        "split": "checkpoint",
+        "time": t,
+        "save": {"bytes": size, "seconds": seconds, "blocking": blocking},
+    }
     return (json.dumps(record) + "\n").encode()
 
 
@@ -22,20 +27,27 @@ def test_a_save_slower_than_the_notice_is_warned_at_the_first_save_naming_the_fi
     assert "preemption save" not in g.out.getvalue()
     assert job.poll(line(20, loss=1.8) + save(20, 1000.0, 31.5)) is None  # a save does not stop the job
     out = g.out.getvalue()
-    assert "WARNING: a preemption save does not fit the notice: a save takes 31.5 s, the notice is 30 s" in out
+    assert (
+        "WARNING: a preemption save does not fit the notice: a save takes 31.5 s, the notice is 30 s" in out
+    )
     assert "shard the state across ranks" in out and "local SSD" in out
     job.poll(save(40, 1900.0, 33.0))
     assert g.out.getvalue().count("does not fit the notice") == 1  # said once
     summary = g.finish(job.running())
     saves = summary["checkpoint_saves"]
     assert saves["saves"] == 2 and saves["fits"] is False and saves["interval_s"] == 900.0
-    assert "does NOT fit the 30 s notice; a preemption loses the work since the last save (every 900 s)" in g.out.getvalue()
+    assert (
+        "does NOT fit the 30 s notice; a preemption loses the work since the last save (every 900 s)"
+        in g.out.getvalue()
+    )
 
 
 def test_a_save_inside_the_notice_is_reported_as_fitting_and_not_warned(tmp_path):
     g = guard(preemption_notice_s=30.0)
     job = Job(tmp_path, g)
-    job.poll(b"".join(line(s, loss=2.0 - 0.01 * s) for s in range(1, 20)) + save(19, 50.0, 2.0, 400_000_000, True))
+    job.poll(
+        b"".join(line(s, loss=2.0 - 0.01 * s) for s in range(1, 20)) + save(19, 50.0, 2.0, 400_000_000, True)
+    )
     g.finish(job.running())
     out = g.out.getvalue()
     assert "WARNING" not in out
@@ -56,8 +68,15 @@ def test_the_notice_follows_the_strategy_or_the_jobs_own_setting():
             container["env"] = [{"name": k, "value": v} for k, v in env.items()]
         data: dict = {
             "workerPoolSpecs": [
-                {"machineSpec": {"machineType": "g2-standard-8", "acceleratorType": "NVIDIA_L4", "acceleratorCount": 1},
-                 "replicaCount": 1, "containerSpec": container}
+                {
+                    "machineSpec": {
+                        "machineType": "g2-standard-8",
+                        "acceleratorType": "NVIDIA_L4",
+                        "acceleratorCount": 1,
+                    },
+                    "replicaCount": 1,
+                    "containerSpec": container,
+                }
             ]
         }
         if strategy:

@@ -9,7 +9,7 @@ import pytest
 from trainguard.errors import ConfigError
 from trainguard.runtime.core import CheckpointCore
 from trainguard.runtime.history import read_history_records
-from trainguard.runtime.save_cost import NOTICE_ENV, FIXES, notice_from_env
+from trainguard.runtime.save_cost import FIXES, NOTICE_ENV, notice_from_env
 
 
 def run(tmp_path, saves: int = 3) -> list[dict]:
@@ -38,7 +38,9 @@ def test_every_save_lands_in_the_history_with_its_bytes_seconds_and_speed(tmp_pa
     assert len(read_history_records(text, saves=True)) == len(records)
 
 
-def test_a_save_slower_than_the_notice_is_said_at_the_first_save_with_the_fixes(tmp_path, monkeypatch, capsys):
+def test_a_save_slower_than_the_notice_is_said_at_the_first_save_with_the_fixes(
+    tmp_path, monkeypatch, capsys
+):
     monkeypatch.setenv(NOTICE_ENV, "1e-9")  # no save is that fast
     run(tmp_path)
     err = capsys.readouterr().err

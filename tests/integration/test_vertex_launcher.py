@@ -124,6 +124,8 @@ def test_creates_the_job_polls_with_backoff_and_succeeds(vertex_server, fake_tim
     assert pool["containerSpec"]["env"] == [
         {"name": "LR", "value": "0.1"},
         {"name": "TRAINGUARD_HISTORY", "value": "gs://bucket/runs/r1/history.jsonl"},
+        # A Spot job's SIGTERM save has 30 s: the runtime says at the first save whether it fits.
+        {"name": "TRAINGUARD_PREEMPTION_NOTICE", "value": "30"},
         {"name": "EXTRA", "value": "1"},
     ]
     assert body["jobSpec"]["scheduling"] == {"strategy": SPOT}

@@ -17,6 +17,8 @@ import math
 
 from trainguard.errors import HistoryError
 from trainguard.guard.book import Added, SeriesBook
+from trainguard.runtime.history import is_save_record
+from trainguard.runtime.save_cost import SAVE_KEY
 from trainguard.validation.readers import read_jsonl_bytes
 
 __all__ = ["JsonlTail", "PLANNED_STEPS_KEY", "MAX_LINE_BYTES"]
@@ -25,6 +27,7 @@ PLANNED_STEPS_KEY = "planned_steps"
 # A "line" longer than this with no newline is not a history record being written.
 MAX_LINE_BYTES = 1 << 20
 _PLANNED = f'"{PLANNED_STEPS_KEY}"'.encode()
+_SAVE = f'"{SAVE_KEY}"'.encode()
 
 
 class JsonlTail:
@@ -41,6 +44,7 @@ class JsonlTail:
         self.book = SeriesBook()
         self.lines = 0
         self.planned_steps: int | None = None
+        self.saves: list[dict] = []  # the checkpoint saves' measures (trainguard.runtime.save_cost)
         self._pending = b""
 
     def reset(self) -> None:
@@ -48,6 +52,7 @@ class JsonlTail:
         self.book.clear()
         self.lines = 0
         self.planned_steps = None
+        self.saves = []
         self._pending = b""
 
     @property
@@ -87,6 +92,8 @@ class JsonlTail:
     def _parse(self, whole: bytes) -> Added:
         if _PLANNED in whole:
             self._read_plan(whole)
+        if _SAVE in whole:
+            self._read_saves(whole)
         where = f"{self.source} (from line {self.lines + 1})"
         try:
             history = read_jsonl_bytes(whole, where)
@@ -117,6 +124,17 @@ class JsonlTail:
                 and value >= 1
             ):
                 self.planned_steps = int(value)
+
+    def _read_saves(self, whole: bytes) -> None:
+        for raw in whole.split(b"\n"):
+            if _SAVE not in raw:
+                continue
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue  # the reader reports a broken line with its number
+            if is_save_record(record):
+                self.saves.append(record)
 
 
 def _records_without_metrics(whole: bytes) -> bool:

@@ -42,6 +42,7 @@ from trainguard.guard.follow import Follower, FollowError, follower_for
 from trainguard.guard.hang import HangDetector, HangFinding, HangPolicy
 from trainguard.guard.jsonl import JsonlTail
 from trainguard.guard.judge import Judgement, judge
+from trainguard.guard.save_fit import SaveFit, notice_for
 from trainguard.guard.savings import JobCost, estimate
 from trainguard.guard.spend import Meter
 from trainguard.launch.base import RunningJob, Stop
@@ -79,6 +80,8 @@ class HistoryGuard:
         spend: the job's :class:`~trainguard.guard.spend.Meter` (its price and the budget):
             stops the job at the budget, and prices what a stop saved (None: not priced).
         clock: monotonic seconds (tests).
+        preemption_notice_s: the seconds of notice a preemption gives the job (None: unknown);
+            ``for_spec`` reads it from the spec (:func:`~trainguard.guard.save_fit.notice_for`).
 
     Raises:
         ConfigError: a bad mode, threshold or metric mode (before any job starts).
@@ -101,6 +104,7 @@ class HistoryGuard:
         hang: HangPolicy | None = None,
         spend: Meter | None = None,
         clock: Callable[[], float] = time.monotonic,
+        preemption_notice_s: float | None = None,
     ) -> None:
         self.mode = parse(GuardMode, mode, "--guard")
         self.metric_mode = parse(Mode, metric_mode, "--mode").value
@@ -135,6 +139,8 @@ class HistoryGuard:
         self._dirty = False
         self._next_judge = 0.0
         self._announced = False
+        self.preemption_notice_s = preemption_notice_s
+        self._save_warned = False
 
     @classmethod
     def for_spec(
@@ -142,6 +148,7 @@ class HistoryGuard:
     ) -> HistoryGuard:
         """A guard for the job ``spec`` describes (its accelerators and timeout count the hours;
         ``local``: it runs on this machine, where no timeout bounds it)."""
+        kwargs.setdefault("preemption_notice_s", notice_for(spec))
         return cls(mode, cost=JobCost.from_spec(spec, local=local), **kwargs)
 
     # -- the Watcher seam --
@@ -179,6 +186,7 @@ class HistoryGuard:
             self._give_up(f"reading the history failed: {type(exc).__name__}: {exc}")
             return None
         self._failed_reads = 0
+        self._check_saves()
         now = self.clock()
         self.hang.observe(now, added.points)
         stop = self._maybe_judge(added, job)
@@ -428,6 +436,9 @@ class HistoryGuard:
                 self._say(f"the last read of the history failed ({exc})")
             except Exception as exc:  # fail open, as while running
                 self._say(f"the last read of the history failed ({type(exc).__name__}: {exc})")
+            self._check_saves()
+            if self.kind == "jsonl":
+                self._say(self.save_fit.line())
             if not self.kind:
                 where = " or ".join(p for p in (job.history_path, job.tensorboard_dir) if p)
                 self._say(
@@ -437,10 +448,26 @@ class HistoryGuard:
                 )
         return self.summary()
 
+    @property
+    def save_fit(self) -> SaveFit:
+        """The job's checkpoint saves so far: cost, work at risk, fit in the preemption notice."""
+        saves = self._jsonl.saves if self._jsonl is not None else []
+        return SaveFit.from_records(saves, self.preemption_notice_s)
+
+    def _check_saves(self) -> None:
+        """At the first save seen: a preemption save that does not fit the notice is said."""
+        if self._save_warned or self._jsonl is None or not self._jsonl.saves:
+            return
+        self._save_warned = True
+        warning = self.save_fit.warning()
+        if warning:
+            self._say(f"WARNING: {warning}")
+
     def summary(self) -> dict:
         """What the guard did, JSON-safe."""
         book = self.book
         return {
+            "checkpoint_saves": self.save_fit.to_dict(),
             "mode": self.mode.value,
             "source": self.source,
             "format": self.kind,

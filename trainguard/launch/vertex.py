@@ -71,6 +71,7 @@ from trainguard.launch.vertex_logs import DEFAULT_TIMEOUT_S, MAX_TAIL_LINES, rea
 from trainguard.launch.watching import WatcherSeam, stop_error
 from trainguard.retry import Backoff, RetryPolicy, transient_types
 from trainguard.runtime.env import HISTORY_ENV, HISTORY_FILENAME
+from trainguard.runtime.save_cost import NOTICE_ENV, PREEMPTION_NOTICE_S
 from trainguard.spec import JobSpec
 
 __all__ = ["VertexBackend"]
@@ -108,7 +109,9 @@ class VertexBackend:
             ``gcp_resources`` output); a job already named there is resumed. None: not written.
         output_dir: ``gs://`` base output directory for a spec without ``baseOutputDirectory``.
         extra_env: added to every pool's ``containerSpec.env`` (a pool's own value wins).
-            ``TRAINGUARD_HISTORY=<base>/history.jsonl`` is always added when there is a base.
+            ``TRAINGUARD_HISTORY=<base>/history.jsonl`` is always added when there is a base;
+            ``TRAINGUARD_PREEMPTION_NOTICE`` (seconds) for a Spot or Flex-start job, and for any
+            other where ``extra_env`` or the pool's env sets it (the ``preemption_notice`` setting).
         max_queued_s: cancel a job still QUEUED after this many seconds; 0 never cancels it; None
             (the default) follows the strategy: 30 min, or a FLEX_START job's ``maxWaitDuration``
             plus 15 min (never, when that is 0). See :mod:`trainguard.launch.queueing`.
@@ -187,6 +190,9 @@ class VertexBackend:
         if base and not spec.base_output_dir:
             js.base_output_directory.output_uri_prefix = base
         added = {HISTORY_ENV: f"{base}/{HISTORY_FILENAME}"} if base else {}
+        notice = PREEMPTION_NOTICE_S.get(spec.strategy)
+        if notice is not None:  # the runtime says at the first save whether a SIGTERM save fits
+            added[NOTICE_ENV] = f"{notice:g}"
         added.update({str(k): str(v) for k, v in self.extra_env.items()})
         for pool in js.worker_pool_specs:
             if not pool.machine_spec.machine_type:

@@ -53,6 +53,7 @@ from typing import BinaryIO, SupportsFloat, cast
 from trainguard.errors import CheckpointError, ConfigError, UserError
 from trainguard.runtime.policies import RetentionPolicy, SavePolicy, save_policy
 from trainguard.runtime.policies.retention import finite as _finite
+from trainguard.runtime.save_cost import SaveMeasure
 from trainguard.runtime.storage import FileStore, join, store_for
 
 __all__ = [
@@ -220,6 +221,14 @@ class CheckpointManager:
         self.store = store or store_for(self.directory, deadline_s=deadline_s)
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._measured: list[SaveMeasure] = []
+        self._measured_lock = threading.Lock()
+
+    def take_measures(self) -> list[SaveMeasure]:
+        """The saves completed since the last call, measured (bytes, seconds), oldest first."""
+        with self._measured_lock:
+            out, self._measured = self._measured, []
+        return out
 
     # -- reading --
 
@@ -421,8 +430,17 @@ class CheckpointManager:
                         f"checkpoint file name {name!r}: use a plain relative name (letters, digits, "
                         f"'_.=+-', '/' between parts; not '..' or {COMMIT_MARKER!r})"
                     )
-        job = (step, payload, dict(metrics or {}), format, attempt or attempt_name(), dict(meta or {}))
-        if blocking or (blocking is None and not self.async_save):
+        blocks = bool(blocking or (blocking is None and not self.async_save))
+        job = (
+            step,
+            payload,
+            dict(metrics or {}),
+            format,
+            attempt or attempt_name(),
+            dict(meta or {}),
+            blocks,
+        )
+        if blocks:
             self._write(*job)
             return
         self._thread = threading.Thread(
@@ -436,7 +454,10 @@ class CheckpointManager:
         except BaseException as exc:  # surfaced on the next call
             self._error = exc
 
-    def _write(self, step: int, payload, metrics: dict, fmt: str, attempt: str, meta: dict) -> None:
+    def _write(
+        self, step: int, payload, metrics: dict, fmt: str, attempt: str, meta: dict, blocks: bool = True
+    ) -> None:
+        started, clock = time.time(), time.perf_counter()
         step_uri = self.step_uri(step)
         attempt_uri = join(step_uri, attempt)
         if self.is_chief:
@@ -471,6 +492,9 @@ class CheckpointManager:
                 raise CheckpointError(f"checkpoint step {step}: {full}") from exc
             raise
         self._commit(step, attempt, sizes, metrics, fmt, meta)
+        measure = SaveMeasure(step, sum(sizes.values()), time.perf_counter() - clock, blocks, started)
+        with self._measured_lock:
+            self._measured.append(measure)
 
     def _commit(
         self, step: int, attempt: str, sizes: dict[str, int], metrics: dict, fmt: str, meta: dict

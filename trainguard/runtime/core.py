@@ -56,6 +56,7 @@ from trainguard.runtime.checkpoint import (
 from trainguard.runtime.history import HistoryWriter
 from trainguard.runtime.policies import RetentionPolicy, SavePolicy, save_policy
 from trainguard.runtime.preemption import SigtermFlag
+from trainguard.runtime.save_cost import SaveMeasure, fits, misfit_sentence, notice_from_env
 from trainguard.runtime.storage import FileStore
 
 __all__ = ["CheckpointCore", "PREEMPTED_EXIT", "FOREIGN_CHECKPOINTS"]
@@ -127,6 +128,10 @@ class CheckpointCore:
         self._signals = SigtermFlag()
         self._finish_at_exit = finish_at_exit
         self._at_exit = False
+        #: Seconds of notice a preemption gives this job (``TRAINGUARD_PREEMPTION_NOTICE``).
+        self.preemption_notice_s = notice_from_env()
+        self.saves: list[SaveMeasure] = []  # every save of this process, measured
+        self._started = time.time()
 
     @property
     def directory(self) -> str:
@@ -252,6 +257,7 @@ class CheckpointCore:
         stop was asked the save blocks; otherwise it runs in the background when ``async_save``.
         Metrics that are not numbers are left out of ``COMMIT``.
         """
+        self._record_saves()
         if self.history is not None:
             self.history.flush()
         if self._finish_at_exit and not self._at_exit:
@@ -268,6 +274,29 @@ class CheckpointCore:
             meta=meta,
         )
         self.last_saved, self._last_time = step, time.monotonic()
+        self._record_saves()
+
+    def _record_saves(self) -> None:
+        """Writes the finished saves' measures to the history; says the first one's cost and
+        whether a preemption save fits the notice (chief only)."""
+        for measure in self.manager.take_measures():
+            first = not self.saves
+            previous = self.saves[-1].started if self.saves else self._started
+            self.saves.append(measure)
+            if self.history is not None:
+                self.history.record(measure.record())
+            if first and self.is_chief:
+                self._say_first_save(measure, max(0.0, measure.started - previous))
+
+    def _say_first_save(self, measure: SaveMeasure, interval_s: float) -> None:
+        notice = self.preemption_notice_s
+        line = f"checkpoint step {measure.step}: saved {measure.describe()}"
+        if notice is None:
+            note(f"{line}; no preemption notice is set ({'TRAINGUARD_PREEMPTION_NOTICE'})")
+        elif fits(measure.seconds, notice):
+            note(f"{line}; a preemption save fits the {notice:g} s notice")
+        else:
+            note(f"WARNING: {line}; {misfit_sentence(measure.seconds, notice, interval_s or None)}")
 
     # -- stopping --
 
@@ -320,6 +349,7 @@ class CheckpointCore:
             self.manager.wait()
         finally:
             self.uninstall_signal_handlers()
+            self._record_saves()
             if self.history is not None:
                 self.history.close()
                 self.history = None
@@ -338,5 +368,6 @@ class CheckpointCore:
                 note(f"{what} failed: {exc}")
 
     def _flush(self) -> None:
+        self._record_saves()
         if self.history is not None:
             self.history.flush()

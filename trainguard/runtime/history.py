@@ -17,14 +17,15 @@ import sys
 import time
 from pathlib import Path
 
+from trainguard.runtime.save_cost import SAVE_KEY, SAVE_SPLIT
 from trainguard.runtime.storage import store_for
 
-__all__ = ["HistoryWriter", "read_history_records", "RECORD_KEYS"]
+__all__ = ["HistoryWriter", "read_history_records", "is_save_record", "RECORD_KEYS"]
 
 RECORD_KEYS = ("step", "epoch", "split", "time", "metrics")
 
 
-def read_history_records(text: str, *, skipped: list[int] | None = None) -> list[dict]:
+def read_history_records(text: str, *, skipped: list[int] | None = None, saves: bool = False) -> list[dict]:
     """Parses JSONL text, skipping a truncated last line (a crash mid-write).
 
     Args:
@@ -32,6 +33,8 @@ def read_history_records(text: str, *, skipped: list[int] | None = None) -> list
         skipped: when given, lines that are not a record (corrupt JSON, not an object, no integer
             ``step``) are skipped and their 1-based numbers appended here; otherwise a corrupt line
             other than the last raises ``ValueError``.
+        saves: keep the checkpoint saves' measures (split ``checkpoint``, no ``metrics``: see
+            :mod:`~trainguard.runtime.save_cost`); by default only the metric records come back.
     """
     records = []
     lines = text.splitlines()
@@ -42,7 +45,8 @@ def read_history_records(text: str, *, skipped: list[int] | None = None) -> list
             record = json.loads(line)
             if skipped is not None and not _is_record(record):
                 raise ValueError("not a history record")
-            records.append(record)
+            if saves or not is_save_record(record):
+                records.append(record)
         except ValueError:
             if index == len(lines) - 1:
                 break  # A torn final line: the writer died mid-append.
@@ -50,6 +54,15 @@ def read_history_records(text: str, *, skipped: list[int] | None = None) -> list
                 raise
             skipped.append(index + 1)
     return records
+
+
+def is_save_record(record: object) -> bool:
+    """Whether ``record`` is a checkpoint save's measure rather than metrics."""
+    return (
+        isinstance(record, dict)
+        and record.get("split") == SAVE_SPLIT
+        and isinstance(record.get(SAVE_KEY), dict)
+    )
 
 
 def _is_record(record: object) -> bool:
@@ -89,7 +102,7 @@ class HistoryWriter:
             # rest, and say so (validation reads the rewritten file).
             skipped: list[int] = []
             text = store.read_bytes(path).decode("utf-8", errors="replace")
-            existing = read_history_records(text, skipped=skipped)
+            existing = read_history_records(text, skipped=skipped, saves=True)
             existing = [r for r in existing if r["step"] <= resume_step]
             if skipped:
                 shown = ", ".join(map(str, skipped[:10])) + (" …" if len(skipped) > 10 else "")
@@ -125,6 +138,15 @@ class HistoryWriter:
         if self._planned:
             record["planned_steps"], self._planned = self._planned, 0
         self._records.append(record)
+        if self._handle is not None:
+            self._handle.write(self._line(record))
+            self._handle.flush()
+
+    def record(self, record: dict) -> None:
+        """Appends a record as it is (a checkpoint save's measure: no ``metrics``)."""
+        if not self.enabled:
+            return
+        self._records.append(dict(record))
         if self._handle is not None:
             self._handle.write(self._line(record))
             self._handle.flush()

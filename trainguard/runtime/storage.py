@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import shutil
 import tempfile
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from trainguard.runtime.transfer import ParallelTransfer, TransferConfig
 from trainguard.runtime.writeback import WritebackFile
 
 __all__ = [
@@ -288,12 +290,18 @@ def fsync_dir(path: Path | str) -> None:
 class GCSStore(FileStore):
     """Cloud Storage through google-cloud-storage (``STORAGE_EMULATOR_HOST`` aware).
 
+    Large files travel in concurrent parts (:mod:`~trainguard.runtime.transfer`): composite
+    uploads, concurrent ranged reads; ``TransferConfig.single_stream()`` keeps one stream per file.
+
     Args:
         client: a ``google.cloud.storage.Client`` (default: one for the environment).
         deadline_s: the total retry deadline of each call (default ``STORAGE_DEADLINE_S``).
+        transfer: parts and workers (default: :meth:`TransferConfig.from_env`).
     """
 
-    def __init__(self, client=None, *, deadline_s: float | None = None) -> None:
+    def __init__(
+        self, client=None, *, deadline_s: float | None = None, transfer: TransferConfig | None = None
+    ) -> None:
         from trainguard.retry import RetryPolicy, transient_types
 
         if client is None:
@@ -313,6 +321,8 @@ class GCSStore(FileStore):
         self._retry = RetryPolicy(deadline_s=self.deadline_s).api_core(*transient_types())
         # One request never outlives the deadline (a black-holed endpoint would hang otherwise).
         self._timeout = max(1.0, min(60.0, self.deadline_s))
+        self.transfer = transfer if transfer is not None else TransferConfig.from_env()
+        self._parallel = ParallelTransfer(client, self.transfer, retry=self._retry, timeout=self._timeout)
 
     @property
     def endpoint(self) -> str:
@@ -353,6 +363,8 @@ class GCSStore(FileStore):
             ) from None
 
     def read_bytes(self, uri: str) -> bytes:
+        if self.transfer.parallel:
+            return self._call("read", uri, lambda: self._parallel.read_bytes(*self._split(uri)))
         return self._call(
             "read", uri, lambda: self._blob(uri).download_as_bytes(retry=self._retry, timeout=self._timeout)
         )
@@ -361,11 +373,32 @@ class GCSStore(FileStore):
     def open_read(self, uri: str) -> Iterator[BinaryIO]:
         blob = self._blob(uri)
         self._call("read", uri, lambda: blob.reload(retry=self._retry, timeout=self._timeout))
+        if self.transfer.parallel and int(blob.size or 0) >= self.transfer.threshold_bytes:
+            # A large object is read in concurrent ranges (readers seek, so it is held whole).
+            yield io.BytesIO(self.read_bytes(uri))
+            return
         with blob.open("rb", retry=self._retry, timeout=self._timeout) as handle:
             yield handle
 
+    def _part_writer(self, uri: str):
+        bucket, name = self._split(uri)
+        return self._parallel.writer(
+            bucket,
+            name,
+            lambda data: self._blob(uri).upload_from_string(data, retry=self._retry, timeout=self._timeout),
+        )
+
     @contextlib.contextmanager
     def open_write(self, uri: str) -> Iterator[BinaryIO]:
+        if self.transfer.parallel:
+            writer = self._part_writer(uri)
+            try:
+                yield writer  # a write-only binary file object
+            except BaseException:
+                writer.abort()
+                raise
+            self._call("write", uri, writer.close)
+            return
         blob = self._blob(uri)
         blob.chunk_size = 16 * 1024 * 1024
         handle = blob.open("wb", ignore_flush=True, retry=self._retry, timeout=self._timeout)
@@ -381,6 +414,9 @@ class GCSStore(FileStore):
         self._call("write", uri, handle.close)
 
     def write_bytes(self, uri: str, data: bytes) -> None:
+        if self.transfer.parallel:
+            self._call("write", uri, lambda: self._parallel.upload_bytes(*self._split(uri), data))
+            return
         self._call(
             "write",
             uri,
@@ -388,7 +424,16 @@ class GCSStore(FileStore):
         )
 
     def write_stream(self, uri: str, writer: Callable[[BinaryIO], object]) -> int:
-        # A resumable upload in chunks: the object appears only when the upload completes.
+        if self.transfer.parallel:
+            # Parts leave while ``writer`` writes; the object appears with the last compose.
+            def parts() -> int:
+                with self._part_writer(uri) as handle:
+                    writer(handle)  # a write-only binary file object
+                    size = handle.tell()
+                return size
+
+            return self._call("write", uri, parts)
+        # One stream: a resumable upload in chunks; the object appears when the upload completes.
         blob = self._blob(uri)
         blob.chunk_size = 16 * 1024 * 1024
 
@@ -400,6 +445,9 @@ class GCSStore(FileStore):
         return self._call("write", uri, upload)
 
     def upload_file(self, local_path: str, uri: str) -> None:
+        if self.transfer.parallel:
+            self._call("upload", uri, lambda: self._parallel.upload_file(*self._split(uri), local_path))
+            return
         self._call(
             "upload",
             uri,
@@ -409,6 +457,9 @@ class GCSStore(FileStore):
         )
 
     def download_file(self, uri: str, local_path: str) -> None:
+        if self.transfer.parallel:
+            self._call("download", uri, lambda: self._parallel.download_file(*self._split(uri), local_path))
+            return
         self._call(
             "download",
             uri,

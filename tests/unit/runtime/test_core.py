@@ -82,14 +82,17 @@ def test_commit_makes_the_history_durable_and_close_may_be_called_again(tmp_path
     core.open_history(None)
     core.log(1, "train", 0, {"loss": 0.5})
     core.commit(1, {"s": b"1"}, {"loss": 0.5, "note": "text", "flag": True})
-    assert json.loads(history.read_text())["metrics"] == {"loss": 0.5}
+    first, saved = (json.loads(line) for line in history.read_text().splitlines())
+    assert first["metrics"] == {"loss": 0.5}
+    assert saved["split"] == "checkpoint" and saved["save"]["bytes"] == 1  # the save, measured
     assert core.manager.checkpoints()[0].metrics == {"loss": 0.5}  # words and flags left out
     core.close()
     core.close()
     core.open_history(1)  # a framework's second fit uses the core again
     core.log(2, "train", 0, {"loss": 0.4})
     core.close()
-    assert [json.loads(line)["step"] for line in history.read_text().splitlines()] == [1, 2]
+    records = [json.loads(line) for line in history.read_text().splitlines()]
+    assert [(r["step"], r["split"]) for r in records] == [(1, "train"), (1, "checkpoint"), (2, "train")]
 
 
 @pytest.mark.parametrize(

@@ -227,7 +227,7 @@ def storage_client(project: str | None = None, credentials=None):
         credentials: act with these (for example ``impersonated_credentials``) instead; the
             library still sends them to ``STORAGE_EMULATOR_HOST`` when that is set.
     """
-    from google.cloud import storage  # type: ignore[attr-defined]
+    from google.cloud import storage
 
     if credentials is not None:
         return storage.Client(project=project, credentials=credentials)

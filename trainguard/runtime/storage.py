@@ -305,7 +305,7 @@ class GCSStore(FileStore):
         from trainguard.retry import RetryPolicy, transient_types
 
         if client is None:
-            from google.cloud import storage  # type: ignore[attr-defined]
+            from google.cloud import storage
 
             if os.environ.get("STORAGE_EMULATOR_HOST"):
                 from google.auth.credentials import AnonymousCredentials

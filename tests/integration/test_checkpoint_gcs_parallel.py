@@ -5,7 +5,10 @@ newest complete checkpoint."""
 
 from __future__ import annotations
 
+import io
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -90,6 +93,37 @@ def test_downloads_in_parts_match_the_object(bucket, tmp_path):
     store.download_file(f"{bucket}/files/x.bin", str(tmp_path / "down.bin"))
     assert (tmp_path / "down.bin").read_bytes() == data
     assert temporaries(store, f"{bucket}/files") == []
+
+
+def test_a_large_object_is_read_through_a_temporary_file_never_held_whole_in_memory(
+    bucket, tmp_path, monkeypatch
+):
+    store = GCSStore(transfer=SMALL_PARTS)
+    data = os.urandom(PART * 5 + 3)
+    store.write_bytes(f"{bucket}/files/big.bin", data)
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spool))
+    with store.open_read(f"{bucket}/files/big.bin") as handle:
+        # A seekable file on disk (a restore of a 6 GB shard must not cost 6 GB of memory).
+        assert isinstance(handle, io.BufferedReader)
+        assert [p.name for p in spool.iterdir()] != []
+        handle.seek(PART * 4)
+        assert handle.read(10) == data[PART * 4 : PART * 4 + 10]
+        handle.seek(0)
+        assert handle.read() == data
+    assert list(spool.iterdir()) == []  # the temporary copy goes with the reader
+
+
+def test_a_large_object_is_streamed_when_the_temporary_disk_lacks_room(bucket, monkeypatch):
+    store = GCSStore(transfer=SMALL_PARTS)
+    data = os.urandom(PART * 5 + 3)
+    store.write_bytes(f"{bucket}/files/big.bin", data)
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=PART))
+    with store.open_read(f"{bucket}/files/big.bin") as handle:
+        assert not isinstance(handle, io.BufferedReader)
+        assert handle.read() == data
 
 
 def test_the_transfer_settings_come_from_the_environment_and_bad_ones_are_refused(monkeypatch):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import io
 import os
 import shutil
 import tempfile
@@ -287,6 +286,21 @@ def fsync_dir(path: Path | str) -> None:
             os.close(fd)
 
 
+@contextlib.contextmanager
+def _spool_dir_for(size: int) -> Iterator[str | None]:
+    """A temporary directory on a disk with room for ``size`` bytes and a margin, else ``None``."""
+    base = tempfile.gettempdir()
+    try:
+        free = shutil.disk_usage(base).free
+    except OSError:
+        free = 0
+    if free < size + 256 * 2**20:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="tg-restore-", dir=base) as spool:
+        yield spool
+
+
 class GCSStore(FileStore):
     """Cloud Storage through google-cloud-storage (``STORAGE_EMULATOR_HOST`` aware).
 
@@ -373,10 +387,18 @@ class GCSStore(FileStore):
     def open_read(self, uri: str) -> Iterator[BinaryIO]:
         blob = self._blob(uri)
         self._call("read", uri, lambda: blob.reload(retry=self._retry, timeout=self._timeout))
-        if self.transfer.parallel and int(blob.size or 0) >= self.transfer.threshold_bytes:
-            # A large object is read in concurrent ranges (readers seek, so it is held whole).
-            yield io.BytesIO(self.read_bytes(uri))
-            return
+        size = int(blob.size or 0)
+        if self.transfer.parallel and size >= self.transfer.threshold_bytes:
+            # A large object comes down in concurrent ranges into a temporary file (readers seek):
+            # memory stays bounded whatever the object's size. Without the disk room for it, it is
+            # streamed as before (one stream is slower, never wrong).
+            with _spool_dir_for(size) as spool:
+                if spool is not None:
+                    local = os.path.join(spool, "object")
+                    self.download_file(uri, local)
+                    with open(local, "rb") as handle:
+                        yield handle
+                    return
         with blob.open("rb", retry=self._retry, timeout=self._timeout) as handle:
             yield handle
 

@@ -1,4 +1,4 @@
-"""``validate`` on 168 histories that real runs wrote (issue 29), read with no flags.
+"""``validate`` on 170 histories that real runs wrote (issue 29), read with no flags.
 
 The corpus (tests/fixtures/real_histories, README.md there) holds Lightning, Keras, Hugging Face
 and Ultralytics logs copied from public repositories, each labelled from its numbers, split by

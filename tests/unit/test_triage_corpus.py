@@ -1,4 +1,4 @@
-"""Triage on 526 real error texts from public issue threads, against the goals of issues 13 and 29.
+"""Triage on 528 real error texts from public issue threads, against the goals of issues 13 and 29.
 
 The corpus (tests/fixtures/triage/corpus, README.md there) is labelled by the cause each thread
 found and split by a hash of the thread's URL; patterns were written against ``dev`` and ``test``

@@ -1,6 +1,6 @@
 """Benchmark: triage on the real-error corpus (``make bench``).
 
-Classifies every text of tests/fixtures/triage/corpus (498 error texts from public issue threads,
+Classifies every text of tests/fixtures/triage/corpus (528 error texts from public issue threads,
 labelled by the cause each thread found; see README.md there) and prints, for the ``test`` part
 (never tuned on) and the ``dev`` part (patterns written against it): per-class recall and
 precision, overall accuracy and the wrong-class rate (a class other than the true one, rather

@@ -422,6 +422,15 @@ CLASS_PATTERNS: tuple[Pattern, ...] = (
     _p("host_oom", r"The node was low on resource: memory", 0.85, ERROR,
        "Kubernetes evicted the pod: the node ran out of memory",
        "dev:host_oom-cosmos-operator-185"),
+    # The scheduler's admission refusal: the node has no memory left for the pod (reason
+    # OutOfmemory).
+    _p("host_oom", r"didn'{0,2}t have enough resource: memory", 0.85, ERROR,
+       "Kubernetes: the node had no memory left for the pod",
+       "dev:host_oom-gitpod-8463"),
+    # Windows' ERROR_COMMITMENT_LIMIT (1455): RAM and page file are both used up.
+    _p("host_oom", r"paging file is too small for this operation to complete", 0.85, ERROR,
+       "Windows ran out of committable memory (RAM and page file)",
+       "dev:host_oom-tqdm-1467"),
     _p("host_oom", r"OOM when allocating tensor.*device:CPU", 0.9, ERROR,
        "TensorFlow host out of memory",
        "dev:host_oom-darkflow-873"),
@@ -476,6 +485,22 @@ CLASS_PATTERNS: tuple[Pattern, ...] = (
     _p("non_finite", r"Tensor had (?:NaN|Inf) values", 0.9, ERROR,
        "TensorFlow CheckNumerics: a tensor is NaN/Inf",
        "dev:non_finite-chatbot-retrieval-10"),
+    # A trace of TensorFlow's CheckNumerics op is printed only when the check failed: "Caused by
+    # op 'CheckNumerics', defined at:" (TF 1) and "Original stack trace for 'CheckNumerics':"
+    # (errors_impl.py, OpError.__str__, TF 1.14 and later) head the trace of the failing op.
+    _p("non_finite", r"(?:Caused by op|Original stack trace for) '(?:[\w/]*/)?CheckNumerics\w*'", 0.85,
+       ERROR, "TensorFlow CheckNumerics failed: a tensor is NaN/Inf",
+       "dev:non_finite-custom-mask-rcnn-using-tensorfow-object-detection-api-11"),
+    # A model's own NaN check on what it computes ("Network outputs is NAN! Stop Training").
+    _p("non_finite",
+       r"(?i)\b(?:outputs?|logits|predictions?) (?:is|are|became|become|becomes|contains?)"
+       r" (?:inf(?:inite)?|nan)\b",
+       0.85, ERROR, "the model's outputs are NaN/Inf",
+       "dev:non_finite-jointnlt-18"),
+    # DeepXDE's training table ("Step  Train loss  Test loss  Test metric"): a row of [nan].
+    _p("non_finite", r"^\d+\s+\[nan\b|^\d+\s+\[inf\b", 0.7, WARNING,
+       "the loss is NaN/Inf (DeepXDE's table)",
+       "dev:non_finite-deepxde-491"),
     # Python's own exception for a failed floating-point operation: JAX's debug_nans, NumPy's
     # seterr(all="raise"), fairseq's and detectron2's NaN checks all raise it.
     _p("non_finite", r"\bFloatingPointError\b", 0.8, ERROR,
@@ -550,9 +575,15 @@ CLASS_PATTERNS: tuple[Pattern, ...] = (
        r"(?:Connect to|Call to|Connection closed|exceeded)",
        0.85, ERROR, "NCCL cannot connect the ranks (socket; its last error)",
        "https://github.com/NVIDIA/nccl/blob/v2.23.4-1/src/misc/socket.cc"),
-    _p("distributed_init", r"NCCL INFO (?:bootstrap|init)\.cc:\d+ -> [1-9]", 0.75, ERROR,
+    # NCCL 2.2 to 2.4 print no "NCCL" before INFO/WARN and name .cu files ("bootstrap.cu:28 -> 2").
+    _p("distributed_init", r"INFO (?:bootstrap\.c[cu]|init\.c[cu]):\d+ -> [1-9]", 0.75, ERROR,
        "NCCL's communicator init failed (its bootstrap returned an error)",
        "dev:distributed_init-nccl-tests-166"),
+    # Older NCCL's socket layer (include/socket.h) warns with no "NCCL" prefix; every WARN there
+    # is a failed socket call ("Call to connect failed : Connection timed out").
+    _p("distributed_init", r"include/socket\.h:\d+ (?:NCCL )?WARN\b", 0.8, ERROR,
+       "NCCL cannot connect the ranks (socket)",
+       "dev:distributed_init-nccl-tests-15"),
     _p("distributed_init", r"Bootstrap Root : rank \d+ of \d+ ranks has already checked in", 0.9, ERROR,
        "NCCL saw a rank check in twice: the launch's ranks disagree",
        "dev:distributed_init-pytorch-lightning-14986"),

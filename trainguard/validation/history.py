@@ -66,7 +66,7 @@ _GRANULARITY_TOKENS = {
 _TOKEN_SPLIT = re.compile(r"[/_\-.\s:]+")
 # Of several ``*_loss`` series and no plain ``loss``, the one named with one of these words is the
 # run's overall loss (PINNs' ``mean_loss``, ``total_loss``); else the first the file writes.
-_OVERALL_WORDS = frozenset(("total", "mean", "sum", "overall", "combined", "all"))
+_OVERALL_WORDS = frozenset(("total", "mean", "avg", "average", "sum", "overall", "combined", "all"))
 # An epoch-level series needs this many points to be preferred over its per-step logging.
 _EPOCH_POINTS = 3
 MAX_SERIES_NOTES = 10  # a note per repaired series, then one line for the rest
@@ -371,7 +371,7 @@ def is_loss_like(metric: str) -> bool:
 
 def is_overall_loss(metric: str) -> bool:
     """Whether a loss is the run's whole objective rather than one of its parts: ``loss`` itself,
-    or named ``total``/``mean``... (``mean_loss``, ``total_loss``)."""
+    or named ``total``/``mean``/``avg``... (``mean_loss``, ``total_loss``, ``avg_loss``)."""
     return metric == "loss" or bool(_OVERALL_WORDS.intersection(metric.split("_")))
 
 

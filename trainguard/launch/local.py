@@ -7,7 +7,10 @@ Each replica is a process in its own process group, with ``AIP_MODEL_DIR``, ``AI
 interpreter, since the image is not used here.
 
 Preemption injection (``preempt_after``) sends SIGTERM to every worker, then SIGKILL after a grace
-period, as a Spot reclaim does, and restarts the job; failure messages follow Vertex's wording
+period, as a Spot reclaim does, and restarts the job; the workers are told that grace period as
+their preemption notice (``TRAINGUARD_PREEMPTION_NOTICE``, unless the pool's ``env`` or
+``extra_env`` names one), so the runtime's word on whether a preemption save fits is about the
+notice this backend really gives; failure messages follow Vertex's wording
 ("The replica workerpool0-0 exited with a non-zero status of 1") so triage reads both alike. The
 faults that end an attempt (a stockout or a quota refusal at create, a hang, a reclaim Vertex does
 not restart) are injected with an :class:`~trainguard.launch.inject.InjectionPlan`
@@ -49,6 +52,7 @@ from trainguard.launch.inject import Fault, InjectionPlan
 from trainguard.launch.sigterm import SigtermGuard, Terminated
 from trainguard.launch.watching import WatcherSeam, stop_error
 from trainguard.runtime.env import HISTORY_ENV, HISTORY_FILENAME
+from trainguard.runtime.save_cost import NOTICE_ENV
 from trainguard.spec import JobSpec, Pool
 
 __all__ = ["LocalBackend", "resolve_command", "contract_env", "MAX_LOCAL_REPLICAS", "check_replicas"]
@@ -232,7 +236,8 @@ class LocalBackend:
         preempt_on: ``(regex, delay_s)`` pairs, used in order, one each: preempt ``delay_s``
             after a worker prints a line matching ``regex`` (deterministic resilience tests).
         grace_s: SIGTERM → SIGKILL grace period when stopping workers (preemption, the guard's
-            stop, cancellation; Spot gives 30 s).
+            stop, cancellation; Spot gives 30 s); the workers' ``TRAINGUARD_PREEMPTION_NOTICE``
+            (none with ``hard_kill`` or a grace of 0: a preemption then gives no notice).
         hard_kill: preempt with SIGKILL at once (a VM that vanishes), not SIGTERM first.
         max_restarts: restarts allowed after crashes when ``restartJobOnWorkerRestart`` is set.
         stream: where worker output goes (prefixed with the replica name); None for silence.
@@ -254,6 +259,19 @@ class LocalBackend:
     tail_lines: int = 400
     watch_interval_s: float = 1.0
     inject: InjectionPlan | None = None
+
+    def __post_init__(self) -> None:
+        grace = self.grace_s
+        if isinstance(grace, bool) or not isinstance(grace, int | float) or not 0 <= grace < float("inf"):
+            raise ConfigError(
+                f"grace_s={grace!r}: pass the seconds between SIGTERM and SIGKILL (>= 0), e.g. 10"
+            )
+
+    def _notice_env(self) -> dict[str, str]:
+        """The preemption notice this backend gives its workers: the grace period before SIGKILL."""
+        if self.hard_kill or self.grace_s <= 0:
+            return {}
+        return {NOTICE_ENV: f"{self.grace_s:g}"}
 
     def base_dir(self, spec: JobSpec) -> str:
         """Where outputs go: the spec's ``baseOutputDirectory`` or ``output_dir``."""
@@ -277,6 +295,7 @@ class LocalBackend:
                 env = {
                     **shared,
                     **os.environ,
+                    **self._notice_env(),  # what a preemption here really gives, whatever the shell says
                     **self.extra_env,
                     **contract_env(spec, base, pool, replica, rank, world, ports, job_id),
                 }

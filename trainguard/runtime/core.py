@@ -284,7 +284,7 @@ class CheckpointCore:
             previous = self.saves[-1].started if self.saves else self._started
             self.saves.append(measure)
             if self.history is not None:
-                self.history.record(measure.record())
+                self.history.record(measure.record(self.preemption_notice_s))
             if first and self.is_chief:
                 self._say_first_save(measure, max(0.0, measure.started - previous))
 

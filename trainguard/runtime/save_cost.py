@@ -4,7 +4,12 @@ Each save is measured where it is written (bytes, seconds from the first byte to
 lands in the history as a record without metrics, so readers that judge curves skip it::
 
     {"step": 120, "split": "checkpoint", "time": 1732981000.5,
-     "save": {"bytes": 6000000000, "seconds": 31.2, "mb_s": 192.3, "blocking": false}}
+     "save": {"bytes": 6000000000, "seconds": 31.2, "mb_s": 192.3, "blocking": false,
+              "notice_s": 30}}
+
+``notice_s`` is the preemption notice the job was given (absent when it was given none), so
+that whoever reads the history later (``trainguard validate``) judges the fit against the notice
+the run really had.
 
 A preemption gives the job a notice before its machine goes (the table below), and the SIGTERM
 save must finish inside it: a save slower than the notice never completes, and the run resumes
@@ -39,6 +44,8 @@ __all__ = [
     "fits",
     "notice_from_env",
     "parse_notice",
+    "misfit_reason",
+    "fixes_sentence",
     "misfit_sentence",
 ]
 
@@ -87,18 +94,22 @@ class SaveMeasure:
         """Throughput in MB/s (10^6 bytes)."""
         return self.bytes / 1e6 / self.seconds if self.seconds > 0 else 0.0
 
-    def record(self) -> dict:
-        """The history record (no ``metrics``: curve readers skip it)."""
+    def record(self, notice_s: float | None = None) -> dict:
+        """The history record (no ``metrics``: curve readers skip it); ``notice_s``: the job's
+        preemption notice, kept with the measure when known."""
+        measure: dict[str, float | int | bool] = {
+            "bytes": int(self.bytes),
+            "seconds": round(self.seconds, 4),
+            "mb_s": round(self.mb_s, 2),
+            "blocking": bool(self.blocking),
+        }
+        if notice_s is not None:
+            measure["notice_s"] = float(notice_s)
         return {
             "step": int(self.step),
             "split": SAVE_SPLIT,
             "time": round(self.started + self.seconds if self.started else time.time(), 3),
-            SAVE_KEY: {
-                "bytes": int(self.bytes),
-                "seconds": round(self.seconds, 4),
-                "mb_s": round(self.mb_s, 2),
-                "blocking": bool(self.blocking),
-            },
+            SAVE_KEY: measure,
         }
 
     def describe(self) -> str:
@@ -134,8 +145,8 @@ def notice_from_env(environ: Mapping[str, str] | None = None) -> float | None:
     return parse_notice(text) if text else None
 
 
-def misfit_sentence(seconds: float, notice_s: float, interval_s: float | None) -> str:
-    """The warning for a save that does not fit the notice, with what it loses and the fixes."""
+def misfit_reason(seconds: float, notice_s: float, interval_s: float | None) -> str:
+    """Why a save of ``seconds`` does not fit ``notice_s``, and what a preemption would lose."""
     lost = (
         f"; a preemption would lose the work since the previous checkpoint (~{interval_s:,.0f} s at "
         "this cadence)"
@@ -144,5 +155,15 @@ def misfit_sentence(seconds: float, notice_s: float, interval_s: float | None) -
     )
     return (
         f"a preemption save does not fit the notice: a save takes {seconds:.1f} s, the notice is "
-        f"{notice_s:g} s{lost}. Fix: " + "; or ".join(FIXES)
+        f"{notice_s:g} s{lost}"
     )
+
+
+def fixes_sentence() -> str:
+    """The fixes for a save that does not fit, as one sentence."""
+    return "; or ".join(FIXES)
+
+
+def misfit_sentence(seconds: float, notice_s: float, interval_s: float | None) -> str:
+    """The warning for a save that does not fit the notice, with what it loses and the fixes."""
+    return f"{misfit_reason(seconds, notice_s, interval_s)}. Fix: {fixes_sentence()}"

@@ -44,6 +44,7 @@ from trainguard.validation.rules import (
     NotJudged,
     RuleConfig,
 )
+from trainguard.validation.saves import account_for_saves
 from trainguard.validation.shipped import account_for_shipped_model
 from trainguard.validation.stats import head, interval_means
 from trainguard.validation.verdict import Finding, Verdict
@@ -237,6 +238,10 @@ def validate(
             overfit it escaped (its validation value within ``overfit_min_rise`` of the best) is
             a warning, not a failure (see :mod:`~trainguard.validation.shipped`).
 
+    The history's checkpoint saves, when it recorded any, are summed up in ``saves``; a save
+    that does not fit the preemption notice is a ``preemption`` warning
+    (:mod:`~trainguard.validation.saves`).
+
     Returns:
         The verdict; ``passed`` is False when a finding of severity ``fail`` was made, and
         ``undecided`` says so when nothing at all could be judged.
@@ -292,7 +297,7 @@ def validate(
         undecided=undecided,
         history=history,
     )
-    return account_for_shipped_model(verdict, shipped_step, cfg.overfit_min_rise)
+    return account_for_saves(account_for_shipped_model(verdict, shipped_step, cfg.overfit_min_rise))
 
 
 def _validation_accuracy(history: History) -> Series | None:

@@ -213,6 +213,8 @@ class History:
         x_label: what the steps count: ``step`` or ``epoch``.
         records: rows, records or events read.
         notes: what the reader skipped or repaired (a torn last line, re-logged steps).
+        saves: the checkpoint saves' measures, oldest first (trainguard's JSONL only: records
+            of split ``checkpoint``, see :mod:`~trainguard.runtime.save_cost`).
     """
 
     series: dict[str, Series]
@@ -221,6 +223,7 @@ class History:
     x_label: str = "step"
     records: int = 0
     notes: list[str] = field(default_factory=list)
+    saves: list[dict] = field(default_factory=list)
 
     @classmethod
     def build(

@@ -7,7 +7,9 @@ One record a line::
 What a record means: ``step`` must be a number (not NaN); ``split`` a string, train when missing
 or null; ``metrics`` an object (none when missing or null), whose numeric values are the points
 (``NaN``/``Infinity``/``-Infinity``, Python's JSON extensions, are kept; null, booleans, strings
-and nested values are not points). Other keys are ignored. A torn last line (the writer died
+and nested values are not points). A checkpoint save's measure (split ``checkpoint``, a ``save``
+object: :mod:`~trainguard.runtime.save_cost`) is kept whole in ``History.saves`` (the newest
+:data:`MAX_SAVES`). Other keys are ignored. A torn last line (the writer died
 mid-record) is skipped with a note; any other line that is not such a record is an error naming
 its line.
 
@@ -46,6 +48,8 @@ SHORT_LINE_BYTES = 512
 MAX_OPENS = 256
 FAST_LINE_BYTES = 256 << 10
 EXAMPLE = '{"step": 1, "split": "train", "metrics": {"loss": 0.5}}'
+MAX_SAVES = 10_000  # save records kept (the newest): a run saves hundreds of times, not millions
+_SAVE = b'"save"'
 _MAX_WORKERS = 4  # parse threads; memory grows with them (a parse holds ~5x its chunk)
 
 
@@ -66,11 +70,13 @@ class Batch:
         records: history records read.
         lines: line ends in the block.
         groups: (split, metric, steps, values), each in file order, ordered by first appearance.
+        saves: the checkpoint saves' records, in file order.
     """
 
     records: int = 0
     lines: int = 0
     groups: list[tuple[str, str, np.ndarray, np.ndarray]] = field(default_factory=list)
+    saves: list[dict] = field(default_factory=list)
 
 
 def read_jsonl(blocks: Iterator[bytes], source: str, total_bytes: int = 0) -> History:
@@ -81,11 +87,14 @@ def read_jsonl(blocks: Iterator[bytes], source: str, total_bytes: int = 0) -> Hi
     """
     tail = Tail()
     collector = Collector(source, total_bytes)
-    records, line = 0, 1
+    saves: collections.deque[dict] = collections.deque(maxlen=MAX_SAVES)
+    records, line, saved = 0, 1, 0
     try:
         for chunk, batch in _parsed_in_order(whole_lines(blocks, source, tail)):
             records += _collect(collector, batch, len(chunk))
             line += batch.lines
+            saves.extend(batch.saves)
+            saved += len(batch.saves)
     except LineError as exc:
         raise HistoryError(
             f"{source}: line {line + exc.line - 1}: {exc.reason}; every line must "
@@ -101,7 +110,11 @@ def read_jsonl(blocks: Iterator[bytes], source: str, total_bytes: int = 0) -> Hi
         raise HistoryError(f"{source}: the file is empty; the training wrote no history")
     if not collector.parts:
         raise HistoryError(f"{source}: {records} record(s) but no numeric metric values")
-    return collector.build("jsonl", "step", records, notes)
+    if saved > len(saves):
+        notes.append(f"{saved} checkpoint saves recorded; the newest {len(saves)} are summed up")
+    history = collector.build("jsonl", "step", records, notes)
+    history.saves = list(saves)
+    return history
 
 
 def _collect(collector: Collector, batch: Batch, size: int) -> int:
@@ -178,7 +191,19 @@ def parse_lines_arrow(data: bytes) -> Batch | None:
     if steps is None or labels_codes is None or metrics is None:
         return None
     groups = _groups(steps, *labels_codes, metrics, lambda row: data[starts[row] : ends[row]])
-    return Batch(records, lines, groups)
+    batch = Batch(records, lines, groups)
+    if _SAVE in data and "save" in table.column_names:
+        rows = np.flatnonzero(table.column("save").is_valid().to_numpy(zero_copy_only=False))
+        batch.saves = _save_records(b"\n".join(data[starts[r] : ends[r]] for r in rows.tolist()))
+    return batch
+
+
+def _save_records(lines: bytes) -> list[dict]:
+    """The checkpoint saves' records among ``lines`` (already known to be JSON objects), read by
+    the runtime's own reader."""
+    from trainguard.runtime.history import is_save_record, read_history_records
+
+    return [r for r in read_history_records(lines.decode("utf-8"), saves=True) if is_save_record(r)]
 
 
 def _simple_layout(data: bytes) -> tuple[int, np.ndarray, np.ndarray] | None:
@@ -342,12 +367,15 @@ def parse_lines_json(data: bytes) -> Batch:
         LineError: for a line that is not a history record.
     """
     points: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+    saves: list[dict] = []
     records = 0
     for offset, raw in enumerate(data.split(b"\n")):
         if not raw.strip():
             continue
         step, split, metrics = _record(raw, offset + 1)
         records += 1
+        if not metrics and _SAVE in raw:
+            saves.extend(_save_records(raw))
         for name, value in metrics.items():
             number = _number(value)
             if number is None:
@@ -355,7 +383,7 @@ def parse_lines_json(data: bytes) -> Batch:
             xs, ys = points.setdefault((split, _text(name)), ([], []))
             xs.append(step)
             ys.append(number)
-    batch = Batch(records, data.count(b"\n"))
+    batch = Batch(records, data.count(b"\n"), saves=saves)
     for (split, name), (xs, ys) in points.items():
         batch.groups.append((split, name, np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64)))
     return batch

@@ -141,6 +141,8 @@ def render_markdown(verdict: Verdict) -> str:
     lines.append("")
     if verdict.gates:
         lines += ["## Quality gates", ""] + [f"- {_gate_line(g)}" for g in verdict.gates] + [""]
+    if verdict.saves is not None:
+        lines += ["## Checkpoint saves", "", f"- {verdict.saves.line()}", ""]
     if verdict.not_judged:
         lines += ["## Not judged", ""]
         lines += [f"- `{rule}`: {reason}" for rule, reason in verdict.not_judged.items()]
@@ -219,6 +221,8 @@ def render_html(verdict: Verdict, plot: bytes | None = None) -> str:
         out.append("<h2>Quality gates</h2><ul>")
         out += [f"<li>{e(_gate_line(g))}</li>" for g in verdict.gates]
         out.append("</ul>")
+    if verdict.saves is not None:
+        out.append(f"<h2>Checkpoint saves</h2><p>{e(verdict.saves.line())}</p>")
     if verdict.not_judged:
         out.append("<h2>Not judged</h2><ul>")
         out += [f"<li><code>{e(k)}</code>: {e(v)}</li>" for k, v in verdict.not_judged.items()]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from trainguard.choices import Severity
+from trainguard.save_fit import SaveFit
 
 if TYPE_CHECKING:
     from trainguard.validation.history import History
@@ -98,6 +99,8 @@ class Verdict:
         undecided: when no rule could judge anything (a 1-point history), what was found and
             what to log; None when the verdict rests on something. The CLI and the component
             turn it into bad input (exit 2) rather than a silent pass.
+        saves: the checkpoint saves the history recorded: their cost, the work a preemption
+            would lose, whether a preemption save fits the notice (None: no save recorded).
     """
 
     passed: bool
@@ -111,6 +114,7 @@ class Verdict:
     summary: dict[str, float] = field(default_factory=dict)
     gates: list[dict[str, Any]] = field(default_factory=list)
     undecided: str | None = None
+    saves: SaveFit | None = None
     history: History | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -161,6 +165,7 @@ class Verdict:
                 "severities": {k: str(v) for k, v in self.severities.items()},
                 "gates": self.gates,
                 "undecided": self.undecided,
+                "checkpoint_saves": self.saves.to_dict() if self.saves is not None else None,
                 "summary_metrics": self.summary_metrics(),
             }
         )
@@ -172,8 +177,10 @@ class Verdict:
         best validation step), ``best_val_<metric>``, ``final_train_<metric>`` (the mean over the
         last validation interval, i.e. the last epoch, when there is validation; else the last
         value), ``final_val_<metric>``, ``final_gap`` (final validation minus final training),
-        ``train_points``, ``val_points``, ``failed_findings``, ``warned_findings``, and with gates
-        ``gates_missed``.
+        ``train_points``, ``val_points``, ``failed_findings``, ``warned_findings``, with gates
+        ``gates_missed``, and with checkpoint saves recorded ``save_median_seconds``,
+        ``save_max_seconds``, ``save_mb_s``, ``save_interval_seconds`` (with two saves or more),
+        ``preemption_notice_seconds`` and ``preemption_save_fits`` (1 or 0; with a known notice).
         """
         out = {
             k: float(v)
@@ -184,4 +191,14 @@ class Verdict:
         out["warned_findings"] = float(len(self.warnings))
         if self.gates:
             out["gates_missed"] = float(sum(not g["passed"] for g in self.gates))
+        fit = self.saves
+        if fit is not None and fit.saves:
+            out["save_median_seconds"] = fit.median_seconds
+            out["save_max_seconds"] = fit.max_seconds
+            out["save_mb_s"] = fit.median_mb_s
+            if fit.interval_s is not None:
+                out["save_interval_seconds"] = fit.interval_s
+            if fit.notice_s is not None and fit.fits is not None:
+                out["preemption_notice_seconds"] = fit.notice_s
+                out["preemption_save_fits"] = float(fit.fits)
         return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from tests.unit.guard.test_watcher import Job, guard, line
-from trainguard.guard.save_fit import SaveFit, notice_for
+from trainguard.save_fit import SaveFit, notice_for
 from trainguard.spec import JobSpec, parse_spec
 
 

@@ -9,7 +9,10 @@ Read from the save records the runtime writes into the history
   cannot finish (it resumes from the checkpoint before);
 * **fit** — whether the median save finishes inside the notice a preemption gives
   (:data:`~trainguard.runtime.save_cost.PREEMPTION_NOTICE_S` by scheduling strategy, or the job's
-  ``TRAINGUARD_PREEMPTION_NOTICE``); unknown when neither names one.
+  ``TRAINGUARD_PREEMPTION_NOTICE``, which the runtime keeps in each save record:
+  :func:`recorded_notice`); unknown when neither names one.
+
+Shared by the guard (the train task's output) and validation (the verdict).
 
 >>> fit = SaveFit.from_records([
 ...     {"step": 100, "time": 1000.0, "save": {"bytes": 6_000_000_000, "seconds": 31.0, "blocking": False}},
@@ -31,7 +34,7 @@ from trainguard.runtime.save_cost import NOTICE_ENV, PREEMPTION_NOTICE_S, fits, 
 if TYPE_CHECKING:
     from trainguard.spec import JobSpec
 
-__all__ = ["SaveFit", "notice_for"]
+__all__ = ["SaveFit", "notice_for", "recorded_notice"]
 
 
 def notice_for(spec: JobSpec) -> float | None:
@@ -43,6 +46,17 @@ def notice_for(spec: JobSpec) -> float | None:
     if own:
         return parse_notice(own, f"workerPoolSpecs[0] env {NOTICE_ENV}")
     return PREEMPTION_NOTICE_S.get(spec.strategy)
+
+
+def recorded_notice(records: Sequence[dict]) -> float | None:
+    """The preemption notice the job was given, as its newest save record keeps it (None: the
+    job had none, or its runtime did not record it)."""
+    for record in reversed(records):
+        measure = record.get("save")
+        value = measure.get("notice_s") if isinstance(measure, dict) else None
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            return float(value)
+    return None
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,16 @@ How a file becomes a spec:
 - ``.ipynb``: a notebook as found; its code cells are read as one Python file (shell ``!`` and
   magic ``%`` lines left out), then as ``.py.txt``.
 - ``.pprint.txt``: a Python literal as a notebook printed it (``pprint(WORKER_POOL_SPECS)``).
+- ``.sh.txt`` (a shell script as found): the gcloud ``--config`` YAML the script writes in a
+  here-document; ``expr`` names its delimiter (``YAML``: the first ``<<YAML``; ``YAML#2``: the
+  second). The body is expanded as bash expands it when the script runs with none of its
+  variables set in the environment (the defaults it documents): ``$NAME`` and ``${NAME}`` take
+  the script's own assignments above the here-document (unindented ``NAME=value`` lines, each
+  expanded in turn), ``${NAME:-default}`` and ``${NAME-default}`` take the default when the
+  script leaves the name unset (or, for ``:-``, empty); a name the script does not bind (set by
+  a sourced file, or the caller's own variable) and ``$(command)`` stay as found; a quoted
+  delimiter (``<<'YAML'``) expands nothing. Lines the script appends to the file later
+  (``printf ... >> "$CFG"``) are not read.
 - kind ``gcpc-pipeline``: a compiled KFP pipeline; ``expr`` names the training task, whose
   payload is GCPC's launcher template with the task's inputs and the component's defaults put
   in, as the KFP backend resolves them (``_gcpc_payload``).
@@ -58,6 +68,7 @@ __all__ = [
     "split_of",
     "load",
     "spec_data",
+    "heredoc_config",
     "judge",
     "score",
     "REQUIRED_CATEGORIES",
@@ -482,6 +493,136 @@ def _notebook_code(text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+# --- shell scripts: the config a here-document writes --------------------------------------
+
+_SH_ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_SH_HEREDOC = re.compile(r"<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
+_SH_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _closing(text: str, start: int, opening: str, closing: str) -> int:
+    """The index of the bracket closing the one at ``start`` (nested ones counted), or -1."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == opening:
+            depth += 1
+        elif text[i] == closing:
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _sh_expand(text: str, env: dict[str, str]) -> str:
+    """``text`` with its parameter expansions done as bash does them for ``env`` (the names
+    the script binds); what bash would take from outside (an unbound name, a command's output)
+    stays as written."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text) and text[i + 1] in "$`\\\n":
+            out.append("" if text[i + 1] == "\n" else text[i + 1])  # backslash-newline joins lines
+            i += 2
+        elif c == "$" and text.startswith("${", i):
+            end = _closing(text, i + 1, "{", "}")
+            if end < 0:
+                out.append(text[i:])
+                break
+            out.append(_sh_parameter(text[i + 2 : end], text[i : end + 1], env))
+            i = end + 1
+        elif c == "$" and text.startswith("$(", i):
+            end = _closing(text, i + 1, "(", ")")
+            end = len(text) - 1 if end < 0 else end
+            out.append(text[i : end + 1])  # a command's output: not known here
+            i = end + 1
+        elif c == "$" and (m := _SH_NAME.match(text, i + 1)):
+            out.append(env.get(m.group(), text[i : m.end()]))
+            i = m.end()
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _sh_parameter(inner: str, written: str, env: dict[str, str]) -> str:
+    """One ``${...}``: ``NAME``, ``NAME:-word`` or ``NAME-word``; any other form as written."""
+    m = _SH_NAME.match(inner)
+    if m is None:
+        return written
+    name, rest = m.group(), inner[m.end() :]
+    if rest == "":
+        return env.get(name, written)
+    for op in (":-", "-"):
+        if rest.startswith(op):
+            value = env.get(name)
+            if value is None or (op == ":-" and value == ""):
+                return _sh_expand(rest[len(op) :], env)
+            return value
+    return written
+
+
+def _sh_word(value: str) -> str:
+    """The right-hand side of ``NAME=value`` as one shell word, before expansion: quotes
+    removed (single-quoted text protected from expansion with backslashes), a trailing
+    ``# comment`` dropped."""
+    out: list[str] = []
+    i = 0
+    while i < len(value):
+        c = value[i]
+        if c == '"':
+            j = i + 1
+            while j < len(value) and value[j] != '"':
+                if value[j] == "$" and value.startswith("${", j):
+                    j = max(j, _closing(value, j + 1, "{", "}"))
+                elif value[j] == "$" and value.startswith("$(", j):
+                    j = max(j, _closing(value, j + 1, "(", ")"))
+                j += 2 if value[j] == "\\" else 1
+            out.append(value[i + 1 : j])
+            i = j + 1
+        elif c == "'":
+            j = value.find("'", i + 1)
+            j = len(value) if j < 0 else j
+            out.append(value[i + 1 : j].replace("\\", "\\\\").replace("$", "\\$"))
+            i = j + 1
+        elif c.isspace():
+            break  # the word ends; what follows is a comment or another command
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def heredoc_config(text: str, delimiter: str) -> str:
+    """The text the script's here-document ``delimiter`` (``NAME`` or ``NAME#n``, the n-th of
+    that name) writes, expanded with the script's own assignments above it."""
+    name, _, nth = delimiter.partition("#")
+    wanted = int(nth or 1)
+    env: dict[str, str] = {}
+    lines = text.splitlines()
+    seen = 0
+    for number, line in enumerate(lines):
+        found = _SH_HEREDOC.search(line)
+        if found and found.group(3) == name:
+            seen += 1
+            if seen == wanted:
+                strip_tabs, quoted = found.group(1) == "-", bool(found.group(2))
+                body = []
+                for inner in lines[number + 1 :]:
+                    inner = inner.lstrip("\t") if strip_tabs else inner
+                    if inner == name:
+                        break
+                    body.append(inner)
+                else:
+                    raise ValueError(f"the here-document <<{name} never ends")
+                joined = "\n".join(body) + "\n"
+                return joined if quoted else _sh_expand(joined, env)
+        assigned = _SH_ASSIGN.match(line)
+        if assigned and not line[:1].isspace():
+            env[assigned.group(1)] = _sh_expand(_sh_word(assigned.group(2)), env)
+    raise KeyError(f"the script has no here-document <<{delimiter}")
+
+
 _PLACEHOLDER = re.compile(r"\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}")
 
 
@@ -524,6 +665,8 @@ def spec_data(entry: Entry) -> Any:
         value = _value_of(entry.expr, ast.parse(_notebook_code(text)))
     elif entry.file.endswith(".pprint.txt"):  # a spec as Python printed it (a notebook's output)
         value = ast.literal_eval(text)
+    elif entry.file.endswith(".sh.txt"):  # a shell script writing its config in a here-document
+        value = heredoc_config(text, entry.expr)
     elif entry.kind == "gcpc-pipeline":  # a compiled pipeline; expr names the training task
         value = _gcpc_payload(text, entry.expr)
     else:

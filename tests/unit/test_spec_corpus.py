@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from tests.spec_corpus import (
     CORPUS_DIR,
     REQUIRED_CATEGORIES,
     SPLITS,
     categories,
+    heredoc_config,
     load,
     score,
     spec_data,
@@ -119,3 +121,59 @@ def test_a_notebooks_code_cells_are_read_past_its_shell_lines(corpus):
     assert spec["base_output_directory"]["output_uri_prefix"].endswith(
         "/tf-keras-txt-cls-dist-single-worker-gpus-local-mode-cont"
     )
+
+
+def test_a_shell_scripts_heredoc_config_is_expanded_with_the_scripts_defaults(corpus):
+    by_id = {e.id: e for e in corpus["dev"] + corpus["test"]}
+    # DISK_GB="${DISK_GB:-650}" above the heredoc; ${BOOT} nests ${REPO_REF} and ${REPO_URL}
+    spec = yaml.safe_load(spec_data(by_id["structure-prompt-adapter-submit-train-h100"]))
+    (pool,) = spec["workerPoolSpecs"]
+    assert pool["diskSpec"]["bootDiskSizeGb"] == 650
+    assert (
+        pool["containerSpec"]["imageUri"] == "us-central1-docker.pkg.dev/spa-dev-499900/spa/spa-cloud:0.3.0"
+    )
+    assert (
+        "--branch main https://github.com/GreggHelt2/structure-prompt-adapter "
+        in pool["containerSpec"]["args"][0]
+    )
+    # BOOT_CHECKOUT comes from a sourced file: left as found
+    spec = yaml.safe_load(spec_data(by_id["structure-prompt-adapter-submit-determinism-h100"]))
+    assert spec["workerPoolSpecs"][0]["containerSpec"]["args"][0].startswith("set -e; ${BOOT_CHECKOUT} && ")
+    assert categories(by_id["structure-prompt-adapter-submit-train-h100"]) >= {"gpu:NVIDIA_H100_80GB"}
+
+
+def test_heredoc_expansion_follows_bash():
+    script = "\n".join(
+        [
+            'A="${A:-one}"  # a comment',
+            "B='$A stays'",
+            'C="${UNSET:-${A}-two}"',
+            'E=""',
+            "cat > f <<YAML",
+            "a: $A",
+            "b: $B",
+            "c: ${C}",
+            "d: ${MISSING} $MISSING $(date +%s)",
+            "e: ${E:-dflt}|${E-kept}|",
+            "f: \\$A",
+            "YAML",
+            "cat > g <<'RAW'",
+            "a: ${A:-x}",
+            "RAW",
+            "cat > h <<YAML",
+            "second: $A",
+            "YAML",
+        ]
+    )
+    assert yaml.safe_load(heredoc_config(script, "YAML")) == {
+        "a": "one",
+        "b": "$A stays",  # single quotes: no expansion
+        "c": "one-two",  # the default expanded in turn
+        "d": "${MISSING} $MISSING $(date +%s)",  # bound nowhere in the script: as found
+        "e": "dflt||",  # :- replaces an empty value, - only an unset one
+        "f": "$A",
+    }
+    assert heredoc_config(script, "RAW") == "a: ${A:-x}\n"  # a quoted delimiter expands nothing
+    assert heredoc_config(script, "YAML#2") == "second: one\n"
+    with pytest.raises(KeyError, match="no here-document <<JSON"):
+        heredoc_config(script, "JSON")

@@ -20,12 +20,17 @@ How a file becomes a spec:
   ``CustomJob(worker_pool_specs=...)``, the keyword of the file's first such call (a spec
   written inline). Bound names, ``{**base, ...}``, ``A, B = (x, y)``, f-strings and proto-plus
   constructors (``custom_job.CustomJobSpec(worker_pool_specs=...)``: their keyword mapping) are
-  followed; a name the file does not bind becomes the text ``${name}``.
+  followed; a name the file does not bind becomes the text ``${name}``. What the file
+  computes from its own literals is worked out (arithmetic, comparisons, ``x if c else y``,
+  ``len``/``int``/``str``, ``os.path.join``, ``str.startswith``, ``re.search(...).group(n)``,
+  an enum's ``.name``), and an ``if`` whose test those literals decide keeps only the branch it
+  takes (a test on a function's parameter stays undecided: both branches' bindings count, the
+  last winning); anything else stays a placeholder.
   ``job.run()`` (or ``job.submit()``): the spec the SDK builds from the file's first
   ``job.run(machine_type=..., ...)`` on a CustomTrainingJob, CustomContainerTrainingJob or
   CustomPythonPackageTrainingJob that ``job`` is bound to (``_training_run``).
 - ``.ipynb``: a notebook as found; its code cells are read as one Python file (shell ``!`` and
-  magic ``%`` lines left out), then as ``.py.txt``.
+  magic ``%`` lines left out, ``x = !cmd`` read as IPython reads it), then as ``.py.txt``.
 - ``.pprint.txt``: a Python literal as a notebook printed it (``pprint(WORKER_POOL_SPECS)``).
 - ``.sh.txt`` (a shell script as found): the gcloud ``--config`` YAML the script writes in a
   here-document; ``expr`` names its delimiter (``YAML``: the first ``<<YAML``; ``YAML#2``: the
@@ -279,6 +284,8 @@ def _eval(node: ast.expr, env: dict[str, ast.expr], depth: int = 0) -> Any:
         dotted = ast.unparse(node)
         if dotted in env:
             return _eval(env[dotted], env, depth + 1)
+        if node.attr == "name" and isinstance(node.value, ast.Attribute) and node.value.attr.isupper():
+            return node.value.attr  # Scheduling.Strategy.SPOT.name: the enum value's name
         return node.attr
     if isinstance(node, ast.JoinedStr):
         return "".join(
@@ -287,14 +294,187 @@ def _eval(node: ast.expr, env: dict[str, ast.expr], depth: int = 0) -> Any:
             if isinstance(v, ast.FormattedValue | ast.Constant)
         )
     if isinstance(node, ast.Call):
-        return _message(node, env, depth)
-    return "${" + ast.unparse(node) + "}"
+        found = _pure_call(node, env, depth)
+        return found if found is not _UNKNOWN else _message(node, env, depth)
+    found = _operation(node, env, depth)
+    return found if found is not _UNKNOWN else "${" + ast.unparse(node) + "}"
+
+
+# --- what a file computes from its own literals -----------------------------------------------
+#
+# Notebooks derive the spec from their parameters (``replica_count = num_samples //
+# accelerators_per_machine``, ``if machine_type.startswith("a3-highgpu"): ...``). Arithmetic,
+# comparisons, conditional expressions and a few pure functions are worked out when every
+# operand is a known literal; anything else stays a placeholder (``_UNKNOWN`` inside).
+
+_UNKNOWN = object()
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+}
+_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], bool]] = {
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    ast.Is: lambda a, b: a is b,
+    ast.IsNot: lambda a, b: a is not b,
+}
+
+
+def _known(value: Any) -> bool:
+    """A value worked out in full: no placeholder anywhere in it."""
+    if isinstance(value, str):
+        return "${" not in value
+    if isinstance(value, list):
+        return all(_known(v) for v in value)
+    if isinstance(value, dict):
+        return all(_known(k) and _known(v) for k, v in value.items())
+    return value is None or isinstance(value, bool | int | float)
+
+
+def _known_eval(node: ast.expr, env: dict[str, ast.expr], depth: int) -> Any:
+    value = _eval(node, env, depth + 1)
+    return value if _known(value) else _UNKNOWN
+
+
+def _operation(node: ast.expr, env: dict[str, ast.expr], depth: int) -> Any:
+    """``a // b``, ``a == b``, ``a and b``, ``not a``, ``x if c else y`` on known values."""
+    try:
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            left, right = _known_eval(node.left, env, depth), _known_eval(node.right, env, depth)
+            if left is _UNKNOWN or right is _UNKNOWN:
+                return _UNKNOWN
+            return _BINARY[type(node.op)](left, right)
+        if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+            values = [_known_eval(v, env, depth) for v in (node.left, *node.comparators)]
+            if any(v is _UNKNOWN for v in values):
+                return _UNKNOWN
+            pairs = zip(node.ops, values, values[1:], strict=False)
+            return all(_COMPARE[type(op)](a, b) for op, a, b in pairs)
+        if isinstance(node, ast.BoolOp):
+            for operand in node.values:  # short-circuit, left to right, as Python does
+                value = _known_eval(operand, env, depth)
+                if value is _UNKNOWN:
+                    return _UNKNOWN
+                if bool(value) == isinstance(node.op, ast.Or):
+                    return value
+            return value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not | ast.USub):
+            value = _known_eval(node.operand, env, depth)
+            if value is _UNKNOWN:
+                return _UNKNOWN
+            return (not value) if isinstance(node.op, ast.Not) else -value
+        if isinstance(node, ast.IfExp):
+            test = _known_eval(node.test, env, depth)
+            if test is _UNKNOWN:
+                return _UNKNOWN
+            return _eval(node.body if test else node.orelse, env, depth + 1)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return _UNKNOWN
+    return _UNKNOWN
+
+
+def _pure_call(node: ast.Call, env: dict[str, ast.expr], depth: int) -> Any:
+    """``len(x)``, ``int(x)``, ``str(x)``, ``os.path.join(a, b)``, ``s.startswith(p)``,
+    ``s.endswith(p)`` and ``re.search(pattern, s).group(n)`` on known values."""
+    func = ast.unparse(node.func)
+    if node.keywords:
+        return _UNKNOWN
+    if isinstance(node.func, ast.Attribute) and node.func.attr == "group":
+        inner = node.func.value
+        if isinstance(inner, ast.Call) and ast.unparse(inner.func) in ("re.search", "re.match"):
+            args = [_known_eval(a, env, depth) for a in (*inner.args, *node.args)]
+            if (
+                len(args) < 2
+                or any(a is _UNKNOWN for a in args)
+                or not all(isinstance(a, str) for a in args[:2])
+            ):
+                return _UNKNOWN
+            found = getattr(re, inner.func.attr)(args[0], args[1])
+            return found.group(*args[2:]) if found else _UNKNOWN
+    if isinstance(node.func, ast.Attribute) and node.func.attr in ("startswith", "endswith"):
+        subject = _known_eval(node.func.value, env, depth)
+        args = [_known_eval(a, env, depth) for a in node.args]
+        if isinstance(subject, str) and len(args) == 1 and isinstance(args[0], str | list):
+            prefix = tuple(args[0]) if isinstance(args[0], list) else args[0]
+            return getattr(subject, node.func.attr)(prefix)
+        return _UNKNOWN
+    pure: dict[str, Callable[..., Any]] = {"len": len, "int": int, "str": str, "os.path.join": _join}
+    if func not in pure:
+        return _UNKNOWN
+    args = [_known_eval(a, env, depth) for a in node.args]
+    if any(a is _UNKNOWN for a in args):
+        return _UNKNOWN
+    try:
+        return pure[func](*args)
+    except (TypeError, ValueError):
+        return _UNKNOWN
+
+
+def _join(*parts: str) -> str:
+    import posixpath  # os.path.join on the Linux machines these notebooks run on
+
+    return posixpath.join(*parts)
+
+
+class _TakenBranches(ast.NodeTransformer):
+    """Keeps only the branch an ``if`` takes when the file's own literals decide its test
+    (``if scheduling_strategy == "FLEX_START": ... elif ...``), so the binding a run makes
+    wins over the ones in branches it never enters."""
+
+    def __init__(self, env: dict[str, ast.expr]) -> None:
+        self.env = env
+        self.changed = False
+        self.parameters: list[set[str]] = []  # of the functions the visit is inside
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> Any:
+        self.parameters.append(
+            {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
+        )
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.parameters.pop()
+
+    def visit_If(self, node: ast.If) -> Any:
+        names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+        # a function's parameter is whatever its caller passes, never a module-level binding
+        inside = any(names & params for params in self.parameters)
+        test = _UNKNOWN if inside else _known_eval(node.test, self.env, 0)
+        if test is _UNKNOWN:
+            return self.generic_visit(node)
+        self.changed = True
+        taken = node.body if test else node.orelse
+        kept = [self.visit(stmt) for stmt in taken]
+        flat = [s for k in kept for s in (k if isinstance(k, list) else [k]) if s is not None]
+        return flat or ast.Pass()
+
+
+def _decided(tree: ast.AST) -> ast.AST:
+    """``tree`` with every ``if`` its literals decide reduced to the branch taken (repeated:
+    a decided branch may bind what decides the next)."""
+    for _ in range(10):
+        pruner = _TakenBranches(_bindings(tree))
+        tree = pruner.visit(tree)
+        if not pruner.changed:
+            break
+    return tree
 
 
 def _value_of(expr: str, tree: ast.AST) -> Any:
     """The value ``expr`` names: a binding (``NAME``, ``Class.NAME``, ``function.NAME``),
     optionally subscripted (``hyperparameter_tuning_job["trial_job_spec"]``). Names inside a
     class or function resolve to that scope's bindings first."""
+    tree = _decided(tree)
     env = _bindings(tree)
     node = ast.parse(expr, mode="eval").body
     if isinstance(node, ast.Call) and _method(node) in _RUN_METHODS and not node.keywords:
@@ -477,9 +657,13 @@ def _training_run(pattern: ast.Call, tree: ast.AST, env: dict[str, ast.expr]) ->
     return spec
 
 
+_SHELL_ASSIGNMENT = re.compile(r"^(\s*)([A-Za-z_][\w.]*)\s*=\s*!(.*)$")
+
+
 def _notebook_code(text: str) -> str:
     """A notebook's code cells as one Python file; shell (``!``) and magic (``%``) lines become
-    comments, as Jupyter runs them outside Python."""
+    comments, as Jupyter runs them outside Python; ``x = !cmd`` becomes what IPython makes of
+    it, ``x = get_ipython().getoutput('cmd')`` (a value not known here)."""
     cells = json.loads(text)["cells"]
     lines = []
     for cell in cells:
@@ -487,6 +671,11 @@ def _notebook_code(text: str) -> str:
             source = cell["source"]
             shell = False  # inside a shell line continued with a backslash
             for line in ("".join(source) if isinstance(source, list) else source).splitlines():
+                captured = None if shell else _SHELL_ASSIGNMENT.match(line)
+                if captured:
+                    indent, name, command = captured.groups()
+                    lines.append(f"{indent}{name} = get_ipython().getoutput({command.strip()!r})")
+                    continue
                 shell = shell or line.lstrip().startswith(("!", "%"))
                 lines.append("# " + line if shell else line)
                 shell = shell and line.rstrip().endswith("\\")

@@ -8,6 +8,7 @@ prints both parts' figures (also: tests/benchmarks/bench_spec_corpus.py).
 
 from __future__ import annotations
 
+import ast
 import json
 
 import pytest
@@ -177,3 +178,76 @@ def test_heredoc_expansion_follows_bash():
     assert heredoc_config(script, "YAML#2") == "second: one\n"
     with pytest.raises(KeyError, match="no here-document <<JSON"):
         heredoc_config(script, "JSON")
+
+
+def test_a_notebook_computes_its_spec_from_its_parameters_and_the_branches_it_takes(corpus):
+    by_id = {e.id: e for e in corpus["dev"] + corpus["test"]}
+    # accelerator_type is bound in an if/elif on machine_type; SCHEDULLING_STRATEGY in one on
+    # scheduling_strategy; replica_count is num_samples // seeds // GPUs per machine (a regex)
+    spec = spec_data(by_id["vertex-samples-weathernext-2-dws-h100-flex-start"])
+    chief, worker = spec["worker_pool_specs"]
+    assert chief["machine_spec"] == {
+        "machine_type": "a3-highgpu-1g",
+        "accelerator_type": "NVIDIA_H100_80GB",  # not the elif branch's NVIDIA_A100_80GB
+        "accelerator_count": 1,
+    }
+    assert worker["replica_count"] == 1  # replica_count 2: a chief and one worker
+    assert spec["scheduling"] == {"strategy": "FLEX_START"}
+    # STAGING_BUCKET = os.path.join(BUCKET_URI, "temporal"), the SDK's default output folder
+    assert spec["base_output_directory"]["output_uri_prefix"].startswith("gs://my-bucket/temporal/")
+    assert categories(by_id["vertex-samples-weathernext-2-dws-h100-flex-start"]) >= {
+        "flex-start",
+        "gpu:NVIDIA_H100_80GB",
+        "multi-worker",
+    }
+
+
+def test_python_sources_keep_only_the_branch_their_literals_take():
+    from tests.spec_corpus import _value_of
+
+    source = "\n".join(
+        [
+            'mode = "spot"',
+            "n = 8",
+            "if mode == 'spot':",
+            "    strategy = Scheduling.Strategy.SPOT.name",
+            "elif mode == 'dws':",
+            "    strategy = 'FLEX_START'",
+            "def launch(mode):",
+            "    if mode == 'dws':  # a parameter: whatever the caller passes, left undecided",
+            "        inner = 1",
+            "spec = {",
+            "    'strategy': strategy,",
+            "    'count': n // 4 if len([1, 2]) > 1 else 0,",
+            "    'dir': os.path.join('gs://b', 'out'),",
+            "    'unknown': int(os.environ['N']),",
+            "}",
+        ]
+    )
+    tree = ast.parse(source)
+    value = _value_of("spec", tree)
+    inner = _value_of("launch.inner", ast.parse(source))
+    assert value == {
+        "strategy": "SPOT",  # the enum's .name, from the branch mode == 'spot' takes
+        "count": 2,
+        "dir": "gs://b/out",
+        "unknown": "${int(os.environ['N'])}",  # not known here: a placeholder
+    }
+    assert inner == 1  # the parameter's if was kept
+
+
+def test_a_notebooks_shell_capture_is_read_as_ipython_reads_it():
+    from tests.spec_corpus import _notebook_code
+
+    notebook = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "source": ["if True:\n", "    out = ! gsutil ls {B}\n", "    x = out[0]\n", "! echo hi\n"],
+            }
+        ]
+    }
+    code = _notebook_code(json.dumps(notebook))
+    assert "    out = get_ipython().getoutput('gsutil ls {B}')" in code
+    assert "# ! echo hi" in code
+    compile(code, "notebook", "exec")

@@ -37,7 +37,7 @@ def corpus():
 def test_every_entry_names_its_source_and_the_documents_behind_its_label(corpus):
     entries = corpus["dev"] + corpus["test"]
     assert entries and {e.kind for e in entries} <= KINDS
-    listed = {e.file for e in entries}
+    listed = {e.file for e in entries} | {e.config for e in entries if e.config}
     on_disk = {p.name for p in CORPUS_DIR.iterdir() if p.name != "INDEX.json"}
     assert listed == on_disk, "every fixture is indexed, every index entry has its file"
     for e in entries:
@@ -251,3 +251,53 @@ def test_a_notebooks_shell_capture_is_read_as_ipython_reads_it():
     assert "    out = get_ipython().getoutput('gsutil ls {B}')" in code
     assert "# ! echo hi" in code
     compile(code, "notebook", "exec")
+
+
+def test_a_launcher_builds_its_spec_from_its_config_file_through_its_functions(corpus):
+    by_id = {e.id: e for e in corpus["dev"] + corpus["test"]}
+    # main() json.loads job_config.json and calls launch_job(...); launch_job makes
+    # job_args = dict(...), .update()s it in the branch strategy == "spot" takes, then
+    # train_job.submit(**job_args)
+    spec = spec_data(by_id["vertex-samples-a3mega-nemo-launch-spot"])
+    chief, worker = spec["worker_pool_specs"]
+    assert chief["machine_spec"] == {
+        "machine_type": "a3-megagpu-8g",
+        "accelerator_type": "NVIDIA_H100_MEGA_80GB",
+        "accelerator_count": 8,  # int(config["gpus_per_node"])
+    }
+    assert chief["disk_spec"]["boot_disk_size_gb"] == 1000
+    assert spec["scheduling"] == {"strategy": "SPOT", "restart_job_on_worker_restart": True}
+    assert spec["base_output_directory"]["output_uri_prefix"].startswith("gs://<your_bucket/")
+    assert categories(by_id["vertex-samples-a3mega-nemo-launch-spot"]) >= {"spot", "multi-worker"}
+
+
+def test_function_parameters_take_their_first_calls_arguments():
+    from tests.spec_corpus import _value_of
+
+    source = "\n".join(
+        [
+            "def build(kind, count=2, *, flag=False):",
+            "    spec = dict(kind=kind, count=count)",
+            "    if kind == 'gpu':",
+            "        spec.update({'gpu': True})",
+            "    if FLAGS.debug:  # set at run time: not known here",
+            "        spec.update(debug=True)",
+            "    name = 'a'",
+            "    name = f'{name}-b'  # the name on the right is the binding before",
+            "    return spec",
+            "def main():",
+            "    config = json.load(open(path))",
+            "    build(config['kind'], flag=True)",
+            "    build('cpu')  # a later call: the first one decides",
+        ]
+    )
+    tree = ast.parse(source)
+    assert _value_of("build.spec", tree, {"kind": "gpu"}) == {
+        "kind": "gpu",
+        "count": 2,
+        "gpu": True,
+        "debug": True,
+    }
+    assert _value_of("build.name", ast.parse(source), {"kind": "gpu"}) == "a-b"
+    # without the config file the parameter is not known: both branches' updates count
+    assert _value_of("build.spec", ast.parse(source))["kind"] == "${config['kind']}"

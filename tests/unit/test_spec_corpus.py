@@ -40,10 +40,12 @@ def test_every_entry_names_its_source_and_the_documents_behind_its_label(corpus)
     listed = {e.file for e in entries} | {e.config for e in entries if e.config}
     on_disk = {p.name for p in CORPUS_DIR.iterdir() if p.name != "INDEX.json"}
     assert listed == on_disk, "every fixture is indexed, every index entry has its file"
+    raw = {r["id"]: r for r in json.loads((CORPUS_DIR / "INDEX.json").read_text(encoding="utf-8"))["entries"]}
     for e in entries:
         assert e.url.startswith("https://"), e.id
         if e.url.startswith("https://github.com/"):
             assert "/blob/" in e.url and len(e.url.split("/blob/")[1].split("/")[0]) == 40, e.id
+        assert not e.config or "/blob/" in raw[e.id]["config_url"], e.id  # read at a commit too
         assert e.docs and e.why, e.id
         assert e.expect_parse in ("ok", "error") and e.expect_status in ("PASS", "WARN", "FAIL", ""), e.id
         assert not e.error_mentions or e.expect_parse == "error", e.id

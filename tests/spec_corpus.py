@@ -20,13 +20,33 @@ How a file becomes a spec:
   ``CustomJob(worker_pool_specs=...)``, the keyword of the file's first such call (a spec
   written inline). Bound names, ``{**base, ...}``, ``A, B = (x, y)``, f-strings and proto-plus
   constructors (``custom_job.CustomJobSpec(worker_pool_specs=...)``: their keyword mapping) are
-  followed; a name the file does not bind becomes the text ``${name}``.
+  followed; a name the file does not bind becomes the text ``${name}``. What the file
+  computes from its own literals is worked out (arithmetic, comparisons, ``x if c else y``,
+  ``len``/``int``/``str``, ``os.path.join``, ``str.startswith``, ``re.search(...).group(n)``,
+  an enum's ``.name``), and an ``if`` whose test those literals decide keeps only the branch it
+  takes (a test nothing in the file decides, such as ``FLAGS.debug``, keeps both branches, the
+  last binding winning); anything else stays a placeholder. ``x = f(x)`` reads the ``x`` bound
+  before; ``kw = dict(...)`` is its mapping and ``kw.update({...})`` merges into it. A
+  function's parameters are the arguments of the file's first call of it (worked out in the
+  caller's scope), else their defaults; ``function.job.run()`` names a job made inside a
+  function. ``config`` (an INDEX field) names the JSON/YAML file, in the corpus too, that the
+  source's ``json.load(...)`` reads (a launcher's parameters file).
   ``job.run()`` (or ``job.submit()``): the spec the SDK builds from the file's first
   ``job.run(machine_type=..., ...)`` on a CustomTrainingJob, CustomContainerTrainingJob or
   CustomPythonPackageTrainingJob that ``job`` is bound to (``_training_run``).
 - ``.ipynb``: a notebook as found; its code cells are read as one Python file (shell ``!`` and
-  magic ``%`` lines left out), then as ``.py.txt``.
+  magic ``%`` lines left out, ``x = !cmd`` read as IPython reads it), then as ``.py.txt``.
 - ``.pprint.txt``: a Python literal as a notebook printed it (``pprint(WORKER_POOL_SPECS)``).
+- ``.sh.txt`` (a shell script as found): the gcloud ``--config`` YAML the script writes in a
+  here-document; ``expr`` names its delimiter (``YAML``: the first ``<<YAML``; ``YAML#2``: the
+  second). The body is expanded as bash expands it when the script runs with none of its
+  variables set in the environment (the defaults it documents): ``$NAME`` and ``${NAME}`` take
+  the script's own assignments above the here-document (unindented ``NAME=value`` lines, each
+  expanded in turn), ``${NAME:-default}`` and ``${NAME-default}`` take the default when the
+  script leaves the name unset (or, for ``:-``, empty); a name the script does not bind (set by
+  a sourced file, or the caller's own variable) and ``$(command)`` stay as found; a quoted
+  delimiter (``<<'YAML'``) expands nothing. Lines the script appends to the file later
+  (``printf ... >> "$CFG"``) are not read.
 - kind ``gcpc-pipeline``: a compiled KFP pipeline; ``expr`` names the training task, whose
   payload is GCPC's launcher template with the task's inputs and the component's defaults put
   in, as the KFP backend resolves them (``_gcpc_payload``).
@@ -58,6 +78,7 @@ __all__ = [
     "split_of",
     "load",
     "spec_data",
+    "heredoc_config",
     "judge",
     "score",
     "REQUIRED_CATEGORIES",
@@ -86,6 +107,7 @@ class Entry:
     why: str
     docs: tuple[str, ...]
     error_mentions: tuple[str, ...] = ()  # for expect_parse "error": what the message must name
+    config: str = ""  # a JSON/YAML file (in the corpus) the Python source loads its parameters from
 
     def text(self) -> str:
         return (CORPUS_DIR / self.file).read_text(encoding="utf-8")
@@ -179,6 +201,7 @@ def load(split: str | None = None) -> list[Entry]:
             e["why"],
             tuple(e["docs"]),
             tuple(e["expect"].get("error_mentions", ())),
+            e.get("config", ""),
         )
         if split is None or split_of(entry.source) == split:
             out.append(entry)
@@ -204,27 +227,94 @@ def _bindings(tree: ast.AST) -> dict[str, ast.expr]:
     """Every ``NAME = value`` binding in the file, last one winning, plus each binding under
     its scope: ``Class.NAME`` for a class body, ``function.NAME`` (and ``function.self.NAME``)
     inside a function: a file that binds one name in several functions, as test files do,
-    names each by its function."""
+    names each by its function. ``kw.update(...)`` merges into ``kw``."""
     out: dict[str, ast.expr] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
-            for stmt in node.body:
-                if isinstance(stmt, ast.Assign):
-                    for target, value in _assigned(stmt):
-                        if isinstance(target, ast.Name):
-                            out[f"{node.name}.{target.id}"] = value
-                            out.setdefault(target.id, value)
+            _class_bindings(node, out)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            for inner in ast.walk(node):
-                if isinstance(inner, ast.Assign):
-                    for target, value in _assigned(inner):
-                        if isinstance(target, ast.Name | ast.Attribute):  # x = …, self.x = …
-                            out[f"{node.name}.{ast.unparse(target)}"] = value
+            _function_bindings(node, out)
         elif isinstance(node, ast.Assign):
             for target, value in _assigned(node):
                 if isinstance(target, ast.Name):
-                    out[target.id] = value
+                    out[target.id] = _rebound(value, target.id, out.get(target.id))
+        elif not _inside_function(node, tree):
+            _merge_update(node, out, "")
     return out
+
+
+def _class_bindings(node: ast.ClassDef, out: dict[str, ast.expr]) -> None:
+    for stmt in node.body:
+        if isinstance(stmt, ast.Assign):
+            for target, value in _assigned(stmt):
+                if isinstance(target, ast.Name):
+                    out[f"{node.name}.{target.id}"] = value
+                    out.setdefault(target.id, value)
+
+
+def _function_bindings(node: ast.FunctionDef | ast.AsyncFunctionDef, out: dict[str, ast.expr]) -> None:
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Assign):
+            for target, value in _assigned(inner):
+                if isinstance(target, ast.Name | ast.Attribute):  # x = …, self.x = …
+                    key = f"{node.name}.{ast.unparse(target)}"
+                    out[key] = _rebound(value, ast.unparse(target), out.get(key))
+        _merge_update(inner, out, node.name + ".")
+
+
+class _Previous(ast.NodeTransformer):
+    def __init__(self, name: str, previous: ast.expr) -> None:
+        self.name, self.previous = name, previous
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        return self.previous if node.id == self.name else node
+
+
+def _rebound(value: ast.expr, name: str, previous: ast.expr | None) -> ast.expr:
+    """``x = f"{prefix}-{x}"``: the ``x`` on the right is the binding before (``${x}`` when
+    there is none), never the new one."""
+    if not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value)):
+        return value
+    import copy
+
+    before = previous if previous is not None else ast.Constant("${" + name + "}")
+    return _Previous(name, before).visit(copy.deepcopy(value))
+
+
+def _merge_update(node: ast.AST, out: dict[str, ast.expr], scope: str) -> None:
+    """``kw.update({...})`` (or ``kw.update(a=1)``) after ``kw = {...}``: ``kw`` is then the
+    merged mapping, as a dict's ``update`` leaves it."""
+    if not (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Attribute)
+        and node.value.func.attr == "update"
+        and isinstance(node.value.func.value, ast.Name)
+    ):
+        return
+    call = node.value
+    key = scope + node.value.func.value.id
+    if key not in out or len(call.args) > 1:
+        return
+    added: list[ast.expr] = list(call.args)
+    if call.keywords:
+        added.append(ast.Call(ast.Name("dict"), [], call.keywords))
+    merged: list[ast.expr | None] = [None] * (1 + len(added))
+    out[key] = ast.Dict(keys=merged, values=[out[key], *added])
+
+
+_FUNCTION_NODES: dict[int, frozenset[int]] = {}  # id(tree) -> ids of the nodes inside functions
+
+
+def _inside_function(node: ast.AST, tree: ast.AST) -> bool:
+    inside = _FUNCTION_NODES.get(id(tree))
+    if inside is None:
+        found: set[int] = set()
+        for f in ast.walk(tree):
+            if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef):
+                found.update(id(n) for n in ast.walk(f) if n is not f)
+        inside = _FUNCTION_NODES[id(tree)] = frozenset(found)
+    return id(node) in inside
 
 
 def _message(node: ast.Call, env: dict[str, ast.expr], depth: int) -> Any:
@@ -268,6 +358,8 @@ def _eval(node: ast.expr, env: dict[str, ast.expr], depth: int = 0) -> Any:
         dotted = ast.unparse(node)
         if dotted in env:
             return _eval(env[dotted], env, depth + 1)
+        if node.attr == "name" and isinstance(node.value, ast.Attribute) and node.value.attr.isupper():
+            return node.value.attr  # Scheduling.Strategy.SPOT.name: the enum value's name
         return node.attr
     if isinstance(node, ast.JoinedStr):
         return "".join(
@@ -276,15 +368,313 @@ def _eval(node: ast.expr, env: dict[str, ast.expr], depth: int = 0) -> Any:
             if isinstance(v, ast.FormattedValue | ast.Constant)
         )
     if isinstance(node, ast.Call):
-        return _message(node, env, depth)
-    return "${" + ast.unparse(node) + "}"
+        found = _pure_call(node, env, depth)
+        return found if found is not _UNKNOWN else _message(node, env, depth)
+    found = _operation(node, env, depth)
+    return found if found is not _UNKNOWN else "${" + ast.unparse(node) + "}"
 
 
-def _value_of(expr: str, tree: ast.AST) -> Any:
+# --- what a file computes from its own literals -----------------------------------------------
+#
+# Notebooks derive the spec from their parameters (``replica_count = num_samples //
+# accelerators_per_machine``, ``if machine_type.startswith("a3-highgpu"): ...``). Arithmetic,
+# comparisons, conditional expressions and a few pure functions are worked out when every
+# operand is a known literal; anything else stays a placeholder (``_UNKNOWN`` inside).
+
+_UNKNOWN = object()
+_CONFIG = "<config>"  # the env key of the entry's config file (no Python name can clash)
+_LOADERS = ("json.load", "json.loads", "yaml.safe_load", "yaml.load")
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+}
+_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], bool]] = {
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    ast.Is: lambda a, b: a is b,
+    ast.IsNot: lambda a, b: a is not b,
+}
+
+
+def _known(value: Any) -> bool:
+    """A value worked out in full: no placeholder anywhere in it."""
+    if isinstance(value, str):
+        return "${" not in value
+    if isinstance(value, list):
+        return all(_known(v) for v in value)
+    if isinstance(value, dict):
+        return all(_known(k) and _known(v) for k, v in value.items())
+    return value is None or isinstance(value, bool | int | float)
+
+
+def _known_eval(node: ast.expr, env: dict[str, ast.expr], depth: int) -> Any:
+    if _opaque(node, env):
+        return _UNKNOWN
+    value = _eval(node, env, depth + 1)
+    return value if _known(value) else _UNKNOWN
+
+
+def _opaque(node: ast.expr, env: dict[str, ast.expr]) -> bool:
+    """An attribute the file binds nowhere (``FLAGS.debug``, ``args.smoke``): set at run time,
+    not known here; an enum value (``Strategy.SPOT``) is its name."""
+    called = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
+    return any(
+        isinstance(n, ast.Attribute)
+        and id(n) not in called
+        and ast.unparse(n) not in env
+        and not n.attr.isupper()
+        and n.attr != "name"
+        for n in ast.walk(node)
+    )
+
+
+def _operation(node: ast.expr, env: dict[str, ast.expr], depth: int) -> Any:
+    """``a // b``, ``a == b``, ``a and b``, ``not a``, ``m[k]``, ``x if c else y`` on known
+    values."""
+    try:
+        if isinstance(node, ast.BinOp | ast.Compare):
+            return _arithmetic(node, env, depth)
+        return _logic(node, env, depth)
+    except (TypeError, ValueError, ZeroDivisionError, KeyError, IndexError):
+        return _UNKNOWN
+
+
+def _arithmetic(node: ast.BinOp | ast.Compare, env: dict[str, ast.expr], depth: int) -> Any:
+    if isinstance(node, ast.BinOp):
+        left, right = _known_eval(node.left, env, depth), _known_eval(node.right, env, depth)
+        if type(node.op) not in _BINARY or left is _UNKNOWN or right is _UNKNOWN:
+            return _UNKNOWN
+        return _BINARY[type(node.op)](left, right)
+    values = [_known_eval(v, env, depth) for v in (node.left, *node.comparators)]
+    if any(v is _UNKNOWN for v in values) or not all(type(op) in _COMPARE for op in node.ops):
+        return _UNKNOWN
+    pairs = zip(node.ops, values, values[1:], strict=False)
+    return all(_COMPARE[type(op)](a, b) for op, a, b in pairs)
+
+
+def _logic(node: ast.expr, env: dict[str, ast.expr], depth: int) -> Any:
+    if isinstance(node, ast.BoolOp):
+        value: Any = _UNKNOWN
+        for operand in node.values:  # short-circuit, left to right, as Python does
+            value = _known_eval(operand, env, depth)
+            if value is _UNKNOWN or bool(value) == isinstance(node.op, ast.Or):
+                return value
+        return value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not | ast.USub):
+        value = _known_eval(node.operand, env, depth)
+        if value is _UNKNOWN:
+            return _UNKNOWN
+        return (not value) if isinstance(node.op, ast.Not) else -value
+    if isinstance(node, ast.Subscript):  # config["bucket"], values[0]
+        container, key = _known_eval(node.value, env, depth), _known_eval(node.slice, env, depth)
+        if container is _UNKNOWN or key is _UNKNOWN:
+            return _UNKNOWN
+        return container[key]
+    if isinstance(node, ast.IfExp):
+        test = _known_eval(node.test, env, depth)
+        if test is _UNKNOWN:
+            return _UNKNOWN
+        return _eval(node.body if test else node.orelse, env, depth + 1)
+    return _UNKNOWN
+
+
+def _pure_call(node: ast.Call, env: dict[str, ast.expr], depth: int) -> Any:
+    """``dict(...)``, ``json.load(f)`` (the entry's config file), ``len``/``int``/``str``,
+    ``os.path.join``, ``m.get(k)``, ``s.startswith(p)``, ``s.endswith(p)`` and
+    ``re.search(pattern, s).group(n)`` on known values."""
+    func = ast.unparse(node.func)
+    if func == "dict" and len(node.args) <= 1:
+        return _made_dict(node, env, depth)
+    if func in _LOADERS and _CONFIG in env:  # json.load(f): the entry's config file
+        loaded = env[_CONFIG]
+        return loaded.value if isinstance(loaded, ast.Constant) else _UNKNOWN
+    if node.keywords:
+        return _UNKNOWN
+    if isinstance(node.func, ast.Attribute) and node.func.attr in ("group", "get", "startswith", "endswith"):
+        return _method_call(node, node.func, env, depth)
+    pure: dict[str, Callable[..., Any]] = {"len": len, "int": int, "str": str, "os.path.join": _join}
+    args = [_known_eval(a, env, depth) for a in node.args]
+    if func not in pure or any(a is _UNKNOWN for a in args):
+        return _UNKNOWN
+    try:
+        return pure[func](*args)
+    except (TypeError, ValueError):
+        return _UNKNOWN
+
+
+def _made_dict(node: ast.Call, env: dict[str, ast.expr], depth: int) -> dict[Any, Any]:
+    """``dict(a=1, **base)``: the mapping it makes."""
+    made: dict[Any, Any] = {}
+    for arg in node.args:
+        base = _eval(arg, env, depth + 1)
+        made.update(base if isinstance(base, dict) else {})
+    for k in node.keywords:
+        value = _eval(k.value, env, depth + 1)
+        if k.arg is None:
+            made.update(value if isinstance(value, dict) else {})
+        else:
+            made[k.arg] = value
+    return made
+
+
+def _method_call(node: ast.Call, func: ast.Attribute, env: dict[str, ast.expr], depth: int) -> Any:
+    args = [_known_eval(a, env, depth) for a in node.args]
+    if _UNKNOWN in args:
+        return _UNKNOWN
+    inner = func.value
+    if func.attr == "group":  # re.search(r"-(\d+)g$", machine_type).group(1)
+        if not (isinstance(inner, ast.Call) and ast.unparse(inner.func) in ("re.search", "re.match")):
+            return _UNKNOWN
+        operands = [_known_eval(a, env, depth) for a in inner.args]
+        if len(operands) != 2 or not all(isinstance(a, str) for a in operands):
+            return _UNKNOWN
+        found = getattr(re, inner.func.attr)(*operands)  # type: ignore[attr-defined]
+        return found.group(*args) if found else _UNKNOWN
+    subject = _known_eval(inner, env, depth)
+    if func.attr == "get" and isinstance(subject, dict) and 1 <= len(args) <= 2:
+        return subject.get(*args)  # config.get("reservation_name")
+    if func.attr in ("startswith", "endswith") and isinstance(subject, str) and len(args) == 1:
+        prefix = tuple(args[0]) if isinstance(args[0], list) else args[0]
+        return getattr(subject, func.attr)(prefix) if isinstance(prefix, str | tuple) else _UNKNOWN
+    return _UNKNOWN
+
+
+def _join(*parts: str) -> str:
+    import posixpath  # os.path.join on the Linux machines these notebooks run on
+
+    return posixpath.join(*parts)
+
+
+def _functions(tree: ast.AST) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    return {f.name: f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+
+def _parameters(tree: ast.AST, env: dict[str, ast.expr]) -> dict[str, ast.expr]:
+    """``function.param`` for every parameter a file's first call of that function passes (by
+    keyword or position) or leaves at its default, each worked out in the caller's scope: a
+    function's spec is the one its first call builds. Parameters no call passes stay unbound."""
+    functions = _functions(tree)
+    callers: dict[str, tuple[ast.Call, str]] = {}  # function -> (its first call, caller scope)
+    scopes: list[tuple[str, ast.AST]] = [("", tree), *functions.items()]
+    for caller_name, scope in scopes:
+        for node in ast.walk(scope):
+            if caller_name == "" and _inside_function(node, tree):
+                continue
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions:
+                callers.setdefault(node.func.id, (node, caller_name))
+    out: dict[str, ast.expr] = {}
+    done: set[str] = set()
+
+    def bind(name: str, depth: int) -> None:
+        if name in done or name not in callers or depth > 10:
+            return
+        done.add(name)
+        call, caller = callers[name]
+        if caller:
+            bind(caller, depth + 1)
+        scope = _scoped({**out, **env}, caller)
+        args = functions[name].args
+        positional = [*args.posonlyargs, *args.args]
+        defaults = dict(zip([a.arg for a in positional][::-1], args.defaults[::-1], strict=False))
+        defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d})
+        given: dict[str, ast.expr] = {a.arg: v for a, v in zip(positional, call.args, strict=False)}
+        given.update({k.arg: k.value for k in call.keywords if k.arg})
+        for param in [*positional, *args.kwonlyargs]:
+            passed = given.get(param.arg)
+            chosen = passed if passed is not None else defaults.get(param.arg)
+            if chosen is not None:
+                out[f"{name}.{param.arg}"] = ast.Constant(_eval(chosen, scope if passed is not None else env))
+
+    for name in functions:
+        bind(name, 0)
+    return out
+
+
+def _scoped(env: dict[str, ast.expr], scope: str) -> dict[str, ast.expr]:
+    """``env`` as code inside function ``scope`` sees it: its own bindings (and parameters)
+    over the file's."""
+    if not scope:
+        return env
+    prefix = scope + "."
+    return {**env, **{k[len(prefix) :]: v for k, v in env.items() if k.startswith(prefix)}}
+
+
+class _TakenBranches(ast.NodeTransformer):
+    """Keeps only the branch an ``if`` takes when the file's own literals decide its test
+    (``if scheduling_strategy == "FLEX_START": ... elif ...``), so the binding a run makes
+    wins over the ones in branches it never enters."""
+
+    def __init__(self, env: dict[str, ast.expr]) -> None:
+        self.env = env
+        self.changed = False
+        self.scopes: list[tuple[str, set[str]]] = []  # the functions the visit is inside
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> Any:
+        params = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
+        self.scopes.append((node.name, params))
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.scopes.pop()
+
+    def visit_If(self, node: ast.If) -> Any:
+        names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+        # a function's parameter is what its first caller passes (never a module-level binding
+        # of the same name); one no call passes leaves the test undecided
+        env = _scoped(self.env, self.scopes[-1][0]) if self.scopes else self.env
+        unknown = any(
+            f"{function}.{name}" not in self.env
+            for function, params in self.scopes
+            for name in names & params
+        )
+        test = _UNKNOWN if unknown else _known_eval(node.test, env, 0)
+        if test is _UNKNOWN:
+            return self.generic_visit(node)
+        self.changed = True
+        taken = node.body if test else node.orelse
+        kept = [self.visit(stmt) for stmt in taken]
+        flat = [s for k in kept for s in (k if isinstance(k, list) else [k]) if s is not None]
+        return flat or ast.Pass()
+
+
+def _environment(tree: ast.AST, config: Any = _UNKNOWN) -> dict[str, ast.expr]:
+    """The file's bindings, its functions' parameters as their first calls pass them, and the
+    entry's config file (what ``json.load`` returns)."""
+    env = _bindings(tree)
+    if config is not _UNKNOWN:
+        env[_CONFIG] = ast.Constant(config)
+    params = _parameters(tree, env)
+    return {**params, **env}  # a parameter reassigned in its function: the assignment wins
+
+
+def _decided(tree: ast.AST, config: Any = _UNKNOWN) -> ast.AST:
+    """``tree`` with every ``if`` its literals decide reduced to the branch taken (repeated:
+    a decided branch may bind what decides the next)."""
+    for _ in range(10):
+        pruner = _TakenBranches(_environment(tree, config))
+        tree = pruner.visit(tree)
+        if not pruner.changed:
+            break
+    return tree
+
+
+def _value_of(expr: str, tree: ast.AST, config: Any = _UNKNOWN) -> Any:
     """The value ``expr`` names: a binding (``NAME``, ``Class.NAME``, ``function.NAME``),
     optionally subscripted (``hyperparameter_tuning_job["trial_job_spec"]``). Names inside a
-    class or function resolve to that scope's bindings first."""
-    env = _bindings(tree)
+    class or function resolve to that scope's bindings (and parameters) first. ``config``: the
+    data of the file the source loads with ``json.load`` (the entry's ``config``)."""
+    tree = _decided(tree, config)
+    env = _environment(tree, config)
     node = ast.parse(expr, mode="eval").body
     if isinstance(node, ast.Call) and _method(node) in _RUN_METHODS and not node.keywords:
         return _training_run(node, tree, env)  # job.run(): the spec the SDK builds from it
@@ -340,7 +730,13 @@ _RUN_DEFAULTS: dict[str, Any] = {  # run()'s defaults (training_jobs.py, CustomC
     "reduction_server_replica_count": 0,
 }
 #: run() keywords copied onto the job as they are (their CustomJobSpec field has the same name).
-_RUN_JOB_FIELDS = ("service_account", "network", "persistent_resource_id", "psc_interface_config")
+_RUN_JOB_FIELDS = (
+    "service_account",
+    "network",
+    "persistent_resource_id",
+    "psc_interface_config",
+    "enable_web_access",
+)
 
 
 def _method(node: ast.Call) -> str:
@@ -417,10 +813,15 @@ def _training_run(pattern: ast.Call, tree: ast.AST, env: dict[str, ast.expr]) ->
     """``job.run()``: the CustomJobSpec the SDK builds from the file's first ``job.run(...)``
     (or ``.submit(...)``) call and the training-job constructor ``job`` is bound to."""
     receiver = ast.unparse(pattern.func).rpartition(".")[0]
+    scope, _, local = receiver.partition(".")
+    functions = _functions(tree)
+    where: ast.AST = tree
+    if local and scope in functions:  # launch_job.train_job.submit(): the job made in launch_job
+        receiver, where, env = local, functions[scope], _scoped(env, scope)
     call = next(
         (
             n
-            for n in ast.walk(tree)
+            for n in ast.walk(where)
             if isinstance(n, ast.Call)
             and _method(n) == _method(pattern)
             and ast.unparse(n.func).rpartition(".")[0] == receiver
@@ -466,9 +867,13 @@ def _training_run(pattern: ast.Call, tree: ast.AST, env: dict[str, ast.expr]) ->
     return spec
 
 
+_SHELL_ASSIGNMENT = re.compile(r"^(\s*)([A-Za-z_][\w.]*)\s*=\s*!(.*)$")
+
+
 def _notebook_code(text: str) -> str:
     """A notebook's code cells as one Python file; shell (``!``) and magic (``%``) lines become
-    comments, as Jupyter runs them outside Python."""
+    comments, as Jupyter runs them outside Python; ``x = !cmd`` becomes what IPython makes of
+    it, ``x = get_ipython().getoutput('cmd')`` (a value not known here)."""
     cells = json.loads(text)["cells"]
     lines = []
     for cell in cells:
@@ -476,10 +881,145 @@ def _notebook_code(text: str) -> str:
             source = cell["source"]
             shell = False  # inside a shell line continued with a backslash
             for line in ("".join(source) if isinstance(source, list) else source).splitlines():
+                captured = None if shell else _SHELL_ASSIGNMENT.match(line)
+                if captured:
+                    indent, name, command = captured.groups()
+                    lines.append(f"{indent}{name} = get_ipython().getoutput({command.strip()!r})")
+                    continue
                 shell = shell or line.lstrip().startswith(("!", "%"))
                 lines.append("# " + line if shell else line)
                 shell = shell and line.rstrip().endswith("\\")
     return "\n".join(lines) + "\n"
+
+
+# --- shell scripts: the config a here-document writes --------------------------------------
+
+_SH_ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_SH_HEREDOC = re.compile(r"<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
+_SH_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _closing(text: str, start: int, opening: str, closing: str) -> int:
+    """The index of the bracket closing the one at ``start`` (nested ones counted), or -1."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == opening:
+            depth += 1
+        elif text[i] == closing:
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _sh_expand(text: str, env: dict[str, str]) -> str:
+    """``text`` with its parameter expansions done as bash does them for ``env`` (the names
+    the script binds); what bash would take from outside (an unbound name, a command's output)
+    stays as written."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text) and text[i + 1] in "$`\\\n":
+            out.append("" if text[i + 1] == "\n" else text[i + 1])  # backslash-newline joins lines
+            i += 2
+        elif c == "$" and text.startswith("${", i):
+            end = _closing(text, i + 1, "{", "}")
+            if end < 0:
+                out.append(text[i:])
+                break
+            out.append(_sh_parameter(text[i + 2 : end], text[i : end + 1], env))
+            i = end + 1
+        elif c == "$" and text.startswith("$(", i):
+            end = _closing(text, i + 1, "(", ")")
+            end = len(text) - 1 if end < 0 else end
+            out.append(text[i : end + 1])  # a command's output: not known here
+            i = end + 1
+        elif c == "$" and (m := _SH_NAME.match(text, i + 1)):
+            out.append(env.get(m.group(), text[i : m.end()]))
+            i = m.end()
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _sh_parameter(inner: str, written: str, env: dict[str, str]) -> str:
+    """One ``${...}``: ``NAME``, ``NAME:-word`` or ``NAME-word``; any other form as written."""
+    m = _SH_NAME.match(inner)
+    if m is None:
+        return written
+    name, rest = m.group(), inner[m.end() :]
+    if rest == "":
+        return env.get(name, written)
+    for op in (":-", "-"):
+        if rest.startswith(op):
+            value = env.get(name)
+            if value is None or (op == ":-" and value == ""):
+                return _sh_expand(rest[len(op) :], env)
+            return value
+    return written
+
+
+def _sh_word(value: str) -> str:
+    """The right-hand side of ``NAME=value`` as one shell word, before expansion: quotes
+    removed (single-quoted text protected from expansion with backslashes), a trailing
+    ``# comment`` dropped."""
+    out: list[str] = []
+    i = 0
+    while i < len(value):
+        c = value[i]
+        if c == '"':
+            j = i + 1
+            while j < len(value) and value[j] != '"':
+                if value[j] == "$" and value.startswith("${", j):
+                    j = max(j, _closing(value, j + 1, "{", "}"))
+                elif value[j] == "$" and value.startswith("$(", j):
+                    j = max(j, _closing(value, j + 1, "(", ")"))
+                j += 2 if value[j] == "\\" else 1
+            out.append(value[i + 1 : j])
+            i = j + 1
+        elif c == "'":
+            j = value.find("'", i + 1)
+            j = len(value) if j < 0 else j
+            out.append(value[i + 1 : j].replace("\\", "\\\\").replace("$", "\\$"))
+            i = j + 1
+        elif c.isspace():
+            break  # the word ends; what follows is a comment or another command
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def heredoc_config(text: str, delimiter: str) -> str:
+    """The text the script's here-document ``delimiter`` (``NAME`` or ``NAME#n``, the n-th of
+    that name) writes, expanded with the script's own assignments above it."""
+    name, _, nth = delimiter.partition("#")
+    wanted = int(nth or 1)
+    env: dict[str, str] = {}
+    lines = text.splitlines()
+    seen = 0
+    for number, line in enumerate(lines):
+        found = _SH_HEREDOC.search(line)
+        if found and found.group(3) == name:
+            seen += 1
+            if seen == wanted:
+                strip_tabs, quoted = found.group(1) == "-", bool(found.group(2))
+                body = []
+                for inner in lines[number + 1 :]:
+                    inner = inner.lstrip("\t") if strip_tabs else inner
+                    if inner == name:
+                        break
+                    body.append(inner)
+                else:
+                    raise ValueError(f"the here-document <<{name} never ends")
+                joined = "\n".join(body) + "\n"
+                return joined if quoted else _sh_expand(joined, env)
+        assigned = _SH_ASSIGN.match(line)
+        if assigned and not line[:1].isspace():
+            env[assigned.group(1)] = _sh_expand(_sh_word(assigned.group(2)), env)
+    raise KeyError(f"the script has no here-document <<{delimiter}")
 
 
 _PLACEHOLDER = re.compile(r"\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}")
@@ -518,12 +1058,17 @@ def _gcpc_payload(text: str, task: str) -> Any:
 def spec_data(entry: Entry) -> Any:
     """The entry as the mapping (or text) ``parse_spec`` takes."""
     text = entry.text()
+    config: Any = _UNKNOWN
+    if entry.config:  # the parameters file the source reads with json.load
+        config = yaml.safe_load((CORPUS_DIR / entry.config).read_text(encoding="utf-8"))
     if entry.file.endswith(".py.txt"):
-        value = _value_of(entry.expr, ast.parse(text))
+        value = _value_of(entry.expr, ast.parse(text), config)
     elif entry.file.endswith(".ipynb"):  # a notebook: its code cells, read as one Python file
-        value = _value_of(entry.expr, ast.parse(_notebook_code(text)))
+        value = _value_of(entry.expr, ast.parse(_notebook_code(text)), config)
     elif entry.file.endswith(".pprint.txt"):  # a spec as Python printed it (a notebook's output)
         value = ast.literal_eval(text)
+    elif entry.file.endswith(".sh.txt"):  # a shell script writing its config in a here-document
+        value = heredoc_config(text, entry.expr)
     elif entry.kind == "gcpc-pipeline":  # a compiled pipeline; expr names the training task
         value = _gcpc_payload(text, entry.expr)
     else:

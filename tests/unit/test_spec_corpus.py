@@ -8,15 +8,18 @@ prints both parts' figures (also: tests/benchmarks/bench_spec_corpus.py).
 
 from __future__ import annotations
 
+import ast
 import json
 
 import pytest
+import yaml
 
 from tests.spec_corpus import (
     CORPUS_DIR,
     REQUIRED_CATEGORIES,
     SPLITS,
     categories,
+    heredoc_config,
     load,
     score,
     spec_data,
@@ -34,13 +37,15 @@ def corpus():
 def test_every_entry_names_its_source_and_the_documents_behind_its_label(corpus):
     entries = corpus["dev"] + corpus["test"]
     assert entries and {e.kind for e in entries} <= KINDS
-    listed = {e.file for e in entries}
+    listed = {e.file for e in entries} | {e.config for e in entries if e.config}
     on_disk = {p.name for p in CORPUS_DIR.iterdir() if p.name != "INDEX.json"}
     assert listed == on_disk, "every fixture is indexed, every index entry has its file"
+    raw = {r["id"]: r for r in json.loads((CORPUS_DIR / "INDEX.json").read_text(encoding="utf-8"))["entries"]}
     for e in entries:
         assert e.url.startswith("https://"), e.id
         if e.url.startswith("https://github.com/"):
             assert "/blob/" in e.url and len(e.url.split("/blob/")[1].split("/")[0]) == 40, e.id
+        assert not e.config or "/blob/" in raw[e.id]["config_url"], e.id  # read at a commit too
         assert e.docs and e.why, e.id
         assert e.expect_parse in ("ok", "error") and e.expect_status in ("PASS", "WARN", "FAIL", ""), e.id
         assert not e.error_mentions or e.expect_parse == "error", e.id
@@ -119,3 +124,182 @@ def test_a_notebooks_code_cells_are_read_past_its_shell_lines(corpus):
     assert spec["base_output_directory"]["output_uri_prefix"].endswith(
         "/tf-keras-txt-cls-dist-single-worker-gpus-local-mode-cont"
     )
+
+
+def test_a_shell_scripts_heredoc_config_is_expanded_with_the_scripts_defaults(corpus):
+    by_id = {e.id: e for e in corpus["dev"] + corpus["test"]}
+    # DISK_GB="${DISK_GB:-650}" above the heredoc; ${BOOT} nests ${REPO_REF} and ${REPO_URL}
+    spec = yaml.safe_load(spec_data(by_id["structure-prompt-adapter-submit-train-h100"]))
+    (pool,) = spec["workerPoolSpecs"]
+    assert pool["diskSpec"]["bootDiskSizeGb"] == 650
+    assert (
+        pool["containerSpec"]["imageUri"] == "us-central1-docker.pkg.dev/spa-dev-499900/spa/spa-cloud:0.3.0"
+    )
+    assert (
+        "--branch main https://github.com/GreggHelt2/structure-prompt-adapter "
+        in pool["containerSpec"]["args"][0]
+    )
+    # BOOT_CHECKOUT comes from a sourced file: left as found
+    spec = yaml.safe_load(spec_data(by_id["structure-prompt-adapter-submit-determinism-h100"]))
+    assert spec["workerPoolSpecs"][0]["containerSpec"]["args"][0].startswith("set -e; ${BOOT_CHECKOUT} && ")
+    assert categories(by_id["structure-prompt-adapter-submit-train-h100"]) >= {"gpu:NVIDIA_H100_80GB"}
+
+
+def test_heredoc_expansion_follows_bash():
+    script = "\n".join(
+        [
+            'A="${A:-one}"  # a comment',
+            "B='$A stays'",
+            'C="${UNSET:-${A}-two}"',
+            'E=""',
+            "cat > f <<YAML",
+            "a: $A",
+            "b: $B",
+            "c: ${C}",
+            "d: ${MISSING} $MISSING $(date +%s)",
+            "e: ${E:-dflt}|${E-kept}|",
+            "f: \\$A",
+            "YAML",
+            "cat > g <<'RAW'",
+            "a: ${A:-x}",
+            "RAW",
+            "cat > h <<YAML",
+            "second: $A",
+            "YAML",
+        ]
+    )
+    assert yaml.safe_load(heredoc_config(script, "YAML")) == {
+        "a": "one",
+        "b": "$A stays",  # single quotes: no expansion
+        "c": "one-two",  # the default expanded in turn
+        "d": "${MISSING} $MISSING $(date +%s)",  # bound nowhere in the script: as found
+        "e": "dflt||",  # :- replaces an empty value, - only an unset one
+        "f": "$A",
+    }
+    assert heredoc_config(script, "RAW") == "a: ${A:-x}\n"  # a quoted delimiter expands nothing
+    assert heredoc_config(script, "YAML#2") == "second: one\n"
+    with pytest.raises(KeyError, match="no here-document <<JSON"):
+        heredoc_config(script, "JSON")
+
+
+def test_a_notebook_computes_its_spec_from_its_parameters_and_the_branches_it_takes(corpus):
+    by_id = {e.id: e for e in corpus["dev"] + corpus["test"]}
+    # accelerator_type is bound in an if/elif on machine_type; SCHEDULLING_STRATEGY in one on
+    # scheduling_strategy; replica_count is num_samples // seeds // GPUs per machine (a regex)
+    spec = spec_data(by_id["vertex-samples-weathernext-2-dws-h100-flex-start"])
+    chief, worker = spec["worker_pool_specs"]
+    assert chief["machine_spec"] == {
+        "machine_type": "a3-highgpu-1g",
+        "accelerator_type": "NVIDIA_H100_80GB",  # not the elif branch's NVIDIA_A100_80GB
+        "accelerator_count": 1,
+    }
+    assert worker["replica_count"] == 1  # replica_count 2: a chief and one worker
+    assert spec["scheduling"] == {"strategy": "FLEX_START"}
+    # STAGING_BUCKET = os.path.join(BUCKET_URI, "temporal"), the SDK's default output folder
+    assert spec["base_output_directory"]["output_uri_prefix"].startswith("gs://my-bucket/temporal/")
+    assert categories(by_id["vertex-samples-weathernext-2-dws-h100-flex-start"]) >= {
+        "flex-start",
+        "gpu:NVIDIA_H100_80GB",
+        "multi-worker",
+    }
+
+
+def test_python_sources_keep_only_the_branch_their_literals_take():
+    from tests.spec_corpus import _value_of
+
+    source = "\n".join(
+        [
+            'mode = "spot"',
+            "n = 8",
+            "if mode == 'spot':",
+            "    strategy = Scheduling.Strategy.SPOT.name",
+            "elif mode == 'dws':",
+            "    strategy = 'FLEX_START'",
+            "def launch(mode):",
+            "    if mode == 'dws':  # a parameter: whatever the caller passes, left undecided",
+            "        inner = 1",
+            "spec = {",
+            "    'strategy': strategy,",
+            "    'count': n // 4 if len([1, 2]) > 1 else 0,",
+            "    'dir': os.path.join('gs://b', 'out'),",
+            "    'unknown': int(os.environ['N']),",
+            "}",
+        ]
+    )
+    tree = ast.parse(source)
+    value = _value_of("spec", tree)
+    inner = _value_of("launch.inner", ast.parse(source))
+    assert value == {
+        "strategy": "SPOT",  # the enum's .name, from the branch mode == 'spot' takes
+        "count": 2,
+        "dir": "gs://b/out",
+        "unknown": "${int(os.environ['N'])}",  # not known here: a placeholder
+    }
+    assert inner == 1  # the parameter's if was kept
+
+
+def test_a_notebooks_shell_capture_is_read_as_ipython_reads_it():
+    from tests.spec_corpus import _notebook_code
+
+    notebook = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "source": ["if True:\n", "    out = ! gsutil ls {B}\n", "    x = out[0]\n", "! echo hi\n"],
+            }
+        ]
+    }
+    code = _notebook_code(json.dumps(notebook))
+    assert "    out = get_ipython().getoutput('gsutil ls {B}')" in code
+    assert "# ! echo hi" in code
+    compile(code, "notebook", "exec")
+
+
+def test_a_launcher_builds_its_spec_from_its_config_file_through_its_functions(corpus):
+    by_id = {e.id: e for e in corpus["dev"] + corpus["test"]}
+    # main() json.loads job_config.json and calls launch_job(...); launch_job makes
+    # job_args = dict(...), .update()s it in the branch strategy == "spot" takes, then
+    # train_job.submit(**job_args)
+    spec = spec_data(by_id["vertex-samples-a3mega-nemo-launch-spot"])
+    chief, worker = spec["worker_pool_specs"]
+    assert chief["machine_spec"] == {
+        "machine_type": "a3-megagpu-8g",
+        "accelerator_type": "NVIDIA_H100_MEGA_80GB",
+        "accelerator_count": 8,  # int(config["gpus_per_node"])
+    }
+    assert chief["disk_spec"]["boot_disk_size_gb"] == 1000
+    assert spec["scheduling"] == {"strategy": "SPOT", "restart_job_on_worker_restart": True}
+    assert spec["base_output_directory"]["output_uri_prefix"].startswith("gs://<your_bucket/")
+    assert categories(by_id["vertex-samples-a3mega-nemo-launch-spot"]) >= {"spot", "multi-worker"}
+
+
+def test_function_parameters_take_their_first_calls_arguments():
+    from tests.spec_corpus import _value_of
+
+    source = "\n".join(
+        [
+            "def build(kind, count=2, *, flag=False):",
+            "    spec = dict(kind=kind, count=count)",
+            "    if kind == 'gpu':",
+            "        spec.update({'gpu': True})",
+            "    if FLAGS.debug:  # set at run time: not known here",
+            "        spec.update(debug=True)",
+            "    name = 'a'",
+            "    name = f'{name}-b'  # the name on the right is the binding before",
+            "    return spec",
+            "def main():",
+            "    config = json.load(open(path))",
+            "    build(config['kind'], flag=True)",
+            "    build('cpu')  # a later call: the first one decides",
+        ]
+    )
+    tree = ast.parse(source)
+    assert _value_of("build.spec", tree, {"kind": "gpu"}) == {
+        "kind": "gpu",
+        "count": 2,
+        "gpu": True,
+        "debug": True,
+    }
+    assert _value_of("build.name", ast.parse(source), {"kind": "gpu"}) == "a-b"
+    # without the config file the parameter is not known: both branches' updates count
+    assert _value_of("build.spec", ast.parse(source))["kind"] == "${config['kind']}"

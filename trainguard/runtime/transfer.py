@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import io
 import os
 import re
 import secrets
@@ -432,6 +433,21 @@ class PartWriter:
 
     def tell(self) -> int:
         return self._size
+
+    def read(self, size: int = -1) -> bytes:
+        # Writers such as numpy's savez (zipfile_factory) tell a file object from a path by its
+        # ``read`` attribute, as google-cloud-storage's BlobWriter (an io.BufferedIOBase) has it.
+        raise io.UnsupportedOperation("read: a checkpoint upload is write-only")
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("fileno: a checkpoint upload has no file descriptor")
+
+    def isatty(self) -> bool:
+        return False
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
 
     def flush(self) -> None:
         """Nothing to do: parts leave as they fill."""

@@ -47,6 +47,12 @@ How a file becomes a spec:
   a sourced file, or the caller's own variable) and ``$(command)`` stay as found; a quoted
   delimiter (``<<'YAML'``) expands nothing. Lines the script appends to the file later
   (``printf ... >> "$CFG"``) are not read.
+- kind ``gcloud-command``, a ``.sh.txt`` script: the CustomJobSpec its ``gcloud [beta|alpha] ai
+  custom-jobs create --worker-pool-spec=...`` command sends; ``expr`` is ``custom-jobs create``
+  (``#2`` appended: the second such command). Its logical line (backslash-newlines and quoted
+  newlines joined) is split into words and expanded as above, with the script's own assignments
+  (a quoted value may run over lines); the flags become the spec as gcloud builds it
+  (``gcloud_command_spec``).
 - kind ``gcpc-pipeline``: a compiled KFP pipeline; ``expr`` names the training task, whose
   payload is GCPC's launcher template with the task's inputs and the component's defaults put
   in, as the KFP backend resolves them (``_gcpc_payload``).
@@ -79,6 +85,7 @@ __all__ = [
     "load",
     "spec_data",
     "heredoc_config",
+    "gcloud_command_spec",
     "judge",
     "score",
     "REQUIRED_CATEGORIES",
@@ -97,7 +104,7 @@ class Entry:
     file: str
     source: str  # the repository (owner/name) or documentation page it was read from
     url: str  # where exactly: a blob URL at a commit, or the page
-    kind: str  # gcloud-config | rest-body | sdk-dict
+    kind: str  # gcloud-config | gcloud-command | rest-body | sdk-dict | gcpc-payload | gcpc-pipeline
     region: str
     wrap: str  # spec | body | worker_pool_specs
     expr: str  # for .py.txt (Python as found): the name (or Class.NAME) whose value is the spec
@@ -986,6 +993,11 @@ def _sh_word(value: str) -> str:
             i = j + 1
         elif c.isspace():
             break  # the word ends; what follows is a comment or another command
+        elif value.startswith("$(", i) or value.startswith("${", i):  # blanks inside stay in the word
+            end = _closing(value, i + 1, value[i + 1], "}" if value[i + 1] == "{" else ")")
+            end = len(value) - 1 if end < 0 else end
+            out.append(value[i : end + 1])
+            i = end + 1
         else:
             out.append(c)
             i += 1
@@ -1020,6 +1032,243 @@ def heredoc_config(text: str, delimiter: str) -> str:
         if assigned and not line[:1].isspace():
             env[assigned.group(1)] = _sh_expand(_sh_word(assigned.group(2)), env)
     raise KeyError(f"the script has no here-document <<{delimiter}")
+
+
+# --- a `gcloud ai custom-jobs create --worker-pool-spec=...` command line ----------------------
+#
+# gcloud builds the CustomJobSpec from its flags (googlecloudsdk/command_lib/ai/custom_jobs:
+# flags.py, _WORKER_POOL_SPEC's ArgDict, and custom_jobs_util.py, _ConstructSingleWorkerPoolSpec,
+# UpdateWorkerPoolSpecsIfLocalPackageRequired and ConstructCustomJobSpec; google-cloud-sdk-unofficial/
+# google-cloud-sdk, read 2026-12-02): one pool per --worker-pool-spec, in order; replica-count 1
+# and, when accelerator-type is given, accelerator-count 1 unless set; container-image-uri makes a
+# containerSpec, else executor-image-uri / python-module (with --python-package-uris) a
+# pythonPackageSpec; local-package-path in the first pool builds an image from executor-image-uri
+# and the local code, which every non-empty pool then runs; --args goes to every pool's code,
+# --command to every containerSpec. Any other key is refused ("valid keys are [...]").
+
+#: --worker-pool-spec's keys and how gcloud reads each value (flags.py, _WORKER_POOL_SPEC).
+_POOL_KEYS: dict[str, Callable[[str], Any]] = {
+    "replica-count": int,
+    "machine-type": str,
+    "accelerator-type": str,
+    "accelerator-count": int,
+    "container-image-uri": str,
+    "executor-image-uri": str,
+    "output-image-uri": str,
+    "python-module": str,
+    "script": str,
+    "local-package-path": str,
+    "requirements": lambda v: v.split(";"),
+    "extra-dirs": lambda v: v.split(";"),
+    "extra-packages": lambda v: v.split(";"),
+}
+_BOOLEAN_FLAGS = frozenset({"enable-web-access", "enable-dashboard-access", "async"})
+_SH_LOGICAL_ASSIGN = re.compile(_SH_ASSIGN.pattern, re.DOTALL)  # a value may run over lines
+_GCLOUD_CREATE = ("ai", "custom-jobs", "create")
+
+
+def _sh_logical_lines(text: str) -> list[str]:
+    """The script's logical lines as bash reads them: a backslash-newline (outside single
+    quotes) or a newline inside quotes continues the line; ``# comments`` dropped."""
+    lines: list[str] = []
+    current: list[str] = []
+    quote = ""
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote == "'":
+            quote = "" if c == "'" else quote
+        elif c == "\\" and i + 1 < len(text):
+            current.append(text[i : i + 2])
+            i += 2
+            continue
+        elif quote == '"':
+            quote = "" if c == '"' else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (not current or current[-1][-1:].isspace()):
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
+        elif c == "\n":
+            lines.append("".join(current))
+            current = []
+            i += 1
+            continue
+        current.append(c)
+        i += 1
+    lines.append("".join(current))
+    return lines
+
+
+def _sh_split(line: str, env: dict[str, str]) -> list[str]:
+    """One logical line's words after quote removal and parameter expansion (no word
+    splitting of what expands, which holds no blanks in these scripts)."""
+    words: list[str] = []
+    word: list[str] | None = None
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if c.isspace():
+            if word is not None:
+                words.append("".join(word))
+                word = None
+            i += 1
+            continue
+        word = [] if word is None else word
+        if c == "'":
+            end = line.find("'", i + 1)
+            end = len(line) if end < 0 else end
+            word.append(line[i + 1 : end])
+            i = end + 1
+        elif c == '"':
+            j = i + 1
+            while j < len(line) and line[j] != '"':
+                if line.startswith("${", j) or line.startswith("$(", j):
+                    j = max(j, _closing(line, j + 1, line[j + 1], "}" if line[j + 1] == "{" else ")"))
+                j += 2 if line[j] == "\\" else 1
+            word.append(_sh_expand(line[i + 1 : j].replace('\\"', '"'), env))
+            i = j + 1
+        else:
+            j = i
+            while j < len(line) and not line[j].isspace() and line[j] not in "'\"":
+                if line.startswith("${", j) or line.startswith("$(", j):
+                    j = max(j, _closing(line, j + 1, line[j + 1], "}" if line[j + 1] == "{" else ")"))
+                j += 2 if line[j] == "\\" else 1
+            word.append(_sh_expand(line[i:j], env))
+            i = j
+    if word is not None:
+        words.append("".join(word))
+    return words
+
+
+def _gcloud_list(value: str, delimiter: str = ",") -> list[str]:
+    """An ArgList / ArgDict value split as gcloud splits it; ``^:^a:b`` names its own
+    delimiter (``gcloud topic escaping``)."""
+    if value.startswith("^") and value.find("^", 1) > 1:
+        end = value.find("^", 1)
+        delimiter, value = value[1:end], value[end + 1 :]
+    return value.split(delimiter) if value else []
+
+
+def _gcloud_pool(value: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    for item in _gcloud_list(value):
+        key, _, raw = item.partition("=")
+        if key not in _POOL_KEYS:
+            valid = ", ".join(sorted(_POOL_KEYS))
+            raise ValueError(f"gcloud refuses --worker-pool-spec key {key!r}: valid keys are [{valid}]")
+        spec[key] = _POOL_KEYS[key](raw)
+    return spec
+
+
+def _gcloud_flags(words: list[str]) -> dict[str, list[str]]:
+    """``--flag=value`` / ``--flag value`` / ``--boolean-flag``, each flag's values in order."""
+    flags: dict[str, list[str]] = {}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if not word.startswith("--"):
+            continue
+        name, eq, value = word[2:].partition("=")
+        if not eq and name not in _BOOLEAN_FLAGS and i < len(words) and not words[i].startswith("--"):
+            value, i = words[i], i + 1
+        flags.setdefault(name, []).append(value if eq or name not in _BOOLEAN_FLAGS else "true")
+    return flags
+
+
+def gcloud_command_spec(text: str, which: str) -> dict[str, Any]:
+    """The CustomJobSpec (camelCase, as gcloud sends it) of the script's ``gcloud [beta|alpha]
+    ai custom-jobs create`` command ``which`` names (``custom-jobs create``, or ``#n`` appended
+    for the n-th), its words expanded with the script's own assignments above it."""
+    _, _, nth = which.partition("#")
+    wanted = int(nth or 1)
+    env: dict[str, str] = {}
+    seen = 0
+    for line in _sh_logical_lines(text):
+        assigned = _SH_LOGICAL_ASSIGN.match(line)
+        if assigned and not line[:1].isspace():
+            env[assigned.group(1)] = _sh_expand(_sh_word(assigned.group(2)), env)
+            continue
+        words = _sh_split(line, env)
+        if "gcloud" not in words:
+            continue
+        rest = [w for w in words[words.index("gcloud") + 1 :] if w not in ("beta", "alpha")]
+        if tuple(rest[:3]) != _GCLOUD_CREATE:
+            continue
+        seen += 1
+        if seen == wanted:
+            return _gcloud_job_spec(_gcloud_flags(rest[3:]))
+    raise KeyError(f"the script has no gcloud ai custom-jobs create #{wanted}")
+
+
+def _gcloud_autopackage(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """local-package-path in the first pool: gcloud builds an image from its executor image and
+    the local code, pushes it (to output-image-uri, else a name it makes up) and every non-empty
+    pool runs it as its container."""
+    if not specs or "local-package-path" not in specs[0]:
+        return specs
+    first = dict(specs[0])
+    base, code = first.pop("executor-image-uri", ""), first.pop("local-package-path")
+    built = first.pop("output-image-uri", None) or f"${{the image gcloud builds from {base} and {code}}}"
+    for key in ("python-module", "script", "requirements", "extra-packages", "extra-dirs"):
+        first.pop(key, None)
+    return [{**s, "container-image-uri": built} if s else s for s in [first, *specs[1:]]]
+
+
+def _gcloud_worker_pool(
+    spec: dict[str, Any], package_uris: list[str], args: list[str], command: list[str]
+) -> Any:
+    """One WorkerPoolSpec as _ConstructSingleWorkerPoolSpec and ConstructCustomJobSpec make it."""
+    if not spec:
+        return {}  # an empty --worker-pool-spec: an empty (skipped) pool
+    machine: dict[str, Any] = {"machineType": spec.get("machine-type")}
+    if spec.get("accelerator-type"):
+        machine["acceleratorType"] = spec["accelerator-type"]
+        machine["acceleratorCount"] = spec.get("accelerator-count", 1)
+    pool: dict[str, Any] = {"machineSpec": machine, "replicaCount": spec.get("replica-count", 1)}
+    if spec.get("container-image-uri"):
+        container: dict[str, Any] = {"imageUri": spec["container-image-uri"]}
+        container.update({k: v for k, v in (("args", args), ("command", command)) if v})
+        pool["containerSpec"] = container
+    elif package_uris or spec.get("executor-image-uri") or spec.get("python-module"):
+        package: dict[str, Any] = {"packageUris": package_uris}  # an unset field is not sent
+        for key, name in (("executor-image-uri", "executorImageUri"), ("python-module", "pythonModule")):
+            if spec.get(key):
+                package[name] = spec[key]
+        if args:
+            package["args"] = args
+        pool["pythonPackageSpec"] = package
+    return pool
+
+
+def _gcloud_job_spec(flags: dict[str, list[str]]) -> dict[str, Any]:
+    if "config" in flags:
+        raise ValueError("the command reads --config: put that file in the corpus as a gcloud-config entry")
+    specs = _gcloud_autopackage([_gcloud_pool(v) for v in flags.get("worker-pool-spec", [])])
+    if not specs:
+        raise ValueError("the command gives no --worker-pool-spec")
+
+    def listed(flag: str) -> list[str]:
+        return [item for value in flags.get(flag, []) for item in _gcloud_list(value)]
+
+    code = (listed("python-package-uris"), listed("args"), listed("command"))
+    job: dict[str, Any] = {"workerPoolSpecs": [_gcloud_worker_pool(s, *code) for s in specs]}
+    for flag, name in (
+        ("network", "network"),
+        ("service-account", "serviceAccount"),
+        ("persistent-resource-id", "persistentResourceId"),
+    ):
+        if flags.get(flag):
+            job[name] = flags[flag][-1]
+    for flag, name in (
+        ("enable-web-access", "enableWebAccess"),
+        ("enable-dashboard-access", "enableDashboardAccess"),
+    ):
+        if flags.get(flag):
+            job[name] = True
+    return job
 
 
 _PLACEHOLDER = re.compile(r"\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}")
@@ -1067,6 +1316,8 @@ def spec_data(entry: Entry) -> Any:
         value = _value_of(entry.expr, ast.parse(_notebook_code(text)), config)
     elif entry.file.endswith(".pprint.txt"):  # a spec as Python printed it (a notebook's output)
         value = ast.literal_eval(text)
+    elif entry.file.endswith(".sh.txt") and entry.kind == "gcloud-command":  # flags on the command line
+        value = gcloud_command_spec(text, entry.expr)
     elif entry.file.endswith(".sh.txt"):  # a shell script writing its config in a here-document
         value = heredoc_config(text, entry.expr)
     elif entry.kind == "gcpc-pipeline":  # a compiled pipeline; expr names the training task

@@ -19,6 +19,7 @@ from tests.spec_corpus import (
     REQUIRED_CATEGORIES,
     SPLITS,
     categories,
+    gcloud_command_spec,
     heredoc_config,
     load,
     score,
@@ -26,7 +27,7 @@ from tests.spec_corpus import (
     split_of,
 )
 
-KINDS = {"gcloud-config", "rest-body", "sdk-dict", "gcpc-payload", "gcpc-pipeline"}
+KINDS = {"gcloud-config", "gcloud-command", "rest-body", "sdk-dict", "gcpc-payload", "gcpc-pipeline"}
 
 
 @pytest.fixture(scope="module")
@@ -180,6 +181,88 @@ def test_heredoc_expansion_follows_bash():
     assert heredoc_config(script, "YAML#2") == "second: one\n"
     with pytest.raises(KeyError, match="no here-document <<JSON"):
         heredoc_config(script, "JSON")
+
+
+def test_a_gcloud_command_line_becomes_the_spec_gcloud_sends(corpus):
+    by_id = {e.id: e for e in corpus["dev"] + corpus["test"]}
+    # worker_pool_spec="\\<newline>replica-count=1,\\<newline>...", then
+    # --worker-pool-spec="${worker_pool_spec}"
+    spec = spec_data(by_id["vertex-samples-pytorch-text-cls-custom-container-train-cloud-v100"])
+    (pool,) = spec["workerPoolSpecs"]
+    assert pool["machineSpec"] == {
+        "machineType": "n1-standard-8",
+        "acceleratorType": "NVIDIA_TESLA_V100",
+        "acceleratorCount": 1,
+    }
+    container = pool["containerSpec"]
+    # PROJECT_ID=$(gcloud config list ...) is the command's output, not known here: kept whole
+    assert container["imageUri"] == (
+        "gcr.io/$(gcloud config list --format 'value(core.project)')"
+        "/pytorch_gpu_train_finetuned-bert-classifier"
+    )
+    assert container["args"][:3] == ["--model-name", "finetuned-bert-classifier", "--job-dir"]
+    assert container["args"][3].endswith("-$(date +%Y%m%d%H%M%S)-custom-job")
+    # local-package-path: gcloud builds an image from the executor image and runs it as a container
+    spec = spec_data(by_id["vertex-samples-pytorch-text-cls-python-package-train-cloud-v100"])
+    (pool,) = spec["workerPoolSpecs"]
+    assert "pythonPackageSpec" not in pool
+    assert "pytorch-gpu.1-7:latest and ../python_package/" in pool["containerSpec"]["imageUri"]
+    assert categories(by_id["vertex-samples-pytorch-text-cls-python-package-train-cloud-v100"]) == {
+        "gpu:NVIDIA_TESLA_V100"
+    }
+
+
+def test_gcloud_command_lines_are_read_as_bash_and_gcloud_read_them():
+    script = "\n".join(
+        [
+            "IMG=us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-4:latest",
+            "gcloud ai custom-jobs list --region=us-central1",
+            "gcloud alpha ai custom-jobs create --region us-central1 \\",
+            "  --worker-pool-spec=machine-type=a2-highgpu-1g,accelerator-type=NVIDIA_TESLA_A100 \\",
+            "  --worker-pool-spec= \\",
+            "  --worker-pool-spec='machine-type=n1-standard-4,replica-count=2,executor-image-uri=${IMG}' \\",
+            "  --worker-pool-spec=machine-type=n1-standard-4,executor-image-uri=$IMG,python-module=t.task \\",
+            "  --python-package-uris=gs://b/p.tar.gz --args='^:^--a=1,2:--b' --enable-web-access  # trailing",
+            "gcloud ai custom-jobs create \\",
+            '  --worker-pool-spec="machine-type=e2-standard-4,container-image-uri=i" \\',
+            "  --command=python,-m,task --args=--x --args=--y --service-account sa@p.iam.gserviceaccount.com",
+            "gcloud ai custom-jobs create --worker-pool-spec=machine-type=n1-standard-4,disk-size=200",
+        ]
+    )
+    first = gcloud_command_spec(script, "custom-jobs create")
+    a100, empty, literal, package = first["workerPoolSpecs"]
+    # accelerator-count defaults to 1 when a type is given; replica-count to 1
+    assert a100["machineSpec"] == {
+        "machineType": "a2-highgpu-1g",
+        "acceleratorType": "NVIDIA_TESLA_A100",
+        "acceleratorCount": 1,
+    }
+    assert a100["replicaCount"] == 1
+    # --python-package-uris gives every pool without a container image a pythonPackageSpec
+    assert a100["pythonPackageSpec"] == {"packageUris": ["gs://b/p.tar.gz"], "args": ["--a=1,2", "--b"]}
+    assert empty == {}  # an empty --worker-pool-spec is an empty pool (a skipped one)
+    # single quotes: ${IMAGE} stays as written; --python-package-uris and --args reach every package
+    assert literal["pythonPackageSpec"]["executorImageUri"] == "${IMG}"
+    assert literal["replicaCount"] == 2
+    assert package["pythonPackageSpec"] == {
+        "packageUris": ["gs://b/p.tar.gz"],
+        "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-4:latest",
+        "pythonModule": "t.task",
+        "args": ["--a=1,2", "--b"],  # ^:^ names ':' as the delimiter (gcloud topic escaping)
+    }
+    assert first["enableWebAccess"] is True
+    second = gcloud_command_spec(script, "custom-jobs create#2")
+    (pool,) = second["workerPoolSpecs"]
+    assert pool["containerSpec"] == {
+        "imageUri": "i",
+        "args": ["--x", "--y"],  # --args given twice: gcloud's UpdateAction joins them
+        "command": ["python", "-m", "task"],
+    }
+    assert second["serviceAccount"] == "sa@p.iam.gserviceaccount.com"
+    with pytest.raises(ValueError, match="gcloud refuses --worker-pool-spec key 'disk-size'"):
+        gcloud_command_spec(script, "custom-jobs create#3")
+    with pytest.raises(KeyError, match="no gcloud ai custom-jobs create #4"):
+        gcloud_command_spec(script, "custom-jobs create#4")
 
 
 def test_a_notebook_computes_its_spec_from_its_parameters_and_the_branches_it_takes(corpus):

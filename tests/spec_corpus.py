@@ -33,7 +33,9 @@ How a file becomes a spec:
   source's ``json.load(...)`` reads (a launcher's parameters file).
   ``job.run()`` (or ``job.submit()``): the spec the SDK builds from the file's first
   ``job.run(machine_type=..., ...)`` on a CustomTrainingJob, CustomContainerTrainingJob or
-  CustomPythonPackageTrainingJob that ``job`` is bound to (``_training_run``).
+  CustomPythonPackageTrainingJob that ``job`` is bound to (``_training_run``); on an
+  ``aiplatform.CustomJob(worker_pool_specs=...)`` the constructor's pools, output folder and
+  persistent resource plus the run keywords' job fields and Scheduling (``_custom_job_run``).
 - ``.ipynb``: a notebook as found; its code cells are read as one Python file (shell ``!`` and
   magic ``%`` lines left out, ``x = !cmd`` read as IPython reads it), then as ``.py.txt``.
 - ``.pprint.txt``: a Python literal as a notebook printed it (``pprint(WORKER_POOL_SPECS)``).
@@ -804,7 +806,9 @@ def _code(job: dict[str, Any], kind: str, kw: dict[str, Any]) -> dict[str, Any]:
     return {"python_package_spec": package}
 
 
-def _default_output(made: ast.Call, tree: ast.AST, env: dict[str, ast.expr]) -> str:
+def _default_output(
+    made: ast.Call, tree: ast.AST, env: dict[str, ast.expr], folder: str = "aiplatform-custom-training"
+) -> str:
     """The SDK's folder when run() has no base_output_dir: utils._timestamped_gcs_dir of the staging
     bucket (the job's, else aiplatform.init's), ``gs://`` put in front when missing; the time
     stays a placeholder."""
@@ -812,7 +816,7 @@ def _default_output(made: ast.Call, tree: ast.AST, env: dict[str, ast.expr]) -> 
     for node in ast.walk(tree):
         if bucket is None and isinstance(node, ast.Call) and ast.unparse(node.func).endswith("init"):
             bucket = _keywords(node, env).get("staging_bucket")
-    path = f"{str(bucket or '${staging_bucket}').rstrip('/')}/aiplatform-custom-training-${{time}}"
+    path = f"{str(bucket or '${staging_bucket}').rstrip('/')}/{folder}-${{time}}"
     return path if path.startswith("gs://") else "gs://" + path
 
 
@@ -839,6 +843,8 @@ def _training_run(pattern: ast.Call, tree: ast.AST, env: dict[str, ast.expr]) ->
     if call is None or not isinstance(made, ast.Call):
         raise KeyError(f"the file has no {receiver}.{_method(pattern)}(...) on a training job it makes")
     kind = ast.unparse(made.func).split(".")[-1]
+    if kind == "CustomJob":  # the pools are the constructor's; run() adds the job's fields
+        return _custom_job_run(made, _keywords(call, env), tree, env)
     kw = {**_RUN_DEFAULTS, **_keywords(call, env)}
     pools = []
     if kw["replica_count"] >= 1:
@@ -862,6 +868,14 @@ def _training_run(pattern: ast.Call, tree: ast.AST, env: dict[str, ast.expr]) ->
         },
     }
     spec.update({k: kw[k] for k in _RUN_JOB_FIELDS if kw.get(k)})
+    if (scheduling := _run_scheduling(kw)) is not None:
+        spec["scheduling"] = scheduling
+    return spec
+
+
+def _run_scheduling(kw: dict[str, Any], zero_wait: bool = False) -> dict[str, Any] | None:
+    """The Scheduling run()/submit() sets: only when one of its keywords asks for it;
+    ``zero_wait``: CustomJob.submit sends ``max_wait_duration=0`` too ("0 is a valid value")."""
     scheduling = {
         "timeout": f"{kw['timeout']}s" if kw.get("timeout") else None,
         "restart_job_on_worker_restart": kw.get("restart_job_on_worker_restart"),
@@ -869,8 +883,32 @@ def _training_run(pattern: ast.Call, tree: ast.AST, env: dict[str, ast.expr]) ->
         "strategy": kw.get("scheduling_strategy"),
         "max_wait_duration": f"{kw['max_wait_duration']}s" if kw.get("max_wait_duration") else None,
     }
-    if any(scheduling.values()):
-        spec["scheduling"] = {k: v for k, v in scheduling.items() if v is not None}
+    if zero_wait and kw.get("max_wait_duration") == 0:
+        scheduling["max_wait_duration"] = "0s"
+    if not any(v is not None and v is not False for v in scheduling.values()):
+        return None
+    return {k: v for k, v in scheduling.items() if v is not None}
+
+
+def _custom_job_run(made: ast.Call, run: dict[str, Any], tree: ast.AST, env: dict[str, ast.expr]) -> Any:
+    """``aiplatform.CustomJob(worker_pool_specs=..., ...).run(...)``: the CustomJobSpec
+    jobs.py builds (CustomJob.__init__: the pools, base_output_dir else the staging bucket's
+    timestamped ``aiplatform-custom-job`` folder, persistent_resource_id; submit(): the run
+    keywords named in _RUN_JOB_FIELDS and the Scheduling; google-cloud-aiplatform 1.165.1,
+    read 2026-12-02)."""
+    job = _keywords(made, env)
+    spec: dict[str, Any] = {
+        "worker_pool_specs": job.get("worker_pool_specs"),
+        "base_output_directory": {
+            "output_uri_prefix": job.get("base_output_dir")
+            or _default_output(made, tree, env, "aiplatform-custom-job")
+        },
+    }
+    if job.get("persistent_resource_id"):
+        spec["persistent_resource_id"] = job["persistent_resource_id"]
+    spec.update({k: run[k] for k in _RUN_JOB_FIELDS if run.get(k)})
+    if (scheduling := _run_scheduling(run, zero_wait=True)) is not None:
+        spec["scheduling"] = scheduling
     return spec
 
 

@@ -183,6 +183,37 @@ def test_heredoc_expansion_follows_bash():
         heredoc_config(script, "JSON")
 
 
+def test_a_custom_jobs_run_sends_its_constructors_pools_and_the_run_keywords(corpus):
+    from tests.spec_corpus import _value_of
+
+    by_id = {e.id: e for e in corpus["dev"] + corpus["test"]}
+    spec = spec_data(by_id["multi-node-gcp-launch-custom-job-run-t4"])
+    chief, worker = spec["worker_pool_specs"]
+    assert chief == worker and chief["python_package_spec"]["package_uris"] == ["gs://medfm_job/tmp.tar.gz"]
+    # no base_output_dir: CustomJob's own folder name under its staging bucket, gs:// put in front
+    assert spec["base_output_directory"] == {
+        "output_uri_prefix": "gs://medfm_job/aiplatform-custom-job-${time}"
+    }
+    assert "scheduling" not in spec  # run(sync=True) asks for no Scheduling
+    source = "\n".join(
+        [
+            "from google.cloud import aiplatform",
+            "pools = [{'machine_spec': {'machine_type': 'a2-highgpu-1g'}, 'replica_count': 1}]",
+            "job = aiplatform.CustomJob(display_name='x', worker_pool_specs=pools,",
+            "                           base_output_dir='gs://b/out', persistent_resource_id='pr')",
+            "job.submit(max_wait_duration=0, scheduling_strategy=Scheduling.Strategy.FLEX_START,",
+            "           psc_interface_config={'network_attachment': 'na'}, service_account='sa@p.iam')",
+        ]
+    )
+    made = _value_of("job.submit()", ast.parse(source))
+    assert made["base_output_directory"] == {"output_uri_prefix": "gs://b/out"}
+    assert made["persistent_resource_id"] == "pr"
+    assert made["psc_interface_config"] == {"network_attachment": "na"}
+    assert made["service_account"] == "sa@p.iam"
+    # submit() sends max_wait_duration=0 ("0 is a valid value"), with the strategy
+    assert made["scheduling"] == {"strategy": "FLEX_START", "max_wait_duration": "0s"}
+
+
 def test_a_gcloud_command_line_becomes_the_spec_gcloud_sends(corpus):
     by_id = {e.id: e for e in corpus["dev"] + corpus["test"]}
     # worker_pool_spec="\\<newline>replica-count=1,\\<newline>...", then

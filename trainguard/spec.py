@@ -428,6 +428,29 @@ def _check(desc, data: Any) -> tuple[Any, Problems]:
     return data, errors
 
 
+#: CustomJob fields that --config files carry beside the CustomJobSpec they hold, and the flag
+#: gcloud takes each as instead (``gcloud ai custom-jobs create``: --display-name, --labels,
+#: --kms-key; https://cloud.google.com/sdk/gcloud/reference/ai/custom-jobs/create, read 2026-12-02).
+_JOB_FIELD_FLAGS = {"displayName": "--display-name", "labels": "--labels", "encryptionSpec": "--kms-key"}
+
+
+def _job_field_hints(errors: Problems) -> Problems:
+    """An unknown top-level key that is a CustomJob field: say where it belongs instead."""
+    out: Problems = []
+    for path, message in errors:
+        camel = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), path)
+        flag = _JOB_FIELD_FLAGS.get(camel)
+        if flag and message.startswith("unknown field"):
+            message = (
+                "is a field of the CustomJob, not of the CustomJobSpec a --config file holds: "
+                f"give it as {flag} (gcloud"
+                + (" and trainguard" if flag == "--display-name" else "")
+                + "), or write the whole CustomJob body with the spec under jobSpec"
+            )
+        out.append((path, message))
+    return out
+
+
 _ACCELERATOR_PATH = re.compile(r"^workerPoolSpecs\[(\d+)\]\.machineSpec\.acceleratorType$")
 
 
@@ -519,7 +542,7 @@ def parse_spec(
     validate_region(region)
     _refuse_legacy_config(spec, source)
     checked, errors = _check(_SPEC_DESC, spec)
-    errors = _accelerator_hints(checked, errors) or _semantic_errors(checked)
+    errors = _accelerator_hints(checked, _job_field_hints(errors)) or _semantic_errors(checked)
     if errors:
         _raise(errors, source)
     normalised = normalise_durations(_SPEC_DESC, _drop_empty_defaults(checked))

@@ -313,6 +313,22 @@ def test_a_custom_job_body_with_a_typo_or_an_output_field_is_rejected(body, path
     assert info.value.path == path and hint in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "key,flag",
+    [("displayName", "--display-name"), ("display_name", "--display-name"), ("labels", "--labels")],
+)
+def test_a_custom_job_field_beside_the_spec_says_where_it_belongs(key, flag):
+    # a --config file holds a CustomJobSpec; displayName/labels are the CustomJob's (gcloud
+    # takes them as flags), so the refusal names the flag rather than listing the spec's fields
+    with pytest.raises(SpecError) as info:
+        parse_spec(
+            {key: {"a": "b"} if key == "labels" else "x", "workerPoolSpecs": [pool()]}, project=P, region=R
+        )
+    assert info.value.path == key
+    assert f"give it as {flag}" in str(info.value) and "under jobSpec" in str(info.value)
+    assert "CustomJobSpec has:" not in str(info.value)
+
+
 # --- hostile and careless specs: one clear message, exit 2, nothing unbounded ---------------------
 
 from tests.fuzz.contract import assert_contract, peak_memory, run_cli  # noqa: E402

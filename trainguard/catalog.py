@@ -110,6 +110,14 @@ SOURCES: dict[str, Source] = {
         "2026-11-01",
         "doesn't support VPC Peering with H100-mega, H200 and B200 accelerators",
     ),
+    "sdk-tpu-topology": Source(
+        "https://github.com/googleapis/python-aiplatform/blob/main/google/cloud/aiplatform/utils/worker_spec_utils.py "
+        "(google-cloud-aiplatform 1.165.1, also CustomJob/CustomTrainingJob.run in training_jobs.py)",
+        "2026-12-02",
+        "tpu_topology: 'TPU topology for the TPU type. This field is required for the TPU v5 "
+        "versions'; run(): 'Only required if the machine type is a TPU v5 version' (no such word "
+        "for v6e or 7x; configure-compute's TPU sections give every example with tpuTopology)",
+    ),
     "quota-metrics": Source(
         "shared/PROTOCOLS.md (quota metric names as Vertex names them in quota errors and "
         "gcloud quotas info)",
@@ -469,6 +477,11 @@ _TPU_MACHINES: dict[str, tuple[str, int, dict[str, TpuSlice]]] = {
         ),
     ),
 }
+
+
+#: TPU generations whose machineSpec must carry tpuTopology (``sdk-tpu-topology``: "required
+#: for the TPU v5 versions"); for the others a missing one is a WARN, the documented form has it.
+TPU_TOPOLOGY_REQUIRED = frozenset({"TPU_V5_LITEPOD", "TPU_V5P"})
 
 
 def tpu_slices(machine_type: str) -> dict[str, TpuSlice]:

@@ -214,6 +214,16 @@ def check_tpu(pool: Pool, rule: catalog.MachineRule, title: str) -> CheckResult:
             "container",
             "configure-compute",
         )
+    if not pool.tpu_topology and accel in catalog.TPU_TOPOLOGY_REQUIRED:
+        return _result(
+            "tpu-topology",
+            title,
+            Status.FAIL,
+            f"{pool.machine_type} ({accel}) has no tpuTopology, which Vertex AI requires for TPU v5",
+            f"set {fix_path}.tpuTopology: {single} (its {chips} chips on one host)",
+            "container",
+            "sdk-tpu-topology",
+        )
     if not pool.tpu_topology:
         return _result(
             "tpu-topology",

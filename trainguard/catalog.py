@@ -111,8 +111,9 @@ SOURCES: dict[str, Source] = {
         "doesn't support VPC Peering with H100-mega, H200 and B200 accelerators",
     ),
     "sdk-tpu-topology": Source(
-        "https://github.com/googleapis/python-aiplatform/blob/main/google/cloud/aiplatform/utils/worker_spec_utils.py "
-        "(google-cloud-aiplatform 1.165.1, also CustomJob/CustomTrainingJob.run in training_jobs.py)",
+        "https://github.com/googleapis/python-aiplatform/blob/main/google/cloud/aiplatform/"
+        "utils/worker_spec_utils.py (google-cloud-aiplatform 1.165.1; also the run() docstrings "
+        "in training_jobs.py)",
         "2026-12-02",
         "tpu_topology: 'TPU topology for the TPU type. This field is required for the TPU v5 "
         "versions'; run(): 'Only required if the machine type is a TPU v5 version' (no such word "

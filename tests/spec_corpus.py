@@ -312,17 +312,17 @@ def _merge_update(node: ast.AST, out: dict[str, ast.expr], scope: str) -> None:
     out[key] = ast.Dict(keys=merged, values=[out[key], *added])
 
 
-_FUNCTION_NODES: dict[int, frozenset[int]] = {}  # id(tree) -> ids of the nodes inside functions
-
-
 def _inside_function(node: ast.AST, tree: ast.AST) -> bool:
-    inside = _FUNCTION_NODES.get(id(tree))
+    # The ids of the nodes inside functions, kept on the tree itself: a table keyed by id(tree)
+    # outlives the tree, and a later tree given the same id would read another file's answer.
+    inside = getattr(tree, "_tg_function_nodes", None)
     if inside is None:
         found: set[int] = set()
         for f in ast.walk(tree):
             if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef):
                 found.update(id(n) for n in ast.walk(f) if n is not f)
-        inside = _FUNCTION_NODES[id(tree)] = frozenset(found)
+        inside = frozenset(found)
+        tree._tg_function_nodes = inside  # type: ignore[attr-defined]
     return id(node) in inside
 
 

@@ -417,3 +417,20 @@ def test_function_parameters_take_their_first_calls_arguments():
     assert _value_of("build.name", ast.parse(source), {"kind": "gpu"}) == "a-b"
     # without the config file the parameter is not known: both branches' updates count
     assert _value_of("build.spec", ast.parse(source))["kind"] == "${config['kind']}"
+
+
+def test_where_a_name_is_bound_is_read_from_each_file_never_from_an_earlier_one():
+    # A file whose `x` lies inside a function, then files whose `x` lies at the top: each answer
+    # is its own file's, even when a later parsed file reuses the memory (the id) of an earlier
+    # one (once, a table keyed by id(tree) handed a later file the earlier file's answer).
+    from tests.spec_corpus import _inside_function
+
+    def node_x(tree):
+        return next(n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "x")
+
+    for _ in range(200):
+        first = ast.parse("def f():\n    x = 1\n")
+        assert _inside_function(node_x(first), first)
+        del first
+        later = ast.parse("x = 1\n")
+        assert not _inside_function(node_x(later), later)

@@ -112,13 +112,18 @@ def test_the_example_spec_trains_and_validate_reads_its_history(name, baselines,
     assert {r[1] for r in history(base / "history.jsonl")} == {"train", "val"}
 
 
+# Once in the default suite (each restart is a process that imports its framework, ~8 s of CPU);
+# twice in the long one. A resumed run preempted again is proven in-process in the default suite:
+# tests/unit/runtime/test_{lightning,keras}.py::test_a_resumed_fit_preempted_again_saves_and_resumes_again
+# and tests/unit/runtime/test_hf.py::test_a_resumed_run_preempted_again_saves_and_resumes_again.
 @pytest.mark.slow
+@pytest.mark.parametrize("preemptions", [1, pytest.param(2, marks=pytest.mark.long)])
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_preempted_twice_mid_epoch_ends_bit_identical(name, baselines, tmp_path):
+def test_preempted_mid_epoch_ends_bit_identical(name, baselines, tmp_path, preemptions):
     base = baselines(name)
-    result = run(name, tmp_path, preempt_on=[after_epoch(0, 0.3), after_epoch(1, 0.3)])
-    assert result.restarts == 2
-    assert result.log_tail.count("trainguard's guard): saved step") == 2
+    result = run(name, tmp_path, preempt_on=[after_epoch(e, 0.3) for e in range(preemptions)])
+    assert result.restarts == preemptions
+    assert result.log_tail.count("trainguard's guard): saved step") == preemptions
     assert digest(name, tmp_path) == digest(name, base)
     assert history(tmp_path / "history.jsonl") == history(base / "history.jsonl")
 

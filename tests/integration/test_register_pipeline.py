@@ -49,6 +49,12 @@ def test_a_model_that_passed_with_a_warning_is_registered_with_its_verdict(cloud
     assert outcome.succeeded, outcome.message[-3000:]
     model = outcome.metadata("train", "model")
     assert model["model_source"] == "checkpoint" and model["serving_files"] == ["model.pt"]
+    assert model["model_step"] < 180  # 60 epochs of 3 steps: the guard stopped it before the end
+    verdict = outcome.read_json("validate", "verdict")
+    # Success with a finding: the verdict still says overfit, as a warning naming the shipped step.
+    (finding,) = [f for f in verdict["findings"] if f["failure_class"] == "overfit"]
+    assert verdict["passed"] and finding["severity"] == "warn"
+    assert f"checkpoint at step {model['model_step']}" in finding["message"]
     (upload,) = cloud.uploads()
     first, second = cloud.versions(parent)
     assert second["versionId"] == "2" and second["containerSpec"]["imageUri"] == IMAGE

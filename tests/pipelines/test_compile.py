@@ -8,6 +8,7 @@ import pytest
 import yaml
 from kfp import components as kfp_components
 
+from tests.once import built_once
 from trainguard import __version__
 
 IMAGE = f"us-central1-docker.pkg.dev/my-project/ml/trainguard/components:{__version__}"
@@ -24,10 +25,16 @@ def compile_cli(*args, env=None):
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    out = tmp_path_factory.mktemp("compiled")
-    proc = compile_cli("--output-dir", str(out), "--image", IMAGE)
-    assert proc.returncode == 0, proc.stderr
-    paths = [out / line.removeprefix("wrote ").split("/")[-1] for line in proc.stdout.splitlines()]
+    """One ``trainguard compile`` for the run, whichever worker asks first (the tests only read it)."""
+
+    def build(out):
+        proc = compile_cli("--output-dir", str(out), "--image", IMAGE)
+        assert proc.returncode == 0, proc.stderr
+        (out / "stdout.txt").write_text(proc.stdout)
+
+    out = built_once(tmp_path_factory, "compiled", build)
+    stdout = (out / "stdout.txt").read_text()
+    paths = [out / line.removeprefix("wrote ").split("/")[-1] for line in stdout.splitlines()]
     paths = [p if p.exists() else out / "components" / p.name for p in paths]
     return out, {p.name: p for p in paths}
 

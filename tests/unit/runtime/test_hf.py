@@ -62,6 +62,20 @@ def test_sigterm_saves_the_running_step_and_exits_143(hf, tmp_path, baseline):
     assert history(tmp_path / "history.jsonl") == baseline[1]
 
 
+def test_a_resumed_run_preempted_again_saves_and_resumes_again(
+    hf, tmp_path, baseline
+):  # the in-process twin of tests/integration/test_framework_resume.py's preempted-twice run
+    for at in (5, 14):  # mid-epoch 0, then mid-epoch 2 of the run resumed from 5
+        with pytest.raises(SystemExit) as stopped:
+            hf.train(tmp_path, hf.At(at, sigterm_self))
+        assert stopped.value.code == 143
+        assert CheckpointManager(str(tmp_path / "ckpt")).restore_latest().step == at
+    model, _, guard = hf.train(tmp_path)
+    assert guard.resumed_step == 14
+    assert hf.same(hf.weights(model), baseline[0])
+    assert history(tmp_path / "history.jsonl") == baseline[1]
+
+
 def test_a_save_on_an_epochs_last_step_waits_for_its_evaluation(hf, tmp_path, baseline):
     # save_steps=6 falls on every epoch's last step; the Trainer would save before evaluating.
     with pytest.raises(SystemExit):

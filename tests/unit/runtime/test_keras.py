@@ -56,6 +56,20 @@ def test_sigterm_saves_the_running_batch_and_exits_143(ks, tmp_path, baseline):
     assert history(tmp_path / "history.jsonl") == baseline[1]
 
 
+def test_a_resumed_fit_preempted_again_saves_and_resumes_again(
+    ks, tmp_path, baseline
+):  # the in-process twin of tests/integration/test_framework_resume.py's preempted-twice run
+    for at in (5, 14):  # mid-epoch 0, then mid-epoch 2 of the run resumed from 5
+        with pytest.raises(SystemExit) as stopped:
+            ks.fit(tmp_path, ks.At(at, sigterm_self))
+        assert stopped.value.code == 143
+        assert CheckpointManager(str(tmp_path / "ckpt")).restore_latest().step == at
+    model, guard = ks.fit(tmp_path)
+    assert guard.resumed_step == 14
+    assert ks.same(ks.weights(model), baseline[0])
+    assert history(tmp_path / "history.jsonl") == baseline[1]
+
+
 def test_sigterm_on_an_epochs_last_batch_resumes_into_its_validation(ks, tmp_path, baseline):
     with pytest.raises(SystemExit):
         ks.fit(tmp_path, ks.At(ks.BATCHES, sigterm_self))

@@ -58,6 +58,20 @@ def test_sigterm_saves_the_running_step_and_exits_143(lt, tmp_path, baseline):
     assert history(tmp_path / "history.jsonl") == baseline[1]
 
 
+def test_a_resumed_fit_preempted_again_saves_and_resumes_again(
+    lt, tmp_path, baseline
+):  # the in-process twin of tests/integration/test_framework_resume.py's preempted-twice run
+    for at in (5, 14):  # mid-epoch 0, then mid-epoch 2 of the run resumed from 5
+        with pytest.raises(SystemExit) as stopped:
+            lt.fit(tmp_path, lt.At(at, sigterm_self))
+        assert stopped.value.code == 143
+        assert CheckpointManager(str(tmp_path / "ckpt")).restore_latest().step == at
+    model, _, guard = lt.fit(tmp_path)
+    assert guard.resumed_step == 14
+    assert lt.same(lt.weights(model), baseline[0])
+    assert history(tmp_path / "history.jsonl") == baseline[1]
+
+
 def test_sigterm_on_an_epochs_last_batch_saves_after_that_epochs_validation(lt, tmp_path, baseline):
     with pytest.raises(SystemExit):
         lt.fit(tmp_path, lt.At(lt.BATCHES, sigterm_self))

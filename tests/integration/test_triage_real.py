@@ -295,11 +295,17 @@ def _shell_sigkill(tmp: Path, _: str) -> str:
         for step in range(100):
             rows.append(bytearray(1024 * 1024))  # the in-memory dataset grows
             print(f"step {step} loaded {len(rows)} MiB", flush=True)
+            if step == 3:
+                open("growing", "w").close()
             time.sleep(0.05)
         """,
     )
-    # The host's OOM killer sends SIGKILL; here we send it ourselves.
-    cmd = f'{PY} task.py & pid=$!; sleep 1; kill -KILL $pid; wait $pid; echo "exit status $?"'
+    # The host's OOM killer sends SIGKILL; here we send it ourselves, once the task is growing (a
+    # fixed sleep could land before a loaded machine has even started Python).
+    cmd = (
+        f"{PY} task.py & pid=$!; until [ -e growing ]; do sleep 0.05; done; "
+        'kill -KILL $pid; wait $pid; echo "exit status $?"'
+    )
     return _run(["bash", "-c", cmd], tmp)
 
 

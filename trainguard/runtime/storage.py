@@ -317,7 +317,9 @@ class GCSStore(FileStore):
         self, client=None, *, deadline_s: float | None = None, transfer: TransferConfig | None = None
     ) -> None:
         from trainguard.retry import RetryPolicy, transient_types
+        from trainguard.runtime.rng_isolation import isolate_library_randomness
 
+        isolate_library_randomness()  # a save must not move the training's own `random`
         if client is None:
             from google.cloud import storage
 

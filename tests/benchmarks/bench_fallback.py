@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from tests.fake_time import FakeTime
 from tests.servers.vertex_jobs import Scenario, VertexJobsServer  # noqa: E402
 from trainguard.launch.alternatives import parse_fallbacks  # noqa: E402
 from trainguard.launch.attempts import AttemptPlan, run_attempts  # noqa: E402
@@ -39,17 +40,6 @@ from trainguard.launch.vertex import VertexBackend  # noqa: E402
 from trainguard.spec import JobSpec  # noqa: E402
 
 L4 = "aiplatform.googleapis.com/custom_model_training_nvidia_l4_gpus"
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def spec() -> JobSpec:

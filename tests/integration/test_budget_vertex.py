@@ -4,13 +4,13 @@ the backend's clock is fake (polls are instant; the time RUNNING is what the fak
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 from pathlib import Path
 
 import pytest
 
+from tests.fake_time import FakeTime, train_stage_on
 from tests.servers import vertex_jobs
 from tests.servers.billing import BillingServer
 from tests.servers.vertex_jobs import Scenario
@@ -25,17 +25,6 @@ vertex_server = vertex_jobs.vertex_server
 PROJECT, REGION, BUCKET = "my-project", "us-central1", "tg-budget"
 ON_DEMAND = 4.2475  # a2-highgpu-1g in us-central1, every part, from the test Catalog
 SPOT = 2.501574
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class Sink:
@@ -88,13 +77,7 @@ def job(vertex_server, billing, emulator, monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.url)
     emulator.create_bucket(BUCKET)
     fake = FakeTime()
-    real = stages._backend
-    monkeypatch.setattr(
-        stages,
-        "_backend",
-        lambda *a, **kw: dataclasses.replace(real(*a, **kw), clock=fake.clock, sleep=fake.sleep),
-    )
-    vertex_server.clock = fake.clock
+    train_stage_on(fake, monkeypatch, vertex_server)
     blob = storage_client().bucket(BUCKET).blob("runs/r1/history.jsonl")
     state: dict = {"chunks": [], "running_gets": 0}
 

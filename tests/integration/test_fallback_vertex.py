@@ -8,12 +8,12 @@ refusal (or the poll that showed the job ended) and when the next create arrived
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 
 import pytest
 
+from tests.fake_time import FakeTime, train_stage_on
 from tests.servers import vertex_jobs
 from tests.servers.vertex_jobs import Scenario, VertexJobsServer
 from trainguard import stages
@@ -31,30 +31,13 @@ PROJECT, BUCKET = "my-project", "tg-fallback"
 L4 = "aiplatform.googleapis.com/custom_model_training_nvidia_l4_gpus"
 
 
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
 def fake(vertex_server, emulator, monkeypatch) -> FakeTime:
     """Every Vertex backend the train stage makes runs on one fake clock; storage is the emulator."""
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.url)
     emulator.create_bucket(BUCKET)
     time = FakeTime()
-    real = stages._backend
-    monkeypatch.setattr(
-        stages,
-        "_backend",
-        lambda *a, **kw: dataclasses.replace(real(*a, **kw), clock=time.clock, sleep=time.sleep),
-    )
-    vertex_server.clock = time.clock
+    train_stage_on(time, monkeypatch, vertex_server)
     return time
 
 

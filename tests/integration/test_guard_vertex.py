@@ -8,7 +8,6 @@ polls. The backend's clock and sleep are fake: polls are instant and determinist
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 from http.server import BaseHTTPRequestHandler
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fake_time import FakeTime, train_stage_on
 from tests.servers import vertex_jobs
 from tests.servers.loopback import LoopbackServer
 from tests.servers.vertex_jobs import Scenario
@@ -30,17 +30,6 @@ vertex_server = vertex_jobs.vertex_server
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "histories"
 PROJECT, REGION, BUCKET = "my-project", "us-central1", "tg-guard"
 BASE = f"gs://{BUCKET}/runs/r1"
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class Artifact:
@@ -76,12 +65,7 @@ def job(vertex_server, emulator, monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.url)
     emulator.create_bucket(BUCKET)
     fake = FakeTime()
-    real = stages._backend
-    monkeypatch.setattr(
-        stages,
-        "_backend",
-        lambda *a, **kw: dataclasses.replace(real(*a, **kw), clock=fake.clock, sleep=fake.sleep),
-    )
+    train_stage_on(fake, monkeypatch)
     blob = storage_client().bucket(BUCKET).blob("runs/r1/history.jsonl")
     state = {"chunks": [], "running_gets": 0}
 
@@ -229,12 +213,7 @@ def test_a_history_the_guard_may_not_read_is_said_at_once_and_the_job_runs_on(
     vertex_server, monkeypatch, tmp_path
 ):
     fake = FakeTime()
-    real = stages._backend
-    monkeypatch.setattr(
-        stages,
-        "_backend",
-        lambda *a, **kw: dataclasses.replace(real(*a, **kw), clock=fake.clock, sleep=fake.sleep),
-    )
+    train_stage_on(fake, monkeypatch)
     vertex_server.script(Scenario.succeeds(running=5))
     with ForbiddenStorage() as storage:
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", storage.url)

@@ -16,6 +16,7 @@ from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 from google_cloud_pipeline_components.proto import gcp_resources_pb2
 
+from tests.fake_time import FakeTime
 from tests.fuzz.contract import assert_contract, run_cli
 from tests.servers import vertex_jobs
 from tests.servers.vertex_jobs import Scenario, VertexJobsServer
@@ -34,25 +35,6 @@ A100 = aiplatform_v1.AcceleratorType.NVIDIA_TESLA_A100.value
 TPU_V5E = aiplatform_v1.AcceleratorType.TPU_V5_LITEPOD.value
 SPOT = aiplatform_v1.Scheduling.Strategy.SPOT.value
 FLEX_START = aiplatform_v1.Scheduling.Strategy.FLEX_START.value
-
-
-class FakeTime:
-    """A clock that only moves when the backend sleeps; ``hook`` runs on every sleep."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-        self.hook = None
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds >= 0
-        self.sleeps.append(seconds)
-        self.now += seconds
-        if self.hook is not None:
-            self.hook()
 
 
 @pytest.fixture

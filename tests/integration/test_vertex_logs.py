@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from tests.fake_time import FakeTime
 from tests.servers import logging_api, vertex_jobs
 from tests.servers.logging_api import LIST_PATH, LoggingServer
 from tests.servers.vertex_jobs import Scenario, VertexJobsServer
@@ -51,19 +52,6 @@ BUCKET_403 = [
     "tg-out/o/data.csv: trainer@my-project.iam.gserviceaccount.com does not have "
     "storage.objects.get access to the Google Cloud Storage object.",
 ]
-
-
-class FakeTime:
-    """A clock that only moves when the backend sleeps (the polling is not what is tested)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def backend(**kw) -> VertexBackend:

@@ -39,6 +39,9 @@ def ctrl_c_after(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env=with_repo_on_path(),
+            # A terminal's foreground job gets Ctrl-C; a suite started in the background of a
+            # non-interactive shell inherits SIGINT ignored (POSIX), and Python then keeps it so.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         deadline = time.monotonic() + timeout
         ready = ready or (lambda: marker in out.read_text())

@@ -137,6 +137,26 @@ def sku(
 #       RAM $0.005226; Spot $0.009420, $0.001263; Vertex n1-standard-4 $0.269544/h published.
 #   [tpu-1007] a cached Catalog dump read 2026-10-07: "TpuV5e running in Americas" 1.2, "…Las
 #       Vegas" 1.2, "…Spot…Las Vegas" 0.494237; a TPU rig's patterns verified 2026-08-07.
+#   [disks] read 2026-12-02. Prices per GiB-month: Cyclenerd/google-cloud-pricing-cost-calculator
+#       pricing.yml @ fd66b26ff84fee5cdd94f341ea89206e76c06b99 (generated from the Catalog API
+#       2026-07-30), compute.storage: ssd (pd-ssd) us-central1 0.17, asia-southeast1 0.187;
+#       hdd (pd-standard) us-central1 0.04; balanced (pd-balanced) us-central1 0.1;
+#       ssd-replicated us-central1 0.34. Description stems and resourceGroups: the same repo's
+#       build/mapping.csv ("SSD backed PD%" SSD, "Storage PD Capacity%" PDStandard, "Balanced PD%"
+#       SSD, "Regional SSD backed PD%" SSD, all resourceFamily Storage). SKU IDs: D973-5D65-BAB2
+#       "Storage PD Capacity" (project-koku/nise nise/generators/gcp/compute_engine_generator.py @
+#       0798dcc648965302faeef6fd980dca40e1f6f83b, "gibibyte month"); B188-61DD-52E4 "SSD backed PD
+#       Capacity" (us-central1) and 6AE1-525F-8B80 "Balanced PD Capacity" at nanos 170000000 /
+#       100000000 in public Catalog fixtures found by the search index (repositories not named).
+#       Outside the Americas the stem takes " in <place>" ("SSD backed PD Capacity in Mumbai",
+#       "… in Los Angeles" 0589-AA00-68BD, "… in Paris" in public Catalog pulls).
+#   [vertex-n1] the Vertex AI pricing page's custom-training table, n1-standard-4 in Iowa
+#       (us-central1): $0.21849885/h (two public transcriptions, read 2026-09-08 and 2026-10-07;
+#       api-evangelist/google-vertex-ai plans/google-vertex-ai-plans-pricing.yml @
+#       342263c39279d72204c9e1bb3058dceba0d215e1). That is 1.15 × Compute Engine's 4 × 0.031611 +
+#       15 × 0.004237 = $0.189999, as Singapore's $0.269544 is 1.15 × $0.234386 [sg-0920]. The
+#       same transcription gives "Accelerator NVIDIA_H100_80GB (training)" $9.79655057/h, which is
+#       Compute Engine's H100 price with no 15% on it.
 #   [traps] descriptions public tools had to skip: "Commitment v1: …", "Reserved … in Calendar
 #       Mode", "Capacity Optimized TpuV6e …", "Regional SSD backed PD Capacity".
 SKUS: list[dict] = [
@@ -334,9 +354,12 @@ SKUS: list[dict] = [
         group="TPU",
         usage="Preemptible",
     ),
-    # -- boot disks (ILLUSTRATIVE prices: $0.17 and $0.04 per GiB-month were not read this time) --
+    # -- boot disks [disks]: real descriptions, categories, units and prices. The un-suffixed SKUs
+    #    price us-central1, us-east1, us-east5 and us-west1 alike; the catalog prices us-east4 and
+    #    us-west4 apart ($0.187 / $0.044 / $0.11 per GiB-month, under their own SKUs), which this
+    #    test catalog leaves to the Americas rows, as it does for the machines. --
     sku(
-        "SSD0-0001-0001",
+        "B188-61DD-52E4",
         "SSD backed PD Capacity",
         _AMERICAS,
         "0.17",
@@ -348,18 +371,37 @@ SKUS: list[dict] = [
         "SSD0-0065-0001",
         "SSD backed PD Capacity in Singapore",
         ["asia-southeast1"],
-        "0.17",
+        "0.187",
         family="Storage",
         group="SSD",
         unit="GiBy.mo",
     ),
     sku(
-        "HDD0-0001-0001",
+        "D973-5D65-BAB2",
         "Storage PD Capacity",
         _AMERICAS,
         "0.04",
         family="Storage",
         group="PDStandard",
+        unit="GiBy.mo",
+    ),
+    sku(
+        "6AE1-525F-8B80",
+        "Balanced PD Capacity",
+        _AMERICAS,
+        "0.1",
+        family="Storage",
+        group="SSD",
+        unit="GiBy.mo",
+    ),
+    # The replicated disk, which the pd-ssd anchor must skip: real, $0.34 in us-central1 [disks].
+    sku(
+        "RSSD-0001-0001",
+        "Regional SSD backed PD Capacity",
+        _AMERICAS,
+        "0.34",
+        family="Storage",
+        group="SSD",
         unit="GiBy.mo",
     ),
     # -- traps [traps] (ILLUSTRATIVE prices) --
@@ -378,15 +420,6 @@ SKUS: list[dict] = [
         "0",
         group="GPU",
     ),
-    sku(
-        "TRAP-0001-0003",
-        "Regional SSD backed PD Capacity",
-        _AMERICAS,
-        "0.34",
-        family="Storage",
-        group="SSD",
-        unit="GiBy.mo",
-    ),
     sku("TRAP-0004-0001", "Capacity Optimized TpuV5e running in Las Vegas", ["us-west4"], "1.2", group="TPU"),
     # -- a tiered SKU: the example of the Catalog's own docs (billing_v1 PricingExpression: "the first
     #    20GB is free, the next 80GB is priced at $10 per GB followed by $5 per GB") --
@@ -400,9 +433,13 @@ SKUS: list[dict] = [
         unit="GiBy.h",
         tiers=[(20, "10"), (100, "5")],
     ),
-    # -- Vertex AI management fees: ILLUSTRATIVE throughout (descriptions and prices). The Singapore
-    #    N1 pair is 15% of the Compute Engine price, which makes n1-standard-4 $0.234386 + $0.035158
-    #    = the $0.269544/h the Vertex pricing page gave [sg-0920]; the split is ours. --
+    # -- Vertex AI management fees: ILLUSTRATIVE. No public copy of a fee SKU was found (its
+    #    description, category, unit, or whether the catalog splits the fee by resource at all), so
+    #    the descriptions are ours. The N1 prices are 15% of Compute Engine's, which reproduces the
+    #    two published n1-standard-4 totals — $0.234386 + $0.035158 = $0.269544/h in Singapore
+    #    [sg-0920], $0.189999 + $0.02849985 = $0.21849885/h in us-central1 [vertex-n1] — but the
+    #    split between vCPU and memory is ours. The A2/A100 and T4 fees carry the same 15% with no
+    #    published total behind them (the page's H100 row carries none [vertex-n1]). --
     sku(
         "FEE0-0065-0001",
         "Vertex AI Training Management Fee for N1 Predefined Instance Core running in Singapore",
@@ -491,9 +528,7 @@ SKUS: list[dict] = [
         group="Pipelines",
     ),
 ]
-ILLUSTRATIVE = frozenset(
-    s["skuId"] for s in SKUS if s["skuId"].startswith(("SSD0", "HDD0", "TRAP", "TIER", "FEE0", "VTX0"))
-)
+ILLUSTRATIVE = frozenset(s["skuId"] for s in SKUS if s["skuId"].startswith(("TRAP", "TIER", "FEE0", "VTX0")))
 
 
 class BillingServer(GoogleApiServer):

@@ -63,7 +63,7 @@ def test_tiers_apply_in_order_as_the_catalog_docs_example_says():
 
 
 def test_a_monthly_disk_price_becomes_hourly_through_its_base_unit():
-    [disk] = [parse_sku(s, COMPUTE) for s in SKUS if s["skuId"] == "SSD0-0001-0001"]
+    [disk] = [parse_sku(s, COMPUTE) for s in SKUS if s["skuId"] == "B188-61DD-52E4"]
     # GiBy.mo with base unit By.s: the factor holds 31 days of GiB-seconds.
     assert disk.rate is not None
     assert disk.rate.per_hour == pytest.approx(Decimal("0.17") / (31 * 24), rel=Decimal("1e-12"))
@@ -96,7 +96,7 @@ def test_the_anchors_skip_commitment_reserved_80gb_and_regional_lookalikes():
     chosen = " ".join(p.sku for p in price.parts)
     assert "Commitment" not in chosen and "Reserved" not in chosen and "80GB" not in chosen
     assert "Regional" not in chosen
-    assert "SSD backed PD Capacity (SSD0-0001-0001)" in chosen
+    assert "SSD backed PD Capacity (B188-61DD-52E4)" in chosen
 
 
 def test_other_shapes_match_public_per_unit_prices():
@@ -117,6 +117,47 @@ def test_singapore_n1_with_the_fee_is_the_published_vertex_price():
     machine_and_fee = infra(price) + sum(p.per_hour for p in price.parts if "fee" in p.what and p.per_hour)
     assert machine_and_fee.quantize(Decimal("0.000001")) == Decimal("0.269544")  # Vertex's page, 2026-09-20
     assert price.complete
+
+
+def test_us_central1_n1_with_the_fee_is_the_published_vertex_price():
+    # The Vertex pricing page's n1-standard-4 in Iowa: $0.21849885/h (tests/servers/billing.py
+    # [vertex-n1]); Compute Engine's part is the N1 SKUs' $0.189999.
+    price = price_job(job("n1-standard-4"), catalog())
+    assert infra(price) == Decimal("0.189999")
+    fee = sum(p.per_hour for p in price.parts if "fee" in p.what and p.per_hour)
+    assert infra(price) + fee == Decimal("0.21849885")
+    assert all(not p.verified for p in price.parts if "fee" in p.what)  # the fee SKUs are ours
+
+
+def test_boot_disks_are_priced_at_their_regions_catalog_price():
+    # Cyclenerd pricing.yml (2026-07-30): pd-ssd $0.17 in us-central1, $0.187 in asia-southeast1;
+    # pd-balanced $0.10 — per GiB-month, a 744-hour month in the catalog's base unit.
+    here = [p for p in price_job(job("n1-standard-4"), catalog()).parts if "disk" in p.what]
+    there = [
+        p
+        for p in price_job(job("n1-standard-4", region="asia-southeast1"), catalog()).parts
+        if "disk" in p.what
+    ]
+    assert here[0].per_hour == pytest.approx(100 * Decimal("0.17") / 744, rel=Decimal("1e-12"))
+    assert there[0].per_hour == pytest.approx(100 * Decimal("0.187") / 744, rel=Decimal("1e-12"))
+    assert "SSD backed PD Capacity in Singapore" in there[0].sku
+    spec = parse_spec(
+        {
+            "workerPoolSpecs": [
+                {
+                    "machineSpec": {"machineType": "n1-standard-4"},
+                    "replicaCount": 1,
+                    "diskSpec": {"bootDiskType": "pd-balanced", "bootDiskSizeGb": 200},
+                    "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/i:1"},
+                }
+            ]
+        },
+        project=PROJECT,
+        region="us-central1",
+    )
+    [balanced] = [p for p in price_job(spec, catalog()).parts if "disk" in p.what]
+    assert "Balanced PD Capacity (6AE1-525F-8B80)" in balanced.sku and "Regional" not in balanced.sku
+    assert balanced.per_hour == pytest.approx(200 * Decimal("0.1") / 744, rel=Decimal("1e-12"))
 
 
 def test_tpu_v5e_is_priced_by_the_chip_in_its_region():

@@ -72,7 +72,10 @@ SOURCES = {
     "are billed according to Compute Engine Spot VMs pricing. There are [Vertex AI] custom training "
     "management fees in addition to your infrastructure usage.' (quoted in a public cost model "
     "verified 2026-09-20, which also derives n1-standard-4 in asia-southeast1 as Compute Engine "
-    "$0.234386/h + fee $0.035158/h = the page's $0.269544/h)",
+    "$0.234386/h + fee $0.035158/h = the page's $0.269544/h); the page's n1-standard-4 in Iowa "
+    "(us-central1) is $0.21849885/h = 1.15 × Compute Engine's $0.189999 (transcriptions of "
+    "2026-09-08 and 2026-10-07, e.g. api-evangelist/google-vertex-ai "
+    "plans/google-vertex-ai-plans-pricing.yml @ 342263c)",
     "vertex-dws": "Vertex AI 'Schedule training jobs with DWS': 'When using DWS flex start, you're "
     "billed according to Dynamic Workload Scheduler pricing. There are serverless training "
     "management fees in addition to your infrastructure usage.' (read 2026-12-01)",
@@ -91,9 +94,12 @@ SOURCES = {
     "(OnDemand), 'TpuV5e attached to Spot Preemptible VMs …' (Preemptible), 'DWS Defined Duration "
     "V5e running in …' (OnDemand) — 'verified against the live catalog 2026-08-07' in a public TPU "
     "rig; skypilot fetch_gcp.py: v5e/v6e prices are per chip and live in the Compute Engine catalog",
-    "ce-disks": "Compute Engine disk SKUs 'SSD backed PD Capacity' (SSD), 'Storage PD Capacity' "
-    "(PDStandard), 'Balanced PD Capacity' (SSD), per GiBy.mo (Cyclenerd/google-cloud-pricing-cost-"
-    "calculator build/mapping.csv; hail's pricing.py); Spot discounts 'machine types, GPUs, TPUs, "
+    "ce-disks": "Compute Engine disk SKUs 'SSD backed PD Capacity' (B188-61DD-52E4, SSD, $0.17 in "
+    "us-central1), 'Storage PD Capacity' (D973-5D65-BAB2, PDStandard, $0.04), 'Balanced PD "
+    "Capacity' (6AE1-525F-8B80, SSD, $0.10), per GiBy.mo, resourceFamily Storage; elsewhere "
+    "'<stem> in <place>'; the replicated disks are 'Regional <stem>' (Cyclenerd/google-cloud-pricing-"
+    "cost-calculator build/mapping.csv and pricing.yml @ fd66b26 of 2026-07-30; project-koku/nise "
+    "compute_engine_generator.py; read 2026-12-02); Spot discounts 'machine types, GPUs, TPUs, "
     "and Local SSDs' (cloud.google.com/spot-vms/pricing), not persistent disks",
     "unverified": "no public copy of this SKU's description was found (research of 2026-12-01)",
 }

@@ -294,8 +294,12 @@ def instability(
     Mann-Kendall significance of ``instability_trend_z``, the swings are noise around a falling
     trend. So are they when the ``confirm`` series (the training curve) falls so over the same
     steps while its own means per validation interval do not swing: the optimiser is fine and
-    the validation measurement is noisy, as a small or resampled validation set makes it. One
-    spike that recovers is one swing.
+    the validation measurement is noisy, as a small or resampled validation set makes it; and
+    when the training curve is calm and learnt (fell ``plateau_min_improvement`` below its start)
+    and validation ends near its best (its last ``overfit_patience`` evaluations give back less
+    than ``instability_near_best`` of its gain from the first evaluation): a tiny validation set's
+    swings, on a run too short for the training's fall to be significant. One spike that
+    recovers is one swing.
 
     Args:
         steps: finite points' steps.
@@ -548,8 +552,12 @@ def overfit(
     worse than its best, relative to the best, at least ``overfit_patience`` evaluations after
     it; that rise must be ``overfit_noise_k`` times the curve's own noise (the robust spread of
     its point-to-point changes, so a noisy small validation set needs a larger rise), or end worse
-    than its first evaluation, and be more than ``overfit_min_delta``; validation must not be
-    coming back: the points after its worst
+    than its first evaluation, or last: over at least twice ``overfit_patience`` evaluations after
+    the lowest median of ``overfit_smoothing`` consecutive ones, their median is above it by
+    ``overfit_lasting_z`` standard errors (noise / sqrt(count)) and gives back
+    ``overfit_lasting_share`` of what validation gained from its first evaluation (a noisy set
+    shows a mild rise only over many evaluations); and be more than ``overfit_min_delta``;
+    validation must not be coming back: the points after its worst
     (since the best) must not improve with a Mann-Kendall significance of ``overfit_trend_z`` (a
     spike the run recovers from improves steadily after its peak; overfitting keeps rising or
     stays up); and the training metric over those evaluations (its mean per validation interval)

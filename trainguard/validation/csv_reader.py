@@ -1,6 +1,9 @@
 """Keras' and Lightning's ``CSVLogger`` files, read with pyarrow's CSV reader in batches.
 
-- ``keras_csv``: ``epoch,loss,val_loss,...``, one row per epoch.
+- ``keras_csv``: ``epoch,loss,val_loss,...``, one row per epoch. A Keras history saved with
+  pandas (``pd.DataFrame(history.history).to_csv(...)``) has no ``epoch`` column: each row is one
+  epoch, numbered from 0 (by pandas' unnamed index column when it wrote one, as ``to_csv`` does by
+  default; by the row's place when it did not, ``index=False``), with a note.
 - ``lightning_csv``: ``metrics.csv``, sparse rows (training and validation metrics on different
   rows) with ``step`` and ``epoch`` columns.
 
@@ -56,17 +59,19 @@ class Columns:
 
     Attributes:
         header: the column names, stripped.
-        x: the x column's index.
+        x: the x column's index; None when the row's place is the x (a Keras history with no
+            ``epoch`` column: the first row is epoch 0).
         metrics: the metric columns' indices.
         x_name: ``epoch`` or ``step``.
         meaning: column -> (name to interpret, split) where a dialect says (Ultralytics).
     """
 
     header: list[str]
-    x: int
+    x: int | None
     metrics: list[int]
     x_name: str
     meaning: dict[str, tuple[str, str]]
+    notes: tuple[str, ...] = ()
 
     def add(self, collector: Collector, name: str, x: np.ndarray, y: np.ndarray, size: int = 0) -> None:
         """Adds a column's points under its name, interpreted as the dialect says."""
@@ -117,12 +122,24 @@ def header_columns(header: list[str], source: str, fmt: str) -> Columns:
     """
     x_name = "epoch" if fmt == "keras_csv" else "step"
     lowered = [c.lower() for c in header]
-    if x_name not in lowered:
+    x: int | None
+    notes: tuple[str, ...] = ()
+    if x_name in lowered:
+        x = lowered.index(x_name)
+    elif fmt == "keras_csv":
+        # history.history saved by pandas: one row per epoch and no epoch column; the unnamed
+        # first column is pandas' index (0, 1, ...) when to_csv wrote one (its default).
+        x = 0 if len(header) > 1 and not header[0] else None
+        notes = (
+            "no 'epoch' column: each row is one epoch, numbered from 0 "
+            + ("by the unnamed index column" if x == 0 else "in the order of the rows")
+            + " (a Keras history saved with pandas' to_csv)",
+        )
+    else:
         raise HistoryError(
             f"{source}: no '{x_name}' column (columns: {_column_list(header)}); {_WRITER[fmt]} writes one"
         )
-    x = lowered.index(x_name)
-    skip = {x} | {i for i, c in enumerate(lowered) if c in ("epoch", "step")}
+    skip = {i for i, c in enumerate(lowered) if c in ("epoch", "step")} | ({x} if x is not None else set())
     metrics = [i for i in range(len(header)) if i not in skip and header[i]]
     if not metrics:
         raise HistoryError(f"{source}: only the {x_name} column, no metrics")
@@ -132,7 +149,7 @@ def header_columns(header: list[str], source: str, fmt: str) -> Columns:
             f"distinct series: not a training history (name the metrics you log, "
             f"not per-item values)"
         )
-    return Columns(header, x, metrics, x_name, column_meaning(header))
+    return Columns(header, x, metrics, x_name, column_meaning(header), notes)
 
 
 def read_csv(
@@ -175,18 +192,19 @@ def read_csv_arrow(blocks: Iterator[bytes], source: str, fmt: str, total_bytes: 
             first, _, body = chunk.partition(b"\n")
             columns = _arrow_header(first, source, fmt)
             lines = 1
-        records += _arrow_rows(body, columns, collector, runs)
+        records += _arrow_rows(body, columns, collector, runs, records)
         lines += body.count(b"\n")
         collector.read_bytes += len(chunk)
     if columns is None:
         raise _Irregular  # a header without a line end, or nothing
     notes: list[str] = []
     if tail.data.strip():
-        records += _arrow_tail(tail.data, columns, collector, lines + 1, notes, runs)
+        records += _arrow_tail(tail.data, columns, collector, lines + 1, notes, runs, records)
     if records == 0:
         raise _Irregular  # the csv module says what is wrong
     if runs is not None:
         notes = runs.note(columns.x_name) + notes
+    notes = [*columns.notes, *notes]
     # The series in the header's order, as the csv path gives them: a column's first value can come
     # in a later batch than another's (validation after a long first epoch), or in the last line.
     rank = {columns.header[i]: k for k, i in enumerate(columns.metrics)}
@@ -214,7 +232,8 @@ def _arrow_header(line: bytes, source: str, fmt: str) -> Columns:
     return columns
 
 
-def _arrow_rows(body: bytes, columns: Columns, collector: Collector, runs: Runs | None) -> int:
+def _arrow_rows(body: bytes, columns: Columns, collector: Collector, runs: Runs | None, before: int) -> int:
+    """Adds a block's rows; ``before``: the rows read until it (the x of a row-numbered file)."""
     if not body.strip():
         return 0
     if not _plain(body):
@@ -223,7 +242,7 @@ def _arrow_rows(body: bytes, columns: Columns, collector: Collector, runs: Runs 
     import pyarrow.csv as pa_csv
 
     names = [f"c{i}" for i in range(len(columns.header))]
-    keep = [columns.x, *columns.metrics]
+    keep = [*([columns.x] if columns.x is not None else []), *columns.metrics]
     convert = pa_csv.ConvertOptions(
         column_types={names[i]: pa.float64() for i in keep},
         include_columns=[names[i] for i in keep],
@@ -240,12 +259,17 @@ def _arrow_rows(body: bytes, columns: Columns, collector: Collector, runs: Runs 
         )
     except (pa.ArrowException, ValueError):  # a short row, a cell that is not a number, ...
         raise _Irregular from None
-    x_column = table.column(names[columns.x])
-    if x_column.null_count:
-        raise _Irregular  # a row of empty cells: the csv path decides
-    x = np.asarray(x_column.to_numpy(), dtype=np.float64)
-    if np.isnan(x).any():
-        raise _Irregular
+    if columns.x is None:
+        if any(table.column(names[i]).null_count for i in columns.metrics):
+            raise _Irregular  # a blank row is no epoch: the csv path skips it
+        x = np.arange(before, before + table.num_rows, dtype=np.float64)
+    else:
+        x_column = table.column(names[columns.x])
+        if x_column.null_count:
+            raise _Irregular  # a row of empty cells: the csv path decides
+        x = np.asarray(x_column.to_numpy(), dtype=np.float64)
+        if np.isnan(x).any():
+            raise _Irregular
     start = _last_run_start(x, runs, collector)
     for i in columns.metrics:
         column = table.column(names[i])
@@ -284,7 +308,13 @@ def _add(columns: Columns, collector: Collector, name: str, x: np.ndarray, y: np
 
 
 def _arrow_tail(
-    data: bytes, columns: Columns, collector: Collector, line: int, notes: list[str], runs: Runs | None
+    data: bytes,
+    columns: Columns,
+    collector: Collector,
+    line: int,
+    notes: list[str],
+    runs: Runs | None,
+    before: int,
 ) -> int:
     """The last line, without a line end: a whole row, or a torn one to skip."""
     if not _plain(data + b"\n"):
@@ -295,9 +325,16 @@ def _arrow_tail(
             f"skipped the truncated last line (line {line}: {len(cells)} of {len(columns.header)} cells)"
         )
         return 0
-    if not cells[columns.x].strip() or [c.strip() for c in cells] == columns.header:
+    if [c.strip() for c in cells] == columns.header:
         raise _Irregular
-    x = _cell_number(cells[columns.x])
+    if columns.x is None:
+        if not all(cells[i].strip() for i in columns.metrics):
+            raise _Irregular
+        x: float | None = float(before)
+    else:
+        if not cells[columns.x].strip():
+            raise _Irregular
+        x = _cell_number(cells[columns.x])
     if x is None or math.isnan(x):
         raise _Irregular
     values = [(i, _cell_number(cells[i].strip())) for i in columns.metrics if cells[i].strip()]
@@ -374,8 +411,12 @@ class _RowState:
         if len(row) != len(header):
             self.pending_short = (line, len(row))  # fine only if it is the torn last line
             return
-        x_cell = row[self.columns.x]
-        x = _cell_number(x_cell)
+        x: float | None
+        if self.columns.x is None:  # the row's place is its epoch
+            x_cell, x = "", float(self.records)
+        else:
+            x_cell = row[self.columns.x]
+            x = _cell_number(x_cell)
         if x is None or math.isnan(x):
             raise HistoryError(
                 f"{self.source}: line {line}: the {self.columns.x_name} cell "
@@ -413,7 +454,7 @@ class _RowState:
 
     def finish(self, fmt: str) -> History:
         header = self.columns.header
-        notes: list[str] = self.runs.note(self.columns.x_name) if self.runs is not None else []
+        notes = [*self.columns.notes, *(self.runs.note(self.columns.x_name) if self.runs is not None else [])]
         if self.pending_short is not None:
             notes.append(
                 f"skipped the truncated last line (line {self.pending_short[0]}: "

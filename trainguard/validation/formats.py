@@ -57,13 +57,14 @@ def detect_format(name: str, head: bytes) -> str:
     if len(columns) > 1:
         if "step" in columns:
             return "lightning_csv"
-        if "epoch" in columns:
+        if "epoch" in columns or _names_a_loss(columns):
             return "keras_csv"
         shown = ", ".join(echo(c, 40)[1:-1] for c in columns[:_SHOWN_COLUMNS])
         more = f", … ({len(columns)} columns)" if len(columns) > _SHOWN_COLUMNS else ""
         raise HistoryError(
-            f"{name}: a CSV without an 'epoch' or a 'step' column (columns: {shown}{more}); "
-            f"Keras' CSVLogger and Ultralytics write 'epoch', Lightning's 'step'"
+            f"{name}: a CSV without an 'epoch' or a 'step' column, nor a loss (columns: "
+            f"{shown}{more}); Keras' CSVLogger and Ultralytics write 'epoch', Lightning's 'step', "
+            f"and a Keras history saved with pandas names its 'loss'; force one with --format"
         )
     raise HistoryError(
         f"{name}: not a history in a known format (JSONL records, a Keras, Lightning or "
@@ -90,6 +91,14 @@ def is_json_document(text: bytes) -> bool:
         return False  # the first line does not end within what was read: JSONL's reader decides
     first = body.split(b"\n", 1)[0].strip()
     return first in (b"{", b"[") or (first[:1] in (b"{", b"[") and first[-1:] not in (b"}", b"]"))
+
+
+def _names_a_loss(columns: list[str]) -> bool:
+    """Whether a header without an x column names a loss: the columns of ``history.history``
+    (Keras always logs ``loss``) that pandas' ``to_csv`` wrote, one row per epoch, or a training
+    loop's own ``train_loss,val_loss,...`` table. A table of results (``Model,RMSE,MAE``) names
+    none and stays refused."""
+    return any("loss" in c for c in columns)
 
 
 def _is_text(head: bytes) -> bool:

@@ -294,8 +294,12 @@ def instability(
     Mann-Kendall significance of ``instability_trend_z``, the swings are noise around a falling
     trend. So are they when the ``confirm`` series (the training curve) falls so over the same
     steps while its own means per validation interval do not swing: the optimiser is fine and
-    the validation measurement is noisy, as a small or resampled validation set makes it. One
-    spike that recovers is one swing.
+    the validation measurement is noisy, as a small or resampled validation set makes it; and
+    when the training curve is calm and learnt (fell ``plateau_min_improvement`` below its start)
+    and validation ends near its best (its last ``overfit_patience`` evaluations give back less
+    than ``instability_near_best`` of its gain from the first evaluation): a tiny validation set's
+    swings, on a run too short for the training's fall to be significant. One spike that
+    recovers is one swing.
 
     Args:
         steps: finite points' steps.
@@ -347,6 +351,10 @@ def instability(
         if calm and confirm_trend <= -cfg.instability_trend_z:
             return None  # training falls smoothly: the swings are measurement noise
         evidence["train_trend_z"] = confirm_trend
+        given_back = _given_back(y, cfg.overfit_patience)
+        evidence["given_back"] = given_back
+        if calm and _learnt(confirm, mode, cfg) and given_back < cfg.instability_near_best:
+            return None  # a learnt run ending near its best: a small validation set's noise
     first_swing = int(np.argmax(swings))
     low, high = sorted((sign * float(tail.min()), sign * float(tail.max())))
     evidence.update(low=low, high=high)
@@ -356,6 +364,26 @@ def instability(
         f"{_fmt(low)} and {_fmt(high)}, with no downward trend"
     )
     return Detection((float(tail_steps[first_swing]), float(tail_steps[-1])), evidence, message)
+
+
+def _given_back(y: np.ndarray, last: int) -> float:
+    """The share of what an oriented validation curve gained from its first evaluation to its
+    best that its last ``last`` evaluations (their median) have given back: 0 at the best, 1 back
+    at the first evaluation (inf when it never got better than that)."""
+    gain = float(y[0] - y.min())
+    back = float(np.median(y[-last:]) - y.min())
+    return back / gain if gain > 0 else math.inf
+
+
+def _learnt(confirm: tuple[np.ndarray, np.ndarray], mode: str, cfg: RuleConfig) -> bool:
+    """Whether the training curve ended ``plateau_min_improvement`` below where it started (its
+    head, and its last tenth's median: per-batch noise does not decide it)."""
+    c_y, _ = _orient(confirm[1], mode)
+    if c_y.size < 3:
+        return False
+    begin = _head(c_y)
+    end = float(np.median(c_y[-max(3, c_y.size // 10) :]))
+    return begin - end >= cfg.plateau_min_improvement * max(abs(begin), 1e-12)
 
 
 def _settling(
@@ -524,8 +552,12 @@ def overfit(
     worse than its best, relative to the best, at least ``overfit_patience`` evaluations after
     it; that rise must be ``overfit_noise_k`` times the curve's own noise (the robust spread of
     its point-to-point changes, so a noisy small validation set needs a larger rise), or end worse
-    than its first evaluation, and be more than ``overfit_min_delta``; validation must not be
-    coming back: the points after its worst
+    than its first evaluation, or last: over at least twice ``overfit_patience`` evaluations after
+    the lowest median of ``overfit_smoothing`` consecutive ones, their median is above it by
+    ``overfit_lasting_z`` standard errors (noise / sqrt(count)) and gives back
+    ``overfit_lasting_share`` of what validation gained from its first evaluation (a noisy set
+    shows a mild rise only over many evaluations); and be more than ``overfit_min_delta``;
+    validation must not be coming back: the points after its worst
     (since the best) must not improve with a Mann-Kendall significance of ``overfit_trend_z`` (a
     spike the run recovers from improves steadily after its peak; overfitting keeps rising or
     stays up); and the training metric over those evaluations (its mean per validation interval)
@@ -591,11 +623,26 @@ def overfit(
     # no noise explains: the model is worse on new data than before it fitted the training set.
     above_start = end_level > float(vy[0])
     evidence["above_first_evaluation"] = float(above_start)
+    # A lasting rise on a noisy set: one point's noise hides it, the level since the best (the
+    # median of every evaluation after it) shows it, to within its standard error. The best is
+    # the lowest median of ``window`` consecutive evaluations: one lucky evaluation is not a level.
+    base_index, base = _lowest_level(vy, window)
+    since = vy[base_index + window // 2 + 1 :]
+    lasting_rise = float(np.median(since)) - base if since.size else 0.0
+    lasting_z = lasting_rise * math.sqrt(since.size) / noise if noise > 0 else math.inf
+    gain = float(vy[0]) - base
+    lasting_share = lasting_rise / gain if gain > 0 else math.inf
+    evidence.update(lasting_rise_z=lasting_z, lasting_share=lasting_share)
+    lasting = (
+        since.size >= 2 * patience
+        and lasting_z >= cfg.overfit_lasting_z
+        and lasting_share >= cfg.overfit_lasting_share
+    )
     rising = (
         after >= patience
         and rise >= cfg.overfit_min_rise
         and rise_abs > cfg.overfit_min_delta
-        and (rise_abs >= cfg.overfit_noise_k * noise or above_start)
+        and (rise_abs >= cfg.overfit_noise_k * noise or above_start or lasting)
         and recovery > -cfg.overfit_trend_z
         and train_gain >= cfg.overfit_train_improvement
     )
@@ -622,6 +669,15 @@ def overfit(
         )
         start = float(val_steps[-patience])
     return Detection((start, float(val_steps[-1])), evidence, message)
+
+
+def _lowest_level(y: np.ndarray, window: int) -> tuple[int, float]:
+    """Where the centred median of ``window`` consecutive values is lowest, and that median."""
+    if y.size < window:
+        return int(np.argmin(y)), float(np.median(y))
+    medians = np.median(np.lib.stride_tricks.sliding_window_view(y, window), axis=1)
+    low = int(np.argmin(medians))
+    return low + window // 2, float(medians[low])
 
 
 def no_learning(

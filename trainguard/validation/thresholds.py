@@ -80,6 +80,13 @@ class RuleConfig:
         "no instability when the second half (or training over it) falls with this "
         "significance (Mann-Kendall z): noise around a falling trend",
     )
+    instability_near_best: float = _t(
+        0.25,
+        "nor when training is calm over it and learnt (fell plateau_min_improvement below its "
+        "start) and validation ends near its best: its last overfit_patience evaluations (their "
+        "median) give back less than this share of what it gained from its first evaluation to "
+        "its best (a small validation set's noise around a learnt level)",
+    )
     plateau_min_improvement: float = _t(
         0.2, "training plateaued when its best smoothed level is less than this share below its start"
     )
@@ -121,6 +128,17 @@ class RuleConfig:
         3.0,
         "... by at least this many times its own noise (the robust spread of its "
         "point-to-point changes) unless it ends worse than its first evaluation, ...",
+    )
+    overfit_lasting_z: float = _t(
+        2.0,
+        "... or, with overfit_patience x 2 evaluations since the best, their median above the "
+        "best by this many standard errors (its noise / sqrt(evaluations since)): a lasting rise, "
+        "which a noisy small validation set shows only over many evaluations, ...",
+    )
+    overfit_lasting_share: float = _t(
+        0.1,
+        "... that gives back at least this share of what validation gained from its first "
+        "evaluation to its best (not a near-zero loss drifting by a few examples), ...",
     )
     overfit_trend_z: float = _t(
         1.5,

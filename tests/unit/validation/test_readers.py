@@ -72,12 +72,39 @@ def test_short_row_mid_file_is_an_error(tmp_path) -> None:
         load_history(path)
 
 
-def test_missing_epoch_column(tmp_path) -> None:
-    path = write(tmp_path, "log.csv", "loss,val_loss\n2.0,1.9\n")
-    with pytest.raises(HistoryError, match="neither|without an 'epoch' or a 'step' column"):
+@pytest.mark.parametrize(
+    "text, by",
+    [
+        # pd.DataFrame(history.history).to_csv(path, index=False): the columns, a row per epoch
+        ("accuracy,loss,val_accuracy,val_loss\n0.5,2.0,0.4,1.9\n0.6,1.5,0.5,1.6\n0.7,1.2,0.6,1.4\n", "rows"),
+        # ... and to_csv's default: pandas' index as an unnamed first column
+        (",loss,val_loss,acc,val_acc\n0,2.0,1.9,0.5,0.4\n1,1.5,1.6,0.6,0.5\n2,1.2,1.4,0.7,0.6\n", "index"),
+    ],
+)
+def test_a_keras_history_without_an_epoch_column_is_read_by_row(tmp_path, text: str, by: str) -> None:
+    path = write(tmp_path, "training_history.csv", text)
+    history = load_history(path)  # no flags
+    assert history.format == "keras_csv"
+    assert history.series["val_loss"].steps.tolist() == [0.0, 1.0, 2.0]
+    assert history.series["loss"].values.tolist() == [2.0, 1.5, 1.2]
+    word = "by the unnamed index column" if by == "index" else "in the order of the rows"
+    assert any("no 'epoch' column" in note and word in note for note in history.notes)
+    # The csv module (a quoted cell sends a file to it) reads it the same way.
+    quoted = text.replace("1.5", '"1.5"')
+    exact = read_csv_exact(iter([quoted.encode()]), str(path), "keras_csv")
+    assert (exact.notes, exact.records) == (history.notes, history.records)
+    for name, series in history.series.items():
+        np.testing.assert_array_equal(series.steps, exact.series[name].steps)
+        np.testing.assert_array_equal(series.values, exact.series[name].values)
+
+
+def test_a_csv_with_no_epoch_step_or_loss_is_refused(tmp_path) -> None:
+    # A results table (one row per model) is no history: nothing in it names a loss.
+    path = write(tmp_path, "log.csv", "Model,RMSE,MAE\nforest,4.7,3.8\nxgboost,4.6,3.7\n")
+    with pytest.raises(HistoryError, match="without an 'epoch' or a 'step' column, nor a loss"):
         load_history(path)
-    with pytest.raises(HistoryError, match="no 'epoch' column"):
-        load_history(path, format="keras_csv")
+    with pytest.raises(HistoryError, match="no 'step' column"):
+        load_history(write(tmp_path, "metrics.csv", "loss,val_loss\n2.0,1.9\n"), format="lightning_csv")
 
 
 def test_header_only(tmp_path) -> None:

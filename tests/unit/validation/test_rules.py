@@ -376,7 +376,54 @@ def test_overfit_must_rise_beyond_the_noise_of_a_small_validation_set() -> None:
     assert isinstance(outcome, rules.Detection)
     assert outcome.evidence["rise_in_noise"] >= 3
     noisy = vv * np.random.default_rng(3).lognormal(0, 0.3, vs.size)  # a few dozen examples
-    assert rules.overfit(*train, vs, noisy, RuleConfig()) is None
+    # One evaluation's noise hides the rise: the single-point bar alone holds it back ...
+    assert rules.overfit(*train, vs, noisy, RuleConfig(overfit_lasting_z=100)) is None
+    # ... but the 28 evaluations since the best sit above it beyond their standard error (the
+    # last ten's median is a quarter above the level around the best): a mild, lasting overfit.
+    outcome = rules.overfit(*train, vs, noisy, RuleConfig())
+    assert isinstance(outcome, rules.Detection)
+    assert outcome.evidence["rise_in_noise"] < 3 <= outcome.evidence["lasting_rise_z"]
+
+
+def test_a_lasting_rise_on_a_noisy_small_validation_set_is_overfit() -> None:
+    # Per-epoch validation on a few dozen examples scatters by up to 40 % of its level; from
+    # epoch 10 its level is 30 % above the best and stays there for 30 evaluations while training
+    # keeps falling. One point's noise hides the rise, the level since the best shows it.
+    epochs = np.arange(40, dtype=float)
+    train = 1.5 * np.exp(-epochs / 10) + 0.05
+    scatter = np.resize([1.0, 1.35, 0.9, 1.2, 0.95, 1.4], epochs.size)
+    falling = 0.4 + 0.6 * np.exp(-epochs / 3)
+    risen = np.where(epochs >= 10, falling[10] * 1.3, falling) * scatter
+    outcome = rules.overfit(epochs, train, epochs, risen, RuleConfig())
+    assert isinstance(outcome, rules.Detection)
+    assert outcome.evidence["rise_in_noise"] < 3  # the single-point bar alone would not see it
+    assert outcome.evidence["lasting_rise_z"] >= 2
+    # The same scatter around a level that does not rise is noise; and 5 evaluations since the
+    # best are too few to call a rise lasting.
+    assert rules.overfit(epochs, train, epochs, falling * scatter, RuleConfig()) is None
+    assert rules.overfit(epochs[:14], train[:14], epochs[:14], risen[:14], RuleConfig()) is None
+
+
+def test_a_tiny_validation_set_s_swings_are_not_instability_when_the_run_ends_near_its_best() -> None:
+    # 12 epochs: training learns and settles (too short a tail for a significant fall), and the
+    # validation loss of a handful of images jumps by 80 % twice in the second half, then ends
+    # back near its best.
+    epochs = np.arange(12, dtype=float)
+    train = 0.2 + 1.0 * np.exp(-epochs / 1.5) + 0.01 * (-1) ** epochs
+    val = (0.6 * np.exp(-epochs / 2) + 0.1) * np.where(np.isin(epochs, [7, 9]), 1.8, 1.0)
+    assert isinstance(rules.instability(epochs, val, RuleConfig(), start=1.2), rules.Detection)
+    assert rules.instability(epochs, val, RuleConfig(), start=1.2, confirm=(epochs, train)) is None
+    # Ending high in its swings (a third of its gain given back) is still instability ...
+    ends_high = val.copy()
+    ends_high[-3:] = [0.3, 0.18, 0.3]
+    outcome = rules.instability(epochs, ends_high, RuleConfig(), start=1.2, confirm=(epochs, train))
+    assert isinstance(outcome, rules.Detection)
+    assert outcome.evidence["given_back"] > 0.25
+    # ... and so are the same swings over a training curve that learnt nothing.
+    flat = 1.0 + 0.01 * (-1) ** epochs
+    assert isinstance(
+        rules.instability(epochs, val, RuleConfig(), start=1.2, confirm=(epochs, flat)), rules.Detection
+    )
 
 
 def test_min_delta_moves_the_best_to_the_first_point_within_it() -> None:

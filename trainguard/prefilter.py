@@ -76,6 +76,9 @@ class _Seq:
     items: tuple
 
 
+_Part = bytes | _Alt | _Seq
+
+
 def _data(sub) -> list:
     return list(sub.data) if hasattr(sub, "data") else list(sub)
 
@@ -135,7 +138,38 @@ def _render(part: bytes | _Alt | _Seq | None) -> bytes:
         return re.escape(part.translate(_DIGITS))
     if isinstance(part, _Alt):
         return b"(?:" + b"|".join(_render(o) for o in part.options) + b")"
-    return b"".join(_render(p) for p in part.items)
+    out, items = [], part.items
+    for i, item in enumerate(items):
+        if item is not None:
+            out.append(_render(item) if i == 0 or items[i - 1] is not None else _then(item))
+    return b"".join(out)
+
+
+def _firsts(part: bytes | _Alt | _Seq) -> set[int]:
+    """The bytes a match of ``part`` may start with (a sequence starts with an item, not a gap)."""
+    if isinstance(part, bytes):
+        return {part.translate(_DIGITS)[0]}
+    if isinstance(part, _Alt):
+        return set().union(*(_firsts(o) for o in part.options))
+    return _firsts(part.items[0])
+
+
+def _then(part: bytes | _Alt | _Seq) -> bytes:
+    """A gap then ``part``: what ``[^\\n]*?`` + ``part`` matches, written so that the engine
+    tries ``part`` only where the line holds a byte it may start with.
+
+    The lazy gap tries ``part`` at every byte of the rest of the line, an opcode or more per
+    byte; here a possessive run of the other bytes (one loop in C) skips to the next byte
+    ``part`` may start with, ``part`` is tried there, else that byte is passed and the run goes
+    on. The same lines match (the first place ``part`` matches is the same place), at a few
+    times the speed on a long line: a log line holds a common word such as ``loss`` or
+    ``info`` and the rest of it is read for what must follow.
+    """
+    starts = b"".join(re.escape(bytes([byte])) for byte in sorted(_firsts(part) - {ord("\n")}))
+    if not starts:  # ``part`` starts with a line end: only the end of the line is left to try
+        return GAP + _render(part)
+    run = b"[^\\n" + starts + b"]*+"
+    return run + b"(?:[" + starts + b"]" + run + b")*?" + _render(part)
 
 
 def skeleton(regex: re.Pattern[str] | str) -> bytes | None:
@@ -192,29 +226,38 @@ def _strength(part: bytes | _Alt | _Seq | None) -> int:
     return min(len(head.translate(None, b"0123456789")) for head, _ in _leads(part))
 
 
-def _leads(part: bytes | _Alt | _Seq) -> list[tuple[bytes, bytes]]:
-    """(a literal a match holds, the regex that must follow it on the line) pairs.
+def _leads(part: bytes | _Alt | _Seq) -> list[tuple[bytes, _Part | None]]:
+    """(a literal a match holds, what must follow it on the line after a gap, or None) pairs.
 
-    A sequence is looked for from its first item strong enough to start from (``e`` in
-    ``E(?:rror|xception)`` or ``403`` in ``403.*forbidden`` is not: every ``e`` or number would
-    be followed by a search of the rest of the line). What comes before that item is dropped:
-    still a superset, a requirement is dropped, none is added.
+    A sequence is looked for from its strongest item: the one whose shortest literal has the
+    most letters, the first of equals (not ``e`` in ``E(?:rror|xception)`` nor ``403`` in
+    ``403.*forbidden``: every ``e`` or number would be followed by a search of the rest of the
+    line; not ``INFO`` in NCCL's ``INFO (?:bootstrap\\.c[cu]|init\\.c[cu]):\\d+ -> [1-9]``: a log
+    may hold ``info`` on every line, ``init.c`` on few). What comes before that item is
+    dropped: still a superset, a requirement is dropped, none is added.
     """
     if isinstance(part, bytes):
-        return [(part, b"")]
+        return [(part, None)]
     if isinstance(part, _Alt):
         return [lead for option in part.options for lead in _leads(option)]
     items = [(i, item) for i, item in enumerate(part.items) if item is not None]
     strengths = [(_strength(item), i) for i, item in items]
-    start = next(
-        (i for strength, i in strengths if strength >= _MIN_LEAD),
-        max(strengths, key=lambda s: (s[0], -s[1]))[1],
-    )
+    start = max(strengths, key=lambda s: (s[0], -s[1]))[1]
     rest = [item for item in part.items[start + 1 :]]
     while rest and rest[0] is None:
         rest.pop(0)
-    after = b"" if not rest else GAP + _render(rest[0] if len(rest) == 1 else _Seq(tuple(rest)))
-    return [(head, tail + after) for head, tail in _leads(part.items[start])]
+    after = None if not rest else rest[0] if len(rest) == 1 else _Seq(tuple(rest))
+    out = []
+    for head, tail in _leads(part.items[start]):
+        if tail is None or after is None:
+            out.append((head, after if tail is None else tail))
+        else:
+            out.append((head, _Seq((*_items(tail), None, *_items(after)))))
+    return out
+
+
+def _items(part: _Part) -> tuple:
+    return part.items if isinstance(part, _Seq) else (part,)
 
 
 # How common a byte is in lower-cased logs (higher: more common): digits (all 0 here), a space,
@@ -245,11 +288,13 @@ def _anchors(heads: list[bytes]) -> list[bytes]:
     return [chosen[k] for k in range(len(heads))]
 
 
-def _trie(leads: list[tuple[bytes, bytes]]) -> bytes:
+def _trie(leads: list[tuple[bytes, _Part | None]]) -> bytes:
     """One regex for all leads: a trie of their literals, each leaf followed by what it needs.
 
     Python's regex engine tries the alternatives of an alternation one by one at every position:
-    a hundred flat alternatives cost a hundred tests per character, a trie a few.
+    a hundred flat alternatives cost a hundred tests per character, a trie a few. The leads of
+    one literal that need more on the line share one gap: the rest of the line is read once
+    for any of what they need.
     """
     root: dict = {}
     for anchor, (head, rest) in zip(_anchors([h for h, _ in leads]), leads, strict=True):
@@ -257,25 +302,29 @@ def _trie(leads: list[tuple[bytes, bytes]]) -> bytes:
         for byte in anchor:
             node = node.setdefault(byte, {})
         whole = head.translate(_DIGITS)
-        if whole != anchor:
-            # The anchor is the literal's end: the rest of it must stand right before it, checked
-            # at once (a fixed-width lookbehind) rather than by every line the anchor alone finds
-            # ("throughput" holds "ugh" of "not enough", "totalMemory" the "memory" of "Cannot
-            # allocate memory").
-            rest = b"(?<=" + re.escape(whole) + b")" + rest
-        node.setdefault(None, set()).add(rest)
+        # The anchor is the literal's end: the rest of it must stand right before it, checked
+        # at once (a fixed-width lookbehind) rather than by every line the anchor alone finds
+        # ("throughput" holds "ugh" of "not enough", "totalMemory" the "memory" of "Cannot
+        # allocate memory").
+        behind = b"" if whole == anchor else b"(?<=" + re.escape(whole) + b")"
+        node.setdefault(None, {}).setdefault(behind, {})[None if rest is None else _render(rest)] = rest
     return _emit(root)
 
 
 def _emit(node: dict) -> bytes:
-    rests = node.get(None, set())
-    if b"" in rests:
+    ends = node.get(None, {})
+    if None in ends.get(b"", {}):
         return b""  # a lead that needs nothing more: found
     options = [
         re.escape(bytes([byte])) + _emit(child)
         for byte, child in sorted((k, v) for k, v in node.items() if k is not None)
     ]
-    options += sorted(rests)
+    for behind, rests in sorted(ends.items()):
+        if None in rests:
+            options.append(behind)
+            continue
+        parts = [rests[key] for key in sorted(rests)]
+        options.append(behind + _then(parts[0] if len(parts) == 1 else _Alt(tuple(parts))))
     if len(options) == 1:
         return options[0]
     return b"(?:" + b"|".join(options) + b")"
@@ -295,8 +344,8 @@ class Prefilter:
         self.complete = all(p is not None for p in parts)
         leads = [lead for p in parts if p is not None for lead in _leads(p)]
         if heads_only:
-            leads = [(head, b"") for head, _rest in leads]
-        leads += [(ch.encode(), b"") for ch in FOLDED]
+            leads = [(head, None) for head, _rest in leads]
+        leads += [(ch.encode(), None) for ch in FOLDED]
         self.regex = re.compile(_trie(leads)) if self.complete else None
 
     def lines(self, block: bytes, *, dedup: bool = True) -> tuple[list[int], float]:

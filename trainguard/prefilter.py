@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from itertools import compress, count
 from dataclasses import dataclass
 
 # Python 3.11+ keeps the regex parser private; the prefilter reads literals off its parse tree.
@@ -59,6 +60,10 @@ _ATOMIC = getattr(_c, "ATOMIC_GROUP", object())
 # The text the prefilter reads has every digit made 0, so that lines differing only in numbers
 # (step counters, losses, timestamps) are one line to search; its literals are made alike.
 DIGITS = _DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
+# Both at once, in one pass: bytes.lower() changes ASCII letters only, so does this table.
+_LOWER_DIGITS = bytes.maketrans(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", b"abcdefghijklmnopqrstuvwxyz0000000000"
+)
 _MIN_LEAD = 3  # a shorter literal is too common a place to start looking from
 
 
@@ -357,7 +362,7 @@ class Prefilter:
         numbers), the distinct ones joined into one text for one pass of the compiled regex;
         without, the block is searched as it is (cheaper when its lines are all different).
         """
-        lowered = block.lower().translate(_DIGITS)
+        lowered = block.translate(_LOWER_DIGITS)
         if self.regex is None:  # a regex that needs no literal: every line is a candidate
             return list(range(lowered.count(b"\n") + 1)), 1.0
         if not dedup:
@@ -367,7 +372,11 @@ class Prefilter:
         text = b"\n".join(distinct)
         found = {text[start:stop] for start, stop in self._spans(text)}
         share = len(distinct) / len(shapes)
-        return ([i for i, shape in enumerate(shapes) if shape in found] if found else []), share
+        if not found:
+            return [], share
+        # In C: a log whose every line is a candidate (a progress bar with a NaN loss) has a
+        # million of them.
+        return list(compress(count(), map(found.__contains__, shapes))), share
 
     def _spans(self, text: bytes) -> Iterator[tuple[int, int]]:
         """(start, end) of each line of ``text`` the compiled regex finds something in."""

@@ -195,26 +195,42 @@ def scan(
     # progress bar's counts): what a line shape shows is worked out once.
     shapes: dict[tuple[bytes, bool], _Shape] = {}
     frames: dict[bytes, bool] = {}
+    # Line shapes whose every signature has all the hits it keeps, whatever the line before:
+    # their lines are passed at the cost of a lookup (a progress bar with a NaN loss on each
+    # of its million lines is a candidate a million times).
+    spent: set[bytes] = set()
     line_number = 1  # of the first line of the block
     previous = b""  # the last line of the previous block
     plain = 0  # blocks left to search without de-duplicating (their lines were all different)
     for block in blocks:
-        lines = block.split(b"\n")  # the block ends with a line end: the last item is empty
         candidates, distinct = compiled.prefilter.lines(block, dedup=plain == 0)
         plain = max(0, plain - 1) if plain else (_PLAIN_BLOCKS if distinct > _MOSTLY_DISTINCT else 0)
+        # The block ends with a line end: the last item is empty. Cut only when some line is
+        # a candidate (most blocks of a healthy log have none).
+        lines = block.split(b"\n") if candidates else []
         for index in candidates:
             line = lines[index]
+            text_shape = line.translate(DIGITS)
+            if text_shape in spent:
+                continue
             after_frame = _ends_in_frame(lines[index - 1] if index else previous, frames, errors)
-            key = (line.translate(DIGITS), after_frame)
+            key = (text_shape, after_frame)
             shape = shapes.get(key)
             if shape is None:
-                shape = compiled.shape(key[0].decode("utf-8", errors), after_frame)
+                shape = compiled.shape(text_shape.decode("utf-8", errors), after_frame)
                 if len(line) <= _SHAPE_BYTES:
                     if len(shapes) >= _SHAPES:
                         shapes.clear()
                     shapes[key] = shape
             if all(counts[i] >= HITS_PER_PATTERN for i in shape.signatures):
-                continue  # every signature this line can show has all the hits it keeps
+                # Every signature this line can show has all the hits it keeps. After a Python
+                # frame a line shows what it shows after any other line or less (its first
+                # piece may be quoted source): only the other case tells about every line.
+                if not after_frame and len(line) <= _SHAPE_BYTES:
+                    if len(spent) >= _SHAPES:
+                        spent.clear()
+                    spent.add(text_shape)
+                continue
             for segment, piece in enumerate(pieces(line.decode("utf-8", errors))):
                 found = list(shape.shown[segment])
                 found += [i for i in shape.to_run[segment] if compiled.patterns[i].regex.search(piece)]
@@ -222,8 +238,8 @@ def scan(
                     if counts[i] < HITS_PER_PATTERN:
                         counts[i] += 1
                         hits.append(Hit(line_number + index, segment, piece, compiled.patterns[i]))
-        line_number += len(lines) - 1
-        previous = lines[-2] if len(lines) > 1 else previous
+        line_number += block.count(b"\n")
+        previous = block[block.rfind(b"\n", 0, len(block) - 1) + 1 : -1]
     return hits
 
 

@@ -316,6 +316,28 @@ def _trie(leads: list[tuple[bytes, _Part | None]]) -> bytes:
     return _emit(root)
 
 
+def _implies(part: _Part, other: _Part) -> bool:
+    """Whether every line where ``part`` follows a gap also has ``other`` after that gap: then
+    a lead that needs ``part`` adds no line to one that needs ``other`` (``loss`` then
+    ``is|became`` … ``inf|nan``, beside ``loss`` then ``nan|inf``). Told only for an ``other``
+    that is a literal or a choice of literals, held by every choice ``part`` has."""
+    if isinstance(other, bytes):
+        wanted: tuple = (other,)
+    elif isinstance(other, _Alt) and all(isinstance(o, bytes) for o in other.options):
+        wanted = other.options
+    else:
+        return False
+    return _holds(part, wanted)
+
+
+def _holds(part: _Part, wanted: tuple) -> bool:
+    if isinstance(part, bytes):
+        return any(w in part for w in wanted)
+    if isinstance(part, _Alt):
+        return all(_holds(o, wanted) for o in part.options)
+    return any(_holds(item, wanted) for item in part.items if item is not None)
+
+
 def _emit(node: dict) -> bytes:
     ends = node.get(None, {})
     if None in ends.get(b"", {}):
@@ -328,7 +350,10 @@ def _emit(node: dict) -> bytes:
         if None in rests:
             options.append(behind)
             continue
-        parts = [rests[key] for key in sorted(rests)]
+        parts: list[_Part] = []
+        for key in sorted(rests, key=lambda k: (len(k), k)):
+            if not any(_implies(rests[key], kept) for kept in parts):
+                parts.append(rests[key])
         options.append(behind + _then(parts[0] if len(parts) == 1 else _Alt(tuple(parts))))
     if len(options) == 1:
         return options[0]

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import compress, count
 
 # Python 3.11+ keeps the regex parser private; the prefilter reads literals off its parse tree.
@@ -293,20 +294,16 @@ def _anchors(heads: list[bytes]) -> list[bytes]:
     return [chosen[k] for k in range(len(heads))]
 
 
-def _trie(leads: list[tuple[bytes, _Part | None]]) -> bytes:
-    """One regex for all leads: a trie of their literals, each leaf followed by what it needs.
+def _root(leads: list[tuple[bytes, _Part | None]]) -> dict:
+    """The trie of the leads' anchors: a node maps a byte to the next node, None to what the
+    leads that end there need (by the lookbehind their literal needs); :func:`_emit` writes
+    it as a regex, each leaf followed by what it needs.
 
     Python's regex engine tries the alternatives of an alternation one by one at every position:
     a hundred flat alternatives cost a hundred tests per character, a trie a few. The leads of
     one literal that need more on the line share one gap: the rest of the line is read once
     for any of what they need.
     """
-    return _emit(_root(leads))
-
-
-def _root(leads: list[tuple[bytes, _Part | None]]) -> dict:
-    """The trie of the leads' anchors: a node maps a byte to the next node, None to what the
-    leads that end there need (by the lookbehind their literal needs)."""
     root: dict = {}
     for anchor, (head, rest) in zip(_anchors([h for h, _ in leads]), leads, strict=True):
         node = root
@@ -367,7 +364,7 @@ def _emit(node: dict) -> bytes:
 
 
 class Prefilter:
-    """One compiled regex over lower-cased bytes: the lines any of ``regexes`` can match."""
+    """Compiled regexes over lower-cased bytes: the lines any of ``regexes`` can match."""
 
     def __init__(self, regexes: Sequence[re.Pattern[str]], *, heads_only: bool = False) -> None:
         """Args:
@@ -382,13 +379,22 @@ class Prefilter:
         if heads_only:
             leads = [(head, None) for head, _rest in leads]
         leads += [(ch.encode(), None) for ch in FOLDED]
-        self.regex = re.compile(_trie(leads)) if self.complete else None
-        # The same, one regex per first byte, run one after the other: a regex that starts
-        # with one byte skips to it at memchr speed, one that starts with any of a set tests
-        # every byte of the text against the set (about 6 ns a byte: the every-line-different
-        # step log's 4 MB block took 31 ms so, its 17 first bytes one after the other 24 ms).
-        root = _root(leads)
-        self._searches = tuple(re.compile(_emit({byte: root[byte]})).search for byte in sorted(root))
+        self._root = _root(leads)
+        # One regex per first byte, run one after the other: a regex that starts with one byte
+        # skips to it at memchr speed, one that starts with any of a set tests every byte of
+        # the text against the set (about 6 ns a byte: the every-line-different step log's
+        # 4 MB block took 31 ms so, its 17 first bytes one after the other 24 ms).
+        self._searches = (
+            tuple(re.compile(_emit({byte: self._root[byte]})).search for byte in sorted(self._root))
+            if self.complete
+            else ()
+        )
+
+    @cached_property
+    def regex(self) -> re.Pattern[bytes] | None:
+        """All of it as one compiled regex (None: some regex needs no literal, every line may
+        match), for a text searched at once rather than line by line."""
+        return re.compile(_emit(self._root)) if self.complete else None
 
     def lines(self, block: bytes, *, dedup: bool = True) -> tuple[list[int], float]:
         """The indexes of the lines of ``block`` (``block.split(b"\\n")``) that may match, and the
@@ -400,7 +406,7 @@ class Prefilter:
         without, the block is searched as it is (cheaper when its lines are all different).
         """
         lowered = block.translate(_LOWER_DIGITS)
-        if self.regex is None:  # a regex that needs no literal: every line is a candidate
+        if not self.complete:  # a regex that needs no literal: every line is a candidate
             return list(range(lowered.count(b"\n") + 1)), 1.0
         if not dedup:
             return self._direct(lowered), 1.0
@@ -418,7 +424,6 @@ class Prefilter:
     def _spans(self, text: bytes) -> list[tuple[int, int]]:
         """(start, end) of each line of ``text`` the compiled regex finds something in, in
         text order."""
-        assert self.regex is not None
         spans: dict[int, int] = {}
         end = len(text)
         for search in self._searches:

@@ -374,12 +374,17 @@ class Prefilter:
             lazy gap then a literal costs a pass to the end of the text per occurrence).
         """
         parts = [_parse(r) for r in regexes]
-        self.complete = all(p is not None for p in parts)
-        leads = [lead for p in parts if p is not None for lead in _leads(p)]
-        if heads_only:
-            leads = [(head, None) for head, _rest in leads]
-        leads += [(ch.encode(), None) for ch in FOLDED]
-        self._root = _root(leads)
+        self._leads: tuple[list[tuple[bytes, _Part | None]] | None, ...] = tuple(
+            None if p is None else [(h, None) for h, _ in _leads(p)] if heads_only else _leads(p)
+            for p in parts
+        )
+        self._made()
+
+    def _made(self) -> None:
+        self.complete = all(leads is not None for leads in self._leads)
+        every = [lead for leads in self._leads if leads is not None for lead in leads]
+        every += [(ch.encode(), None) for ch in FOLDED]
+        self._root = _root(every)
         # One regex per first byte, run one after the other: a regex that starts with one byte
         # skips to it fast (3 GB/s), one that starts with any of a set tests every byte of the
         # text against the set (about 6 ns a byte: the every-line-different step log's 4 MB
@@ -394,6 +399,14 @@ class Prefilter:
             if self.complete
             else ()
         )
+
+    def subset(self, keep: Sequence[int]) -> Prefilter:
+        """The prefilter of the regexes ``keep`` (indexes) alone, from what is known of each:
+        re's own cache hands back the regexes of the first bytes that did not change."""
+        other = object.__new__(Prefilter)
+        other._leads = tuple(self._leads[k] for k in keep)
+        other._made()
+        return other
 
     @cached_property
     def regex(self) -> re.Pattern[bytes] | None:

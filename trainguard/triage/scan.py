@@ -244,13 +244,13 @@ def scan(
     line_number = 1  # of the first line of the block
     previous = b""  # the last line of the previous block
     plain = 0  # blocks left to search without de-duplicating (their lines were all different)
+    dead = 0  # lines whose shape was worked out for signatures that have all their hits
     for block in blocks:
         candidates, distinct = active.prefilter.lines(block, dedup=plain == 0)
         plain = max(0, plain - 1) if plain else (_PLAIN_BLOCKS if distinct > _MOSTLY_DISTINCT else 0)
         # The block ends with a line end: the last item is empty. Cut only when some line is
         # a candidate (most blocks of a healthy log have none).
         lines = block.split(b"\n") if candidates else []
-        dead = 0  # lines whose shape was worked out for signatures that have all their hits
         at = 0
         while at < len(candidates):
             index = candidates[at]

@@ -779,6 +779,37 @@ def test_the_prefilter_lets_no_line_of_a_healthy_real_log_through():
         assert all(b"Traceback (most recent call last)" in line for line in through), (path.name, through)
 
 
+@pytest.mark.parametrize("block_bytes", [1 << 20, 4096])
+def test_a_table_left_without_the_signatures_that_have_their_hits_finds_the_same_hits(
+    monkeypatch, block_bytes
+):
+    # No two lines alike (an id on each): the scan goes on without the NaN-loss signature once
+    # it has its hits; what it finds is what the whole table finds.
+    import io
+
+    monkeypatch.setattr(triage.input, "BLOCK_BYTES", block_bytes)
+    ids = [
+        format(i * 2654435761 % 2**32, "x").translate(str.maketrans("0123456789", "ghijklmnop"))
+        for i in range(900)
+    ]
+    text = "".join(f"step 3 loss: nan id={i}\n" for i in ids[:600]) + fixture("device_oom-torch-allocator")
+    text += "".join(f"Epoch 2 - loss: inf id={i}\n" for i in ids[600:]) + fixture(
+        "permission-aiplatform-grpc"
+    )
+
+    def hits(rebuild_after: int) -> list:
+        monkeypatch.setattr(scan, "_REBUILD_AFTER", rebuild_after)
+        found = scan.scan(blocks(io.BytesIO(text.encode())), errors="replace")
+        return [(h.line_number, h.segment, h.pattern.label) for h in found]
+
+    subsets = []
+    subset = scan.Table.subset
+    monkeypatch.setattr(scan.Table, "subset", lambda self, keep: subsets.append(keep) or subset(self, keep))
+    assert hits(5) == hits(10**9)
+    assert subsets  # the table was left without some signatures
+    assert classify(text).failure_class == "device_oom"  # the earliest fatal signal
+
+
 def _lazy(part) -> bytes:
     """A skeleton part written as the prefilter first wrote it: every gap lazy."""
     from trainguard.prefilter import DIGITS, GAP, _Alt

@@ -5,9 +5,10 @@ regexes are cheap, the hundreds of millions of calls are not. Most lines of a lo
 and every regex of a failure table needs some literal words (``out of memory``, ``PERMISSION``…).
 :func:`skeleton` reads a regex's parse tree and writes a looser regex over lower-cased bytes that
 every line the original matches also matches: the literals it requires, in order, with gaps.
-:class:`Prefilter` joins the skeletons of a whole table into one compiled regex that runs over big
-blocks of the lower-cased file in C; only the few lines it finds go to the real table, and of the
-table only the regexes whose required words (:func:`gate_words`) the line holds.
+:class:`Prefilter` joins the skeletons of a whole table into a trie of literals, compiled as one
+regex per first byte, that runs over big blocks of the lower-cased file in C; only the few lines
+it finds go to the real table, and of the table only the regexes whose required words
+(:func:`gate_words`) the line holds.
 
 The skeleton is a superset by construction: literals are lower-cased (so is the text), anything
 that is not a plain ASCII literal becomes a gap (``[^\\n]*?``, which may be empty), an optional
@@ -15,7 +16,8 @@ part is dropped, a branch keeps all its alternatives. Python's case-insensitive 
 folds four non-ASCII letters onto ASCII ones (Kelvin sign ``K``, ``ſ``, ``İ``, ``ı``): a line
 holding one of them is always a candidate. Each literal is looked for from a short, rare suffix
 (the regex engine skips fast to few distinct first bytes), and the rest of it is checked at once
-behind it, so the suffix alone never makes a candidate.
+behind it, so the suffix alone never makes a candidate. What must follow a literal on the line
+is looked for byte run by byte run (:func:`_then`), not byte by byte.
 
 A log repeats its lines but for their numbers. :func:`digit_blind` tells which regexes cannot
 tell one digit from another (they match a line exactly when they match it with every digit made

@@ -3,7 +3,9 @@
 A prefilter (:mod:`trainguard.prefilter`) reads each block of lines in C and names the few lines
 any signature can match; of the table, only the signatures whose required words a line holds run
 on it. The result is every hit the full table would find on every line, as :class:`Hit`\\ s in
-text order (a signature keeps its first :data:`HITS_PER_PATTERN` hits).
+text order (a signature keeps its first :data:`HITS_PER_PATTERN` hits). Once many candidate lines
+are candidates only for signatures that have all their hits, the scan goes on with a table
+without them (:meth:`Table.subset`).
 """
 
 from __future__ import annotations

@@ -835,10 +835,12 @@ def _literals(part) -> list[bytes]:
 
 def test_a_gap_before_what_a_lead_needs_finds_what_the_lazy_gap_finds():
     # The possessive run skips to the bytes what follows may start with: the same first place.
-    from trainguard.prefilter import DIGITS, GAP, _leads, _parse, _then
+    from trainguard.prefilter import DIGITS, GAP, _Alt, _leads, _parse, _Seq, _then
 
     rests = {rest for p in CLASS_PATTERNS for _head, rest in _leads(_parse(p.regex)) if rest is not None}
     assert len(rests) > 50
+    # Where a choice matches first is not where what follows it can: "c" then "d" in "bcdx".
+    rests.add(_Seq((_Alt((b"bcdx", b"c")), None, b"d")))
     for rest in rests:
         lazy, possessive = re.compile(GAP + _lazy(rest)), re.compile(_then(rest))
         words = [w.translate(DIGITS) for w in _literals(rest)]
@@ -849,6 +851,26 @@ def test_a_gap_before_what_a_lead_needs_finds_what_the_lazy_gap_finds():
             for at in range(len(text) + 1):
                 found, fast = lazy.match(text, at), possessive.match(text, at)
                 assert (found and found.end()) == (fast and fast.end()), (rest, text, at)
+
+
+def test_a_long_line_holding_what_a_lead_needs_again_and_again_takes_no_memory_for_it():
+    # A lazy loop over the rest of a line keeps a place to go back to per byte it passes.
+    import subprocess
+    import sys
+
+    code = (
+        "import io, resource\n"
+        "from trainguard.triage import scan\n"
+        "from trainguard.triage.input import blocks\n"
+        "scan.table()\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "scan.scan(blocks(io.BytesIO(b'loss ' + b'ix' * 2_000_000 + b'\\n')), errors='replace')\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n"
+    )
+    grown_kib = int(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    )
+    assert grown_kib < 40 * 1024  # the 4 MB line, its lower-cased copy and its pieces
 
 
 def test_of_the_leads_one_literal_starts_one_needing_more_is_left_out():

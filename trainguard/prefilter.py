@@ -5,9 +5,10 @@ regexes are cheap, the hundreds of millions of calls are not. Most lines of a lo
 and every regex of a failure table needs some literal words (``out of memory``, ``PERMISSION``…).
 :func:`skeleton` reads a regex's parse tree and writes a looser regex over lower-cased bytes that
 every line the original matches also matches: the literals it requires, in order, with gaps.
-:class:`Prefilter` joins the skeletons of a whole table into one compiled regex that runs over big
-blocks of the lower-cased file in C; only the few lines it finds go to the real table, and of the
-table only the regexes whose required words (:func:`gate_words`) the line holds.
+:class:`Prefilter` joins the skeletons of a whole table into a trie of literals, compiled as one
+regex per first byte, that runs over big blocks of the lower-cased file in C; only the few lines
+it finds go to the real table, and of the table only the regexes whose required words
+(:func:`gate_words`) the line holds.
 
 The skeleton is a superset by construction: literals are lower-cased (so is the text), anything
 that is not a plain ASCII literal becomes a gap (``[^\\n]*?``, which may be empty), an optional
@@ -15,7 +16,8 @@ part is dropped, a branch keeps all its alternatives. Python's case-insensitive 
 folds four non-ASCII letters onto ASCII ones (Kelvin sign ``K``, ``ſ``, ``İ``, ``ı``): a line
 holding one of them is always a candidate. Each literal is looked for from a short, rare suffix
 (the regex engine skips fast to few distinct first bytes), and the rest of it is checked at once
-behind it, so the suffix alone never makes a candidate.
+behind it, so the suffix alone never makes a candidate. What must follow a literal on the line
+is looked for byte run by byte run (:func:`_then`), not byte by byte.
 
 A log repeats its lines but for their numbers. :func:`digit_blind` tells which regexes cannot
 tell one digit from another (they match a line exactly when they match it with every digit made
@@ -27,8 +29,10 @@ and may match it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import compress, count
 
 # Python 3.11+ keeps the regex parser private; the prefilter reads literals off its parse tree.
 from re import _compiler as _sre_compile  # type: ignore[attr-defined]
@@ -59,6 +63,10 @@ _ATOMIC = getattr(_c, "ATOMIC_GROUP", object())
 # The text the prefilter reads has every digit made 0, so that lines differing only in numbers
 # (step counters, losses, timestamps) are one line to search; its literals are made alike.
 DIGITS = _DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
+# Both at once, in one pass: bytes.lower() changes ASCII letters only, so does this table.
+_LOWER_DIGITS = bytes.maketrans(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", b"abcdefghijklmnopqrstuvwxyz0000000000"
+)
 _MIN_LEAD = 3  # a shorter literal is too common a place to start looking from
 
 
@@ -74,6 +82,9 @@ class _Seq:
     """A match holds every item, in order; None is a gap (any run of characters, maybe none)."""
 
     items: tuple
+
+
+_Part = bytes | _Alt | _Seq
 
 
 def _data(sub) -> list:
@@ -138,6 +149,38 @@ def _render(part: bytes | _Alt | _Seq | None) -> bytes:
     return b"".join(_render(p) for p in part.items)
 
 
+def _firsts(part: bytes | _Alt | _Seq) -> set[int]:
+    """The bytes a match of ``part`` may start with (a sequence starts with an item, not a gap)."""
+    if isinstance(part, bytes):
+        return {part.translate(_DIGITS)[0]}
+    if isinstance(part, _Alt):
+        return set().union(*(_firsts(o) for o in part.options))
+    return _firsts(part.items[0])
+
+
+def _then(part: bytes | _Alt | _Seq) -> bytes:
+    """A gap then ``part``, all that must follow a literal on the line: what ``[^\\n]*?``
+    then ``part`` matches, written so that the engine tries ``part`` only where the line holds
+    a byte it may start with.
+
+    The lazy gap tries ``part`` at every byte of the rest of the line, an opcode or more per
+    byte; here a possessive run of the other bytes (one loop in C) skips to the next byte
+    ``part`` may start with, and a byte where ``part`` does not match is passed. Possessive:
+    nothing to go back to, so memory stays flat however long the line (a lazy loop keeps a
+    place to go back to per byte passed: 100 MiB on a 4 MB line). Going on from the first
+    place where ``part`` matches loses nothing only because nothing follows ``part``, so the
+    gaps inside it stay lazy. The same lines match, at a few times the speed on a long line
+    (a log line holds a common word such as ``loss``, and the rest of it is read for what
+    must follow).
+    """
+    lazy = _render(part)
+    starts = b"".join(re.escape(bytes([byte])) for byte in sorted(_firsts(part) - {ord("\n")}))
+    if not starts:  # ``part`` starts with a line end: only the end of the line is left to try
+        return GAP + lazy
+    run = rb"[^\n" + starts + b"]*+"
+    return run + b"(?:(?!" + lazy + b")[" + starts + b"]" + run + b")*+" + lazy
+
+
 def skeleton(regex: re.Pattern[str] | str) -> bytes | None:
     """A regex over a lower-cased UTF-8 line that every line ``regex`` matches also matches.
 
@@ -192,29 +235,38 @@ def _strength(part: bytes | _Alt | _Seq | None) -> int:
     return min(len(head.translate(None, b"0123456789")) for head, _ in _leads(part))
 
 
-def _leads(part: bytes | _Alt | _Seq) -> list[tuple[bytes, bytes]]:
-    """(a literal a match holds, the regex that must follow it on the line) pairs.
+def _leads(part: bytes | _Alt | _Seq) -> list[tuple[bytes, _Part | None]]:
+    """(a literal a match holds, what must follow it on the line after a gap, or None) pairs.
 
-    A sequence is looked for from its first item strong enough to start from (``e`` in
-    ``E(?:rror|xception)`` or ``403`` in ``403.*forbidden`` is not: every ``e`` or number would
-    be followed by a search of the rest of the line). What comes before that item is dropped:
-    still a superset, a requirement is dropped, none is added.
+    A sequence is looked for from its strongest item: the one whose shortest literal has the
+    most letters, the first of equals (not ``e`` in ``E(?:rror|xception)`` nor ``403`` in
+    ``403.*forbidden``: every ``e`` or number would be followed by a search of the rest of the
+    line; not ``INFO`` in NCCL's ``INFO (?:bootstrap\\.c[cu]|init\\.c[cu]):\\d+ -> [1-9]``: a log
+    may hold ``info`` on every line, ``init.c`` on few). What comes before that item is
+    dropped: still a superset, a requirement is dropped, none is added.
     """
     if isinstance(part, bytes):
-        return [(part, b"")]
+        return [(part, None)]
     if isinstance(part, _Alt):
         return [lead for option in part.options for lead in _leads(option)]
     items = [(i, item) for i, item in enumerate(part.items) if item is not None]
     strengths = [(_strength(item), i) for i, item in items]
-    start = next(
-        (i for strength, i in strengths if strength >= _MIN_LEAD),
-        max(strengths, key=lambda s: (s[0], -s[1]))[1],
-    )
+    start = max(strengths, key=lambda s: (s[0], -s[1]))[1]
     rest = [item for item in part.items[start + 1 :]]
     while rest and rest[0] is None:
         rest.pop(0)
-    after = b"" if not rest else GAP + _render(rest[0] if len(rest) == 1 else _Seq(tuple(rest)))
-    return [(head, tail + after) for head, tail in _leads(part.items[start])]
+    after = None if not rest else rest[0] if len(rest) == 1 else _Seq(tuple(rest))
+    out = []
+    for head, tail in _leads(part.items[start]):
+        if tail is None or after is None:
+            out.append((head, after if tail is None else tail))
+        else:
+            out.append((head, _Seq((*_items(tail), None, *_items(after)))))
+    return out
+
+
+def _items(part: _Part) -> tuple:
+    return part.items if isinstance(part, _Seq) else (part,)
 
 
 # How common a byte is in lower-cased logs (higher: more common): digits (all 0 here), a space,
@@ -245,11 +297,15 @@ def _anchors(heads: list[bytes]) -> list[bytes]:
     return [chosen[k] for k in range(len(heads))]
 
 
-def _trie(leads: list[tuple[bytes, bytes]]) -> bytes:
-    """One regex for all leads: a trie of their literals, each leaf followed by what it needs.
+def _root(leads: list[tuple[bytes, _Part | None]]) -> dict:
+    """The trie of the leads' anchors: a node maps a byte to the next node, None to what the
+    leads that end there need (by the lookbehind their literal needs); :func:`_emit` writes
+    it as a regex, each leaf followed by what it needs.
 
     Python's regex engine tries the alternatives of an alternation one by one at every position:
-    a hundred flat alternatives cost a hundred tests per character, a trie a few.
+    a hundred flat alternatives cost a hundred tests per character, a trie a few. The leads of
+    one literal that need more on the line share one gap: the rest of the line is read once
+    for any of what they need.
     """
     root: dict = {}
     for anchor, (head, rest) in zip(_anchors([h for h, _ in leads]), leads, strict=True):
@@ -257,32 +313,61 @@ def _trie(leads: list[tuple[bytes, bytes]]) -> bytes:
         for byte in anchor:
             node = node.setdefault(byte, {})
         whole = head.translate(_DIGITS)
-        if whole != anchor:
-            # The anchor is the literal's end: the rest of it must stand right before it, checked
-            # at once (a fixed-width lookbehind) rather than by every line the anchor alone finds
-            # ("throughput" holds "ugh" of "not enough", "totalMemory" the "memory" of "Cannot
-            # allocate memory").
-            rest = b"(?<=" + re.escape(whole) + b")" + rest
-        node.setdefault(None, set()).add(rest)
-    return _emit(root)
+        # The anchor is the literal's end: the rest of it must stand right before it, checked
+        # at once (a fixed-width lookbehind) rather than by every line the anchor alone finds
+        # ("throughput" holds "ugh" of "not enough", "totalMemory" the "memory" of "Cannot
+        # allocate memory").
+        behind = b"" if whole == anchor else b"(?<=" + re.escape(whole) + b")"
+        node.setdefault(None, {}).setdefault(behind, {})[None if rest is None else _render(rest)] = rest
+    return root
+
+
+def _implies(part: _Part, other: _Part) -> bool:
+    """Whether every line where ``part`` follows a gap also has ``other`` after that gap: then
+    a lead that needs ``part`` adds no line to one that needs ``other`` (``loss`` then
+    ``is|became`` … ``inf|nan``, beside ``loss`` then ``nan|inf``). Told only for an ``other``
+    that is a literal or a choice of literals, held by every choice ``part`` has."""
+    if isinstance(other, bytes):
+        wanted: tuple = (other,)
+    elif isinstance(other, _Alt) and all(isinstance(o, bytes) for o in other.options):
+        wanted = other.options
+    else:
+        return False
+    return _holds(part, wanted)
+
+
+def _holds(part: _Part, wanted: tuple) -> bool:
+    if isinstance(part, bytes):
+        return any(w in part for w in wanted)
+    if isinstance(part, _Alt):
+        return all(_holds(o, wanted) for o in part.options)
+    return any(_holds(item, wanted) for item in part.items if item is not None)
 
 
 def _emit(node: dict) -> bytes:
-    rests = node.get(None, set())
-    if b"" in rests:
+    ends = node.get(None, {})
+    if None in ends.get(b"", {}):
         return b""  # a lead that needs nothing more: found
     options = [
         re.escape(bytes([byte])) + _emit(child)
         for byte, child in sorted((k, v) for k, v in node.items() if k is not None)
     ]
-    options += sorted(rests)
+    for behind, rests in sorted(ends.items()):
+        if None in rests:
+            options.append(behind)
+            continue
+        parts: list[_Part] = []
+        for key in sorted(rests, key=lambda k: (len(k), k)):
+            if not any(_implies(rests[key], kept) for kept in parts):
+                parts.append(rests[key])
+        options.append(behind + _then(parts[0] if len(parts) == 1 else _Alt(tuple(parts))))
     if len(options) == 1:
         return options[0]
     return b"(?:" + b"|".join(options) + b")"
 
 
 class Prefilter:
-    """One compiled regex over lower-cased bytes: the lines any of ``regexes`` can match."""
+    """Compiled regexes over lower-cased bytes: the lines any of ``regexes`` can match."""
 
     def __init__(self, regexes: Sequence[re.Pattern[str]], *, heads_only: bool = False) -> None:
         """Args:
@@ -292,12 +377,45 @@ class Prefilter:
             lazy gap then a literal costs a pass to the end of the text per occurrence).
         """
         parts = [_parse(r) for r in regexes]
-        self.complete = all(p is not None for p in parts)
-        leads = [lead for p in parts if p is not None for lead in _leads(p)]
-        if heads_only:
-            leads = [(head, b"") for head, _rest in leads]
-        leads += [(ch.encode(), b"") for ch in FOLDED]
-        self.regex = re.compile(_trie(leads)) if self.complete else None
+        self._leads: tuple[list[tuple[bytes, _Part | None]] | None, ...] = tuple(
+            None if p is None else [(h, None) for h, _ in _leads(p)] if heads_only else _leads(p)
+            for p in parts
+        )
+        self._made()
+
+    def _made(self) -> None:
+        self.complete = all(leads is not None for leads in self._leads)
+        every = [lead for leads in self._leads if leads is not None for lead in leads]
+        every += [(ch.encode(), None) for ch in FOLDED]
+        self._root = _root(every)
+        # One regex per first byte, run one after the other: a regex that starts with one byte
+        # skips to it fast (3 GB/s), one that starts with any of a set tests every byte of the
+        # text against the set (about 6 ns a byte: the every-line-different step log's 4 MB
+        # block took 31 ms so, its 19 first bytes one after the other 25 ms). Each starts
+        # where bytes.find (memchr, faster still) sees its byte first, if anywhere: most
+        # blocks lack most of them (an ASCII log every byte of the case-folded letters).
+        self._searches = (
+            tuple(
+                (bytes([byte]), re.compile(_emit({byte: self._root[byte]})).search)
+                for byte in sorted(self._root)
+            )
+            if self.complete
+            else ()
+        )
+
+    def subset(self, keep: Sequence[int]) -> Prefilter:
+        """The prefilter of the regexes ``keep`` (indexes) alone, from what is known of each:
+        re's own cache hands back the regexes of the first bytes that did not change."""
+        other = object.__new__(Prefilter)
+        other._leads = tuple(self._leads[k] for k in keep)
+        other._made()
+        return other
+
+    @cached_property
+    def regex(self) -> re.Pattern[bytes] | None:
+        """All of it as one compiled regex (None: some regex needs no literal, every line may
+        match), for a text searched at once rather than line by line."""
+        return re.compile(_emit(self._root)) if self.complete else None
 
     def lines(self, block: bytes, *, dedup: bool = True) -> tuple[list[int], float]:
         """The indexes of the lines of ``block`` (``block.split(b"\\n")``) that may match, and the
@@ -308,8 +426,8 @@ class Prefilter:
         numbers), the distinct ones joined into one text for one pass of the compiled regex;
         without, the block is searched as it is (cheaper when its lines are all different).
         """
-        lowered = block.lower().translate(_DIGITS)
-        if self.regex is None:  # a regex that needs no literal: every line is a candidate
+        lowered = block.translate(_LOWER_DIGITS)
+        if not self.complete:  # a regex that needs no literal: every line is a candidate
             return list(range(lowered.count(b"\n") + 1)), 1.0
         if not dedup:
             return self._direct(lowered), 1.0
@@ -318,21 +436,29 @@ class Prefilter:
         text = b"\n".join(distinct)
         found = {text[start:stop] for start, stop in self._spans(text)}
         share = len(distinct) / len(shapes)
-        return ([i for i, shape in enumerate(shapes) if shape in found] if found else []), share
+        if not found:
+            return [], share
+        # In C: a log whose every line is a candidate (a progress bar with a NaN loss) has a
+        # million of them.
+        return list(compress(count(), map(found.__contains__, shapes))), share
 
-    def _spans(self, text: bytes) -> Iterator[tuple[int, int]]:
-        """(start, end) of each line of ``text`` the compiled regex finds something in."""
-        assert self.regex is not None
-        search, pos, end = self.regex.search, 0, len(text)
-        while pos <= end:
-            match = search(text, pos)
-            if match is None:
-                return
-            start = text.rfind(b"\n", 0, match.start()) + 1
-            stop = text.find(b"\n", match.end())
-            stop = end if stop < 0 else stop
-            yield start, stop
-            pos = stop + 1
+    def _spans(self, text: bytes) -> list[tuple[int, int]]:
+        """(start, end) of each line of ``text`` the compiled regex finds something in, in
+        text order."""
+        spans: dict[int, int] = {}
+        end = len(text)
+        for byte, search in self._searches:
+            pos = text.find(byte)
+            while 0 <= pos <= end:
+                match = search(text, pos)
+                if match is None:
+                    break
+                start = text.rfind(b"\n", 0, match.start()) + 1
+                stop = text.find(b"\n", match.end())
+                stop = end if stop < 0 else stop
+                spans[start] = stop
+                pos = stop + 1
+        return sorted(spans.items())
 
     def _direct(self, lowered: bytes) -> list[int]:
         found, line, counted = [], 0, 0

@@ -779,6 +779,120 @@ def test_the_prefilter_lets_no_line_of_a_healthy_real_log_through():
         assert all(b"Traceback (most recent call last)" in line for line in through), (path.name, through)
 
 
+@pytest.mark.parametrize("block_bytes", [1 << 20, 4096])
+def test_a_table_left_without_the_signatures_that_have_their_hits_finds_the_same_hits(
+    monkeypatch, block_bytes
+):
+    # No two lines alike (an id on each): the scan goes on without the NaN-loss signature once
+    # it has its hits; what it finds is what the whole table finds.
+    import io
+
+    monkeypatch.setattr(triage.input, "BLOCK_BYTES", block_bytes)
+    ids = [
+        format(i * 2654435761 % 2**32, "x").translate(str.maketrans("0123456789", "ghijklmnop"))
+        for i in range(900)
+    ]
+    text = "".join(f"step 3 loss: nan id={i}\n" for i in ids[:600]) + fixture("device_oom-torch-allocator")
+    text += "".join(f"Epoch 2 - loss: inf id={i}\n" for i in ids[600:]) + fixture(
+        "permission-aiplatform-grpc"
+    )
+
+    def hits(rebuild_after: int) -> list:
+        monkeypatch.setattr(scan, "_REBUILD_AFTER", rebuild_after)
+        found = scan.scan(blocks(io.BytesIO(text.encode())), errors="replace")
+        return [(h.line_number, h.segment, h.pattern.label) for h in found]
+
+    subsets = []
+    subset = scan.Table.subset
+    monkeypatch.setattr(scan.Table, "subset", lambda self, keep: subsets.append(keep) or subset(self, keep))
+    assert hits(5) == hits(10**9)
+    assert subsets  # the table was left without some signatures
+    assert classify(text).failure_class == "device_oom"  # the earliest fatal signal
+
+
+def _lazy(part) -> bytes:
+    """A skeleton part written as the prefilter first wrote it: every gap lazy."""
+    from trainguard.prefilter import DIGITS, GAP, _Alt
+
+    if part is None:
+        return GAP
+    if isinstance(part, bytes):
+        return re.escape(part.translate(DIGITS))
+    if isinstance(part, _Alt):
+        return b"(?:" + b"|".join(_lazy(o) for o in part.options) + b")"
+    return b"".join(_lazy(item) for item in part.items)
+
+
+def _literals(part) -> list[bytes]:
+    from trainguard.prefilter import _Alt
+
+    if part is None:
+        return []
+    if isinstance(part, bytes):
+        return [part]
+    return [w for o in (part.options if isinstance(part, _Alt) else part.items) for w in _literals(o)]
+
+
+def test_a_gap_before_what_a_lead_needs_finds_what_the_lazy_gap_finds():
+    # The possessive run skips to the bytes what follows may start with: the same first place.
+    from trainguard.prefilter import DIGITS, GAP, _Alt, _leads, _parse, _Seq, _then
+
+    rests = {rest for p in CLASS_PATTERNS for _head, rest in _leads(_parse(p.regex)) if rest is not None}
+    assert len(rests) > 50
+    # Where a choice matches first is not where what follows it can: "c" then "d" in "bcdx".
+    rests.add(_Seq((_Alt((b"bcdx", b"c")), None, b"d")))
+    for rest in rests:
+        lazy, possessive = re.compile(GAP + _lazy(rest)), re.compile(_then(rest))
+        words = [w.translate(DIGITS) for w in _literals(rest)]
+        texts = [b" ".join(words), b"".join(words), b"\n".join(words), b" ".join(reversed(words))]
+        for w in words:  # a word's start repeated, its end cut, its first byte doubled
+            texts += [w[:k] + w for k in range(1, len(w))] + [w[:-1], w[:1] + w, w[:1] + b"\n" + w]
+        for text in texts:
+            for at in range(len(text) + 1):
+                found, fast = lazy.match(text, at), possessive.match(text, at)
+                assert (found and found.end()) == (fast and fast.end()), (rest, text, at)
+
+
+def test_a_long_line_holding_what_a_lead_needs_again_and_again_takes_no_memory_for_it():
+    # A lazy loop over the rest of a line keeps a place to go back to per byte it passes.
+    import subprocess
+    import sys
+
+    code = (
+        "import io, resource\n"
+        "from trainguard.triage import scan\n"
+        "from trainguard.triage.input import blocks\n"
+        "scan.table()\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "scan.scan(blocks(io.BytesIO(b'loss ' + b'ix' * 2_000_000 + b'\\n')), errors='replace')\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n"
+    )
+    grown_kib = int(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    )
+    assert grown_kib < 40 * 1024  # the 4 MB line, its lower-cased copy and its pieces
+
+
+def test_of_the_leads_one_literal_starts_one_needing_more_is_left_out():
+    # "loss" then "is|became" ... "inf|nan" holds "loss" then "nan|inf": one gap, one choice.
+    from trainguard.prefilter import Prefilter
+
+    table = [re.compile(r"loss.*(?:nan|inf)"), re.compile(r"loss.*(?:is|became) (?:inf|nan)")]
+    pattern = Prefilter(table).regex
+    assert pattern is not None and b"became" not in pattern.pattern
+    assert pattern.search(b"step 0 loss became nan") and not pattern.search(b"nan loss")
+
+
+def test_a_line_shape_whose_signatures_have_all_their_hits_still_lets_other_lines_count():
+    text = "step 1 loss: nan\n" * 500 + '  File "t.py", line 3, in f\n    step 1 loss: nan\n'
+    text += "torch.OutOfMemoryError: CUDA out of memory\n"
+    found = _scan_hits(text)
+
+    assert len([h for h in found if h[0] <= 500]) <= scan.HITS_PER_PATTERN * 2
+    assert not [h for h in found if h[0] == 502]  # the source a frame quotes
+    assert [h for h in found if h[0] == 503]
+
+
 def test_a_process_output_given_as_bytes_is_classified_like_text():
     # subprocess output is bytes; classify(bytes) once raised AttributeError.
     raw = b"step 10\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB \xff\xfe\n"

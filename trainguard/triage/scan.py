@@ -3,7 +3,9 @@
 A prefilter (:mod:`trainguard.prefilter`) reads each block of lines in C and names the few lines
 any signature can match; of the table, only the signatures whose required words a line holds run
 on it. The result is every hit the full table would find on every line, as :class:`Hit`\\ s in
-text order (a signature keeps its first :data:`HITS_PER_PATTERN` hits).
+text order (a signature keeps its first :data:`HITS_PER_PATTERN` hits). Once many candidate lines
+are candidates only for signatures that have all their hits, the scan goes on with a table
+without them (:meth:`Table.subset`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,11 @@ _PLAIN_BLOCKS = 8
 # Line shapes up to this long are remembered (at most this many at once) with what they show.
 _SHAPE_BYTES = 4096
 _SHAPES = 4096
+# A table is made anew without the signatures that have all their hits once this many lines
+# were worked out for them alone: the new table takes about 20 ms (Table.subset), a line's
+# shape (gating, the signatures it may show) about 60 us, so a new table costs at most what
+# those lines cost, and there is one at most per signature.
+_REBUILD_AFTER = 400
 
 
 @dataclass(frozen=True)
@@ -102,27 +109,59 @@ class Table:
     ungated: tuple[int, ...]
     blind: tuple[bool, ...]
     relaxed: tuple[re.Pattern[str] | None, ...]
+    gates: tuple[tuple[str, ...] | None, ...]  # per signature, its words (None: it has none)
 
     @classmethod
     def of(cls, patterns: tuple[Pattern, ...]) -> Table:
         """Compiles ``patterns`` (slow: once per table)."""
-        by_word: dict[str, list[int]] = {}
-        ungated = []
-        for index, pattern in enumerate(patterns):
+        # Words are looked for in a line shape, whose digits are all 0: so are theirs.
+        gates = []
+        for pattern in patterns:
             words = gate_words(pattern.regex)
-            if words is None:
-                ungated.append(index)
-            # Words are looked for in a line shape, whose digits are all 0: so are theirs.
-            for word in {w.translate(_DIGITS_STR) for w in words or ()}:
-                by_word.setdefault(word, []).append(index)
-        return cls(
+            gates.append(None if words is None else tuple(sorted({w.translate(_DIGITS_STR) for w in words})))
+        blind = tuple(digit_blind(p.regex) for p in patterns)
+        return cls._made(
             patterns,
             Prefilter([p.regex for p in patterns]),
+            blind,
+            tuple(None if b else digit_relaxed(p.regex) for p, b in zip(patterns, blind, strict=True)),
+            tuple(gates),
+        )
+
+    def subset(self, keep: tuple[int, ...]) -> Table:
+        """The table of the signatures ``keep`` (indexes, in order): what is known of each is
+        kept, only the prefilter's regexes that change are compiled anew."""
+        return self._made(
+            tuple(self.patterns[k] for k in keep),
+            self.prefilter.subset(keep),
+            tuple(self.blind[k] for k in keep),
+            tuple(self.relaxed[k] for k in keep),
+            tuple(self.gates[k] for k in keep),
+        )
+
+    @classmethod
+    def _made(
+        cls,
+        patterns: tuple[Pattern, ...],
+        prefilter: Prefilter,
+        blind: tuple[bool, ...],
+        relaxed: tuple[re.Pattern[str] | None, ...],
+        gates: tuple[tuple[str, ...] | None, ...],
+    ) -> Table:
+        by_word: dict[str, list[int]] = {}
+        for index, words in enumerate(gates):
+            for word in words or ():
+                by_word.setdefault(word, []).append(index)
+        ungated = tuple(i for i, words in enumerate(gates) if words is None)
+        return cls(
+            patterns,
+            prefilter,
             tuple(by_word),
             {w: tuple(i) for w, i in by_word.items()},
-            tuple(ungated),
-            tuple(digit_blind(p.regex) for p in patterns),
-            tuple(None if digit_blind(p.regex) else digit_relaxed(p.regex) for p in patterns),
+            ungated,
+            blind,
+            relaxed,
+            gates,
         )
 
     def gated(self, piece: str) -> list[int]:
@@ -189,42 +228,84 @@ def scan(
         patterns: the table (default :data:`CLASS_PATTERNS`).
     """
     compiled = table(patterns)
+    everything = compiled.patterns
     hits: list[Hit] = []
-    counts = [0] * len(compiled.patterns)
+    counts = [0] * len(everything)
+    # The table the scan runs: at first the whole one; later, once many lines are candidates
+    # only for signatures that have all their hits, the others alone (``origin``: their
+    # indexes in the whole table).
+    active, origin = compiled, tuple(range(len(everything)))
     # A log repeats its lines but for their numbers (step counters, losses, timestamps, a
     # progress bar's counts): what a line shape shows is worked out once.
     shapes: dict[tuple[bytes, bool], _Shape] = {}
     frames: dict[bytes, bool] = {}
+    # Line shapes whose every signature has all the hits it keeps, whatever the line before:
+    # their lines are passed at the cost of a lookup (a progress bar with a NaN loss on each
+    # of its million lines is a candidate a million times).
+    spent: set[bytes] = set()
     line_number = 1  # of the first line of the block
     previous = b""  # the last line of the previous block
     plain = 0  # blocks left to search without de-duplicating (their lines were all different)
+    dead = 0  # lines whose shape was worked out for signatures that have all their hits
     for block in blocks:
-        lines = block.split(b"\n")  # the block ends with a line end: the last item is empty
-        candidates, distinct = compiled.prefilter.lines(block, dedup=plain == 0)
+        candidates, distinct = active.prefilter.lines(block, dedup=plain == 0)
         plain = max(0, plain - 1) if plain else (_PLAIN_BLOCKS if distinct > _MOSTLY_DISTINCT else 0)
-        for index in candidates:
+        # The block ends with a line end: the last item is empty. Cut only when some line is
+        # a candidate (most blocks of a healthy log have none).
+        lines = block.split(b"\n") if candidates else []
+        at = 0
+        while at < len(candidates):
+            index = candidates[at]
+            at += 1
             line = lines[index]
+            text_shape = line.translate(DIGITS)
+            if text_shape in spent:
+                continue
             after_frame = _ends_in_frame(lines[index - 1] if index else previous, frames, errors)
-            key = (line.translate(DIGITS), after_frame)
+            key = (text_shape, after_frame)
             shape = shapes.get(key)
             if shape is None:
-                shape = compiled.shape(key[0].decode("utf-8", errors), after_frame)
+                shape = active.shape(text_shape.decode("utf-8", errors), after_frame)
                 if len(line) <= _SHAPE_BYTES:
                     if len(shapes) >= _SHAPES:
                         shapes.clear()
                     shapes[key] = shape
-            if all(counts[i] >= HITS_PER_PATTERN for i in shape.signatures):
-                continue  # every signature this line can show has all the hits it keeps
+            if all(counts[origin[i]] >= HITS_PER_PATTERN for i in shape.signatures):
+                # Every signature this line can show has all the hits it keeps. After a Python
+                # frame a line shows what it shows after any other line or less (its first
+                # piece may be quoted source): only the other case tells about every line.
+                if not after_frame and len(line) <= _SHAPE_BYTES:
+                    if len(spent) >= _SHAPES:
+                        spent.clear()
+                    spent.add(text_shape)
+                dead += bool(shape.signatures)
+                if dead >= _REBUILD_AFTER and len(collecting := _collecting(counts)) < len(origin):
+                    # Lines no two alike (a NaN loss with a request id on each): no shape
+                    # repeats, each costs its gating. A table without the signatures that
+                    # have all their hits lets those lines through no more: the same hits, in
+                    # the same order (its signatures are a subsequence), the block's lines
+                    # after this one searched again.
+                    active, origin = compiled.subset(collecting), collecting
+                    shapes.clear()
+                    rest = block[len(b"\n".join(lines[: index + 1])) + 1 :]
+                    candidates = [index + 1 + i for i in active.prefilter.lines(rest, dedup=False)[0]]
+                    at = dead = 0
+                continue
             for segment, piece in enumerate(pieces(line.decode("utf-8", errors))):
                 found = list(shape.shown[segment])
-                found += [i for i in shape.to_run[segment] if compiled.patterns[i].regex.search(piece)]
+                found += [i for i in shape.to_run[segment] if active.patterns[i].regex.search(piece)]
                 for i in sorted(found):
-                    if counts[i] < HITS_PER_PATTERN:
-                        counts[i] += 1
-                        hits.append(Hit(line_number + index, segment, piece, compiled.patterns[i]))
-        line_number += len(lines) - 1
-        previous = lines[-2] if len(lines) > 1 else previous
+                    if counts[origin[i]] < HITS_PER_PATTERN:
+                        counts[origin[i]] += 1
+                        hits.append(Hit(line_number + index, segment, piece, active.patterns[i]))
+        line_number += block.count(b"\n")
+        previous = block[block.rfind(b"\n", 0, len(block) - 1) + 1 : -1]
     return hits
+
+
+def _collecting(counts: list[int]) -> tuple[int, ...]:
+    """The signatures that do not have all the hits they keep yet."""
+    return tuple(k for k, n in enumerate(counts) if n < HITS_PER_PATTERN)
 
 
 def pieces(line: str) -> list[str]:

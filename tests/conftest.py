@@ -79,7 +79,7 @@ class _GroupCheck:
 
     @pytest.hookimpl(trylast=True)  # after xdist's worker hook, which writes each item's group
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        if not (os.environ.get("PYTEST_XDIST_WORKER") and config.getvalue("loadgroup")):
+        if not (hasattr(config, "workerinput") and config.getoption("loadgroup", default=False)):
             return
         if any(i.get_closest_marker("xdist_group") and "@" not in i.nodeid for i in items):
             config.stash[_GROUPS_LOST] = (

@@ -29,6 +29,7 @@ and may match it.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -52,6 +53,11 @@ __all__ = [
 ]
 
 GAP = rb"[^\n]*?"
+# CPython before 3.11.5 matched possessive repeats of a group wrongly (gh-106052: "(?:ab?c)*+"
+# fullmatched "a"; gh-100061: the input pointer was not restored after a sub-pattern; both fixed
+# in 3.11.5, python/cpython#107795 and #108004). There the gap stays the lazy one: the same lines,
+# at the slower speed.
+POSSESSIVE_GROUPS = sys.version_info >= (3, 11, 5)
 # The non-ASCII characters that re.IGNORECASE matches with an ASCII letter (k, s, i, i), found by
 # trying every code point; tests/unit/test_triage.py checks the list again.
 FOLDED = ("\u212a", "\u017f", "\u0130", "\u0131")
@@ -175,7 +181,7 @@ def _then(part: bytes | _Alt | _Seq) -> bytes:
     """
     lazy = _render(part)
     starts = b"".join(re.escape(bytes([byte])) for byte in sorted(_firsts(part) - {ord("\n")}))
-    if not starts:  # ``part`` starts with a line end: only the end of the line is left to try
+    if not starts or not POSSESSIVE_GROUPS:  # not starts: only the end of the line is left to try
         return GAP + lazy
     run = rb"[^\n" + starts + b"]*+"
     return run + b"(?:(?!" + lazy + b")[" + starts + b"]" + run + b")*+" + lazy

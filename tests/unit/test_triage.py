@@ -931,3 +931,11 @@ def test_a_named_fifo_nothing_writes_to_is_bad_input_not_a_hang(tmp_path, monkey
     writer.join(5)
     assert_contract(outcome, allowed=(0,))
     assert "device_oom" in outcome.stdout
+
+
+def test_the_fast_gap_is_used_only_where_re_repeats_a_group_possessively_right():
+    # gh-106052's own example: before 3.11.5 "(?:ab?c)*+" fullmatched "a", which "(?:ab?c)*" does
+    # not; there the prefilter keeps the lazy gap (CI's Debian Python is 3.11.2).
+    from trainguard.prefilter import POSSESSIVE_GROUPS
+
+    assert (re.fullmatch("(?:ab?c)*+", "a") is None) == POSSESSIVE_GROUPS

@@ -36,6 +36,17 @@ def job(machine: str, accelerator: str | None = None, count: int = 0, *, region:
     )
 
 
+def with_boot_disk(disk_type: str, size_gb: int):
+    """An n1-standard-4 job in us-central1 whose spec names its boot disk."""
+    pool = {
+        "machineSpec": {"machineType": "n1-standard-4"},
+        "replicaCount": 1,
+        "diskSpec": {"bootDiskType": disk_type, "bootDiskSizeGb": size_gb},
+        "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/i:1"},
+    }
+    return parse_spec({"workerPoolSpecs": [pool]}, project=PROJECT, region="us-central1")
+
+
 def infra(price) -> Decimal:
     """The Compute Engine part of a price: machine and accelerators (no disk, no fee)."""
     return sum(
@@ -141,20 +152,7 @@ def test_boot_disks_are_priced_at_their_regions_catalog_price():
     assert here[0].per_hour == pytest.approx(100 * Decimal("0.17") / 744, rel=Decimal("1e-12"))
     assert there[0].per_hour == pytest.approx(100 * Decimal("0.187") / 744, rel=Decimal("1e-12"))
     assert "SSD backed PD Capacity in Singapore" in there[0].sku
-    spec = parse_spec(
-        {
-            "workerPoolSpecs": [
-                {
-                    "machineSpec": {"machineType": "n1-standard-4"},
-                    "replicaCount": 1,
-                    "diskSpec": {"bootDiskType": "pd-balanced", "bootDiskSizeGb": 200},
-                    "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/i:1"},
-                }
-            ]
-        },
-        project=PROJECT,
-        region="us-central1",
-    )
+    spec = with_boot_disk("pd-balanced", 200)
     [balanced] = [p for p in price_job(spec, catalog()).parts if "disk" in p.what]
     assert "Balanced PD Capacity (6AE1-525F-8B80)" in balanced.sku and "Regional" not in balanced.sku
     assert balanced.per_hour == pytest.approx(200 * Decimal("0.1") / 744, rel=Decimal("1e-12"))
@@ -225,20 +223,7 @@ def test_replicas_and_pools_multiply():
 
 
 def test_boot_disk_type_and_size_come_from_the_spec():
-    spec = parse_spec(
-        {
-            "workerPoolSpecs": [
-                {
-                    "machineSpec": {"machineType": "n1-standard-4"},
-                    "replicaCount": 1,
-                    "diskSpec": {"bootDiskType": "pd-standard", "bootDiskSizeGb": 500},
-                    "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/i:1"},
-                }
-            ]
-        },
-        project=PROJECT,
-        region="us-central1",
-    )
+    spec = with_boot_disk("pd-standard", 500)
     [disk] = [p for p in price_job(spec, catalog()).parts if "disk" in p.what]
     assert disk.what.startswith("500 GiB pd-standard") and "Storage PD Capacity" in disk.sku
     assert disk.per_hour == pytest.approx(500 * Decimal("0.04") / 744, rel=Decimal("1e-9"))

@@ -810,19 +810,6 @@ def test_a_table_left_without_the_signatures_that_have_their_hits_finds_the_same
     assert classify(text).failure_class == "device_oom"  # the earliest fatal signal
 
 
-def _lazy(part) -> bytes:
-    """A skeleton part written as the prefilter first wrote it: every gap lazy."""
-    from trainguard.prefilter import DIGITS, GAP, _Alt
-
-    if part is None:
-        return GAP
-    if isinstance(part, bytes):
-        return re.escape(part.translate(DIGITS))
-    if isinstance(part, _Alt):
-        return b"(?:" + b"|".join(_lazy(o) for o in part.options) + b")"
-    return b"".join(_lazy(item) for item in part.items)
-
-
 def _literals(part) -> list[bytes]:
     from trainguard.prefilter import _Alt
 
@@ -835,14 +822,15 @@ def _literals(part) -> list[bytes]:
 
 def test_a_gap_before_what_a_lead_needs_finds_what_the_lazy_gap_finds():
     # The possessive run skips to the bytes what follows may start with: the same first place.
-    from trainguard.prefilter import DIGITS, GAP, _Alt, _leads, _parse, _Seq, _then
+    from trainguard.prefilter import DIGITS, GAP, _Alt, _leads, _parse, _render, _Seq, _then
 
     rests = {rest for p in CLASS_PATTERNS for _head, rest in _leads(_parse(p.regex)) if rest is not None}
     assert len(rests) > 50
     # Where a choice matches first is not where what follows it can: "c" then "d" in "bcdx".
     rests.add(_Seq((_Alt((b"bcdx", b"c")), None, b"d")))
     for rest in rests:
-        lazy, possessive = re.compile(GAP + _lazy(rest)), re.compile(_then(rest))
+        # _render writes every gap lazy: the form the prefilter first had.
+        lazy, possessive = re.compile(GAP + _render(rest)), re.compile(_then(rest))
         words = [w.translate(DIGITS) for w in _literals(rest)]
         texts = [b" ".join(words), b"".join(words), b"\n".join(words), b" ".join(reversed(words))]
         for w in words:  # a word's start repeated, its end cut, its first byte doubled

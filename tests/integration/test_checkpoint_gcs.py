@@ -9,15 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.trainer_job import trainer_job
 from tests.unit.runtime.kill_loop import kill_loop
 from trainguard.errors import EndpointUnreachable
 from trainguard.launch.local import LocalBackend
 from trainguard.runtime.checkpoint import COMMIT_MARKER, CheckpointManager, RetentionPolicy
 from trainguard.runtime.history import HistoryWriter, read_history_records
 from trainguard.runtime.storage import GCSStore, store_for
-from trainguard.spec import JobSpec
-
-TRAINER = Path(__file__).resolve().parents[2] / "containers" / "trainer" / "train.py"
 
 
 @pytest.fixture
@@ -72,15 +70,7 @@ def test_the_trainer_checkpoints_to_gcs_and_resumes_bit_identical(bucket, tmp_pa
     args = ["--epochs=2", "--checkpoint-every=5", "--step-sleep=0.03"]
 
     def run(base, preempt_on=()):
-        spec = JobSpec.create(
-            "my-project",
-            "us-central1",
-            machine_type="n1-standard-4",
-            image_uri="img",
-            command=["python", str(TRAINER)],
-            args=args,
-            base_output_dir=base,
-        )
+        spec = trainer_job(args, base_output_dir=base)
         result = LocalBackend(preempt_on=list(preempt_on), grace_s=10).run(spec)
         assert result.succeeded, result.log_tail[-2000:]
         return result

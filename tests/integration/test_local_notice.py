@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.requires import require
+from tests.trainer_job import trainer_job
 from trainguard.errors import ConfigError
 from trainguard.launch.local import LocalBackend
 from trainguard.runtime.history import is_save_record, read_history_records
@@ -18,22 +19,11 @@ from trainguard.spec import JobSpec
 from trainguard.validation import validate
 
 require("torch")
-ROOT = Path(__file__).resolve().parents[2]
-TRAINER = ROOT / "containers" / "trainer" / "train.py"
 ARGS = ["--epochs=1", "--checkpoint-every=10"]
 
 
 def run(base: Path, backend: LocalBackend, env: dict[str, str] | None = None) -> tuple[str, list[dict]]:
-    spec = JobSpec.create(
-        "my-project",
-        "us-central1",
-        machine_type="n1-standard-4",
-        image_uri="img",
-        command=["python", str(TRAINER)],
-        args=ARGS,
-        base_output_dir=str(base),
-        env=env or {},
-    )
+    spec = trainer_job(ARGS, base_output_dir=str(base), env=env or {})
     result = backend.run(spec)
     assert result.succeeded, result.log_tail[-3000:]
     saves = [

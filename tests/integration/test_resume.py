@@ -15,29 +15,20 @@ import pytest
 
 from tests.once import built_once
 from tests.requires import require
+from tests.trainer_job import TRAINER, trainer_job
 from trainguard.launch.local import LocalBackend
 from trainguard.runtime.history import read_history_records
 from trainguard.spec import JobSpec, load_spec, parse_spec
 
 require("torch")
 ROOT = Path(__file__).resolve().parents[2]
-TRAINER = ROOT / "containers" / "trainer" / "train.py"
 ARGS = ["--epochs=4", "--dropout=0.2", "--checkpoint-every=7", "--step-sleep=0.02"]
 
 
 def run(base: Path, preempt_on=(), hard=False, args=ARGS, replicas=1):
     # Preemptions are triggered by what the trainer prints, not by wall time: start-up time
     # varies a lot on a shared machine, so a timer could fire before training or after it.
-    spec = JobSpec.create(
-        "my-project",
-        "us-central1",
-        machine_type="n1-standard-4",
-        image_uri="img",
-        command=["python", str(TRAINER)],
-        args=args,
-        base_output_dir=str(base),
-        replica_count=replicas,
-    )
+    spec = trainer_job(args, base_output_dir=str(base), replica_count=replicas)
     result = LocalBackend(preempt_on=list(preempt_on), grace_s=10, hard_kill=hard).run(spec)
     assert result.succeeded, result.log_tail[-3000:]
     return result
@@ -242,14 +233,7 @@ def test_trainguard_train_reports_a_crafted_checkpoint_as_bad_input_with_exit_2(
     good = CheckpointManager(str(out / "checkpoints"), async_save=False)
     good.save(5, {"state.pt": b"(an older checkpoint)"}, format="torch")
     good.save(10, {"state.pt": pickle.dumps({"model": {}, "rng": Planted()})}, format="torch")
-    spec = JobSpec.create(
-        "local-project",
-        "us-central1",
-        machine_type="n1-standard-4",
-        image_uri="img",
-        command=["python", str(TRAINER)],
-        args=["--epochs=1"],
-    )
+    spec = trainer_job(["--epochs=1"], project="local-project")
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(json.dumps(spec.to_dict()))
     proc = subprocess.run(

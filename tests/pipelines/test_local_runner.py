@@ -3,28 +3,19 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from tests.requires import require
+from tests.trainer_job import trainer_job
 from trainguard.pipelines.local_runner import run_local
 from trainguard.spec import JobSpec
 
 require("torch")
-TRAINER = Path(__file__).resolve().parents[2] / "containers" / "trainer" / "train.py"
 
 
 def spec(args, name):
-    return JobSpec.create(
-        "demo-project",
-        "us-central1",
-        machine_type="n1-standard-4",
-        image_uri="trainguard/trainer:test",
-        command=["python", str(TRAINER)],
-        args=args,
-        display_name=name,
-    )
+    return trainer_job(args, project="demo-project", image_uri="trainguard/trainer:test", display_name=name)
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""``validate`` on 190 histories that real runs wrote (issue 29), read with no flags.
+"""``validate`` on 220 histories that real runs wrote (issue 29), read with no flags.
 
 The corpus (tests/fixtures/real_histories, README.md there) holds Lightning, Keras, Hugging Face
 and Ultralytics logs copied from public repositories, each labelled from its numbers, split by
@@ -24,6 +24,16 @@ KNOWN_WRONG = {
     # above it, but gives back 9% of what validation gained from its first evaluation (1.33),
     # under overfit_lasting_share (10%); one evaluation's noise bar (3x) holds it back too.
     "Aitzaz-Saleem__Detection-of-Tomato-Leaf-Diseases-Using-CNN/training_log.csv": "test",
+    # dev: val_loss 0.078 at row 4, then 0.089-0.118 for the last 11 rows while training -> 0:
+    # the level since its best is 14 standard errors above it but gives back 4.7% of what
+    # validation gained (0.74 -> 0.08), under overfit_lasting_share (10%). A share that catches
+    # it (0.04-0.047) is within 20% of the healthy small_val scenario's 0.039 (the recorded runs,
+    # tests/fixtures/histories): no margin, so the threshold stays (README.md there, fifth round).
+    "Navroz-Singh__arrythmia_model/models/training_history.csv": "dev",
+    # dev: a title line ("model_history_log") above ';'-separated Keras columns; the readers know
+    # ',' only and refuse it (no other corpus file has either). Read with ',' it would still pass:
+    # val_loss ends 7% above its smoothed best (0.144 at epoch 6), under overfit_min_rise (10%).
+    "ManuMollon261297__Speech-Digit-Detector/model_history_log.csv": "dev",
 }
 
 

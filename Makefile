@@ -12,7 +12,7 @@ COMPONENT_IMAGE = $(if $(REGISTRY),$(REGISTRY)/,)trainguard/components:$(VERSION
 TRAINER_IMAGE = $(if $(REGISTRY),$(REGISTRY)/,)trainguard/trainer:$(VERSION)
 JAX_TRAINER_IMAGE = $(if $(REGISTRY),$(REGISTRY)/,)trainguard/jax-trainer:$(VERSION)
 
-.PHONY: help install test test-long demo compile bench lint images cloud-images clean
+.PHONY: help install test test-slow test-long demo compile bench lint images cloud-images clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  make %-10s %s\n", $$1, $$2}'
@@ -38,20 +38,26 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install trainguard with every extra (dev, pipelines, torch, jax, …)
 
-# Five workers keep two cores busy while many tests wait on trainers they started; a sixth costs
-# more CPU than it fills (each worker collects the suite). loadgroup: one test (or one xdist_group)
-# at a time to whichever worker is free; tests/conftest.py puts the slow ones first.
-PYTEST_WORKERS ?= 5
-PYTEST_DIST := -n $(PYTEST_WORKERS) --dist loadgroup
+# Two parts, split by the `slow` mark. `make test` is the quick loop (every test that takes under
+# a few seconds; four workers fill two cores). `make test-slow` starts real trainers, pipelines and
+# Ctrl-C: five workers, since many of them wait on the trainers they started. CI runs both.
+# loadgroup: one test (or one xdist_group) at a time to whichever worker is free.
+PYTEST_WORKERS ?= 4
+SLOW_WORKERS ?= 5
+PYTEST_DIST = --dist loadgroup
 
-# Keep the compiled-module caches even where PYTHONDONTWRITEBYTECODE is set: the suite starts ~150
+# Keep the compiled-module caches even where PYTHONDONTWRITEBYTECODE is set: the suite starts
 # processes that import trainguard.
 test: export PYTHONDONTWRITEBYTECODE :=
-test: install ## the test suite (unit, integration on loopback servers, pipelines), in parallel
-	$(BIN)/python -m pytest -q $(PYTEST_DIST)
+test: install ## the quick suite (<= 2 min): unit, integration on loopback servers, pipelines, fuzzing
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_DIST) -m 'not slow and not long'
+
+test-slow: export PYTHONDONTWRITEBYTECODE :=
+test-slow: install ## the end-to-end tests that take seconds each: real trainers preempted and resumed, the KFP runner, Ctrl-C
+	$(BIN)/python -m pytest -q -n $(SLOW_WORKERS) $(PYTEST_DIST) -m 'slow and not long'
 
 test-long: install ## the long variants (many random kill points, ...)
-	$(BIN)/python -m pytest -q $(PYTEST_DIST) -m long
+	$(BIN)/python -m pytest -q -n $(SLOW_WORKERS) $(PYTEST_DIST) -m long
 
 demo: install ## the guarded pipeline end to end in the KFP local runner (no cloud account)
 	$(BIN)/python -m trainguard.pipelines.demo

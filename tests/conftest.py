@@ -1,11 +1,13 @@
 """Settings for the whole suite (read by the xdist controller before it starts the workers, so
 the workers and every process they start inherit them).
 
-The order: ``make test`` runs ``-n 5 --dist loadgroup``, pytest-xdist's public mode that hands a
-worker one test at a time, or one ``xdist_group`` whole. Tests that take seconds (``slow``,
-``long``) are collected first, so they start first, on every worker, and the short ones fill in
-behind them; tests that import Lightning, Keras or transformers into the worker (``framework``)
-are one group, so one worker imports those frameworks.
+The parts: ``make test`` runs the tests not marked ``slow`` or ``long``, ``make test-slow`` the
+``slow`` ones (they start trainers and pipelines), both with ``--dist loadgroup``, pytest-xdist's
+public mode that hands a worker one test at a time, or one ``xdist_group`` whole. Where one run
+holds both (a plain ``pytest``), the tests that take seconds are collected first, so they start
+first, on every worker, and the short ones fill in behind them. Tests that import Lightning,
+Keras or transformers into the worker (``framework``) are one group, so one worker imports those
+frameworks.
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_GroupCheck(), "trainguard-group-check")
 
 
-UNMARKED_SLOW_S = 5.0  # a test this long without a mark in SLOW_MARKS is named at the end of the run
+UNMARKED_SLOW_S = 5.0  # a test this long without a mark in SLOW_MARKS (it lengthens make test) is named
 _unmarked_slow: list[tuple[float, str]] = []
 
 

@@ -55,7 +55,7 @@ def test_the_diverging_example_fails_the_pipeline_at_train_with_the_class_and_ho
     assert history.read_text().count("\n") < 60  # stopped long before the 12 epochs' ~70 lines
 
 
-# The same pipeline on the same example, registering the model too, runs in make test with every
+# The same pipeline on the same example, registering the model too, runs in make test-slow with every
 # assertion below: tests/integration/test_register_pipeline.py::
 # test_a_model_that_passed_with_a_warning_is_registered_with_its_verdict (one run, ~9 s of CPU, fewer).
 @pytest.mark.long

@@ -188,12 +188,16 @@ def csv_files(draw, wild: bool = True) -> tuple[str, bytes]:
     def cell() -> str:
         return draw(ODD_CELLS if draw(st.integers(0, 199)) < odd_in_200 else NUMBER_CELLS)
 
-    rows = [",".join(x + names)]
+    # Keras' CSVLogger(separator=...) and pandas' to_csv(sep=...); some scripts write a title line.
+    sep = draw(st.sampled_from([",", ",", ",", ";", "\t"]))
+    rows = [sep.join(x + names)]
+    if draw(st.integers(0, 5)) == 0:
+        rows.insert(0, draw(st.sampled_from(["model_history_log", "run 3", "7"])))
     for i in range(draw(st.integers(0, 30))):
         cells = [str(i // 10), str(i)] if lightning else [str(i)]
         if draw(st.integers(0, 199)) < odd_in_200:
             cells[0] = cell()
-        rows.append(",".join(cells + [cell() for _ in names]))
+        rows.append(sep.join(cells + [cell() for _ in names]))
     ending = draw(st.sampled_from(["\n", "\r\n", "\r"] if wild else ["\n", "\r\n"]))
     text = ending.join(rows) + draw(st.sampled_from([ending, ""]))
     most = 3 if wild else draw(st.sampled_from([0, 0, 1]))

@@ -13,6 +13,10 @@ comes from :mod:`~trainguard.validation.dialects`. Keras' ``CSVLogger(append=Tru
 before belong to an earlier run and only the last run is kept, with a note (a curve merged from
 several runs is one no run produced).
 
+The separator (``,``, or the ``;`` or tab that Keras' ``CSVLogger(separator=...)`` and pandas'
+``to_csv(sep=...)`` write) and a title line above the header are found by
+:mod:`~trainguard.validation.csv_layout`, with a note; a decimal comma is refused.
+
 What a file means: the header names the columns (case-insensitive ``epoch`` for Keras, ``step``
 for Lightning is the x axis; other ``epoch``/``step`` columns are not metrics). Each row's x cell
 must be a number (not NaN); an empty metric cell is no point (Lightning's sparse rows); numbers
@@ -32,14 +36,16 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from trainguard.errors import HistoryError
 from trainguard.validation.collect import MAX_SERIES, Collector, Tail, echo, whole_lines
+from trainguard.validation.csv_layout import Layout, sniff
 from trainguard.validation.dialects import column_meaning
 from trainguard.validation.history import History
 
@@ -64,6 +70,7 @@ class Columns:
         metrics: the metric columns' indices.
         x_name: ``epoch`` or ``step``.
         meaning: column -> (name to interpret, split) where a dialect says (Ultralytics).
+        layout: the separator and the title line above the header (:mod:`csv_layout`).
     """
 
     header: list[str]
@@ -72,6 +79,7 @@ class Columns:
     x_name: str
     meaning: dict[str, tuple[str, str]]
     notes: tuple[str, ...] = ()
+    layout: Layout = Layout()
 
     def add(self, collector: Collector, name: str, x: np.ndarray, y: np.ndarray, size: int = 0) -> None:
         """Adds a column's points under its name, interpreted as the dialect says."""
@@ -189,9 +197,11 @@ def read_csv_arrow(blocks: Iterator[bytes], source: str, fmt: str, total_bytes: 
     for chunk in whole_lines(blocks, source, tail):
         body = chunk
         if columns is None:
-            first, _, body = chunk.partition(b"\n")
-            columns = _arrow_header(first, source, fmt)
-            lines = 1
+            layout = _arrow_layout(chunk, source)
+            lines = layout.header_line
+            head = chunk.split(b"\n", lines)
+            columns = replace(_arrow_header(head[lines - 1], source, fmt, layout.separator), layout=layout)
+            body = head[lines] if len(head) > lines else b""
         records += _arrow_rows(body, columns, collector, runs, records)
         lines += body.count(b"\n")
         collector.read_bytes += len(chunk)
@@ -204,7 +214,7 @@ def read_csv_arrow(blocks: Iterator[bytes], source: str, fmt: str, total_bytes: 
         raise _Irregular  # the csv module says what is wrong
     if runs is not None:
         notes = runs.note(columns.x_name) + notes
-    notes = [*columns.notes, *notes]
+    notes = [*columns.layout.notes(), *columns.notes, *notes]
     # The series in the header's order, as the csv path gives them: a column's first value can come
     # in a later batch than another's (validation after a long first epoch), or in the last line.
     rank = {columns.header[i]: k for k, i in enumerate(columns.metrics)}
@@ -219,10 +229,24 @@ def _plain(data: bytes) -> bool:
     return data.find(b"\r") < 0 or data.count(b"\r") == data.count(b"\r\n")
 
 
-def _arrow_header(line: bytes, source: str, fmt: str) -> Columns:
+def _arrow_layout(chunk: bytes, source: str) -> Layout:
+    """The layout from the first chunk's lines, as the csv path sees it from the same lines."""
+    lines = chunk.split(b"\n", 3)[:3]
+    if not _plain(b"\n".join(lines) + b"\n"):
+        raise _Irregular
+    try:
+        layout = sniff([line.decode("utf-8", "replace") for line in lines], source)
+    except HistoryError:
+        raise _Irregular from None
+    if chunk.count(b"\n") < layout.lines_used:
+        raise _Irregular  # the csv path sees a line this chunk does not hold, and may decide otherwise
+    return layout
+
+
+def _arrow_header(line: bytes, source: str, fmt: str, separator: str) -> Columns:
     if not _plain(line + b"\n"):
         raise _Irregular
-    header = [c.strip() for c in line.decode("utf-8", "replace").rstrip("\r").split(",")]
+    header = [c.strip() for c in line.decode("utf-8", "replace").rstrip("\r").split(separator)]
     try:
         columns = header_columns(header, source, fmt)
     except HistoryError:
@@ -254,6 +278,7 @@ def _arrow_rows(body: bytes, columns: Columns, collector: Collector, runs: Runs 
         table = pa_csv.read_csv(
             pa.BufferReader(body),
             read_options=pa_csv.ReadOptions(column_names=names),
+            parse_options=pa_csv.ParseOptions(delimiter=columns.layout.separator),
             convert_options=convert,
             memory_pool=pa.system_memory_pool(),
         )
@@ -319,7 +344,7 @@ def _arrow_tail(
     """The last line, without a line end: a whole row, or a torn one to skip."""
     if not _plain(data + b"\n"):
         raise _Irregular
-    cells = data.decode("utf-8", "replace").split(",")
+    cells = data.decode("utf-8", "replace").split(columns.layout.separator)
     if len(cells) != len(columns.header):
         notes.append(
             f"skipped the truncated last line (line {line}: {len(cells)} of {len(columns.header)} cells)"
@@ -365,19 +390,24 @@ def read_csv_exact(blocks: Iterator[bytes], source: str, fmt: str) -> History:
     Raises:
         HistoryError: the file is empty or malformed.
     """
-    rows = csv.reader(_text_lines(blocks, source))
+    lines = _text_lines(blocks, source)
+    first = list(itertools.islice(lines, 3))
+    layout = sniff(first, source)
+    rows = csv.reader(itertools.chain(first, lines), delimiter=layout.separator)
     try:
-        return _read_rows(rows, source, fmt)
+        return _read_rows(rows, source, fmt, layout)
     except csv.Error as exc:
         raise HistoryError(f"{source}: line {rows.line_num}: not CSV ({exc})") from None
 
 
-def _read_rows(rows, source: str, fmt: str) -> History:
+def _read_rows(rows, source: str, fmt: str, layout: Layout) -> History:
     try:
+        if layout.title is not None:
+            next(rows)
         header = [c.strip() for c in next(rows)]
     except StopIteration:
         raise HistoryError(f"{source}: the file is empty; the training wrote no history") from None
-    columns = header_columns(header, source, fmt)
+    columns = replace(header_columns(header, source, fmt), layout=layout)
     state = _RowState(columns, source, Runs() if fmt == "keras_csv" else None)
     for row in rows:
         state.row(row, rows.line_num)
@@ -454,7 +484,11 @@ class _RowState:
 
     def finish(self, fmt: str) -> History:
         header = self.columns.header
-        notes = [*self.columns.notes, *(self.runs.note(self.columns.x_name) if self.runs is not None else [])]
+        notes = [
+            *self.columns.layout.notes(),
+            *self.columns.notes,
+            *(self.runs.note(self.columns.x_name) if self.runs is not None else []),
+        ]
         if self.pending_short is not None:
             notes.append(
                 f"skipped the truncated last line (line {self.pending_short[0]}: "

@@ -7,6 +7,7 @@ import csv
 
 from trainguard.errors import HistoryError
 from trainguard.validation.collect import echo
+from trainguard.validation.csv_layout import sniff
 
 __all__ = [
     "FORMATS",
@@ -53,7 +54,7 @@ def detect_format(name: str, head: bytes) -> str:
             f"{name}: binary data (or text not in UTF-8), not a history: JSONL records, a Keras or "
             f"Lightning CSV, or TensorBoard event files; is it the right file (not compressed)?"
         )
-    columns = _first_row(text)
+    columns = _first_row(text, name)
     if len(columns) > 1:
         if "step" in columns:
             return "lightning_csv"
@@ -112,11 +113,21 @@ def _is_text(head: bytes) -> bool:
     return True
 
 
-def _first_row(text: bytes) -> list[str]:
-    """The first line's cells, lower-cased; [] when it is not a CSV row (a NUL, a stray quote)."""
-    lines = text.splitlines()  # \n, \r\n and a bare \r alike
-    first = lines[0].decode("utf-8", "replace") if lines else ""
+def _first_row(text: bytes, name: str) -> list[str]:
+    """The header's cells, lower-cased, in the file's layout (its separator, below a title line);
+    [] when it is not a CSV row (a NUL, a stray quote).
+
+    Raises:
+        HistoryError: numbers with a decimal comma (:func:`~trainguard.validation.csv_layout.sniff`).
+    """
+    lines = [line.decode("utf-8", "replace") for line in text.splitlines()[:3]]  # \n, \r\n, \r
+    if not lines:
+        return []
+    layout = sniff(lines, name)
     try:
-        return [c.strip().lower() for c in next(csv.reader([first]), [])]
-    except csv.Error:
+        return [
+            c.strip().lower()
+            for c in next(csv.reader([lines[layout.header_line - 1]], delimiter=layout.separator), [])
+        ]
+    except (csv.Error, IndexError):
         return []

@@ -214,6 +214,93 @@ def test_irregular_csv_is_read_by_the_csv_module(tmp_path, text: str) -> None:
     assert outcome(lambda: load_history(path)) == exact
 
 
+# --- CSV layouts: separators, a title line ------------------------------------------------------
+
+KERAS_ROWS = [["epoch", "loss", "val_loss"], ["0", "1.2", "1.3"], ["1", "0.9", "1.1"], ["2", "0.7", "1.0"]]
+
+
+def _joined(sep: str, rows: list[list[str]] = KERAS_ROWS) -> str:
+    return "".join(sep.join(row) + "\n" for row in rows)
+
+
+@pytest.mark.parametrize(
+    ("sep", "said"), [(";", "cells separated by ';'"), ("\t", "cells separated by tabs")]
+)
+def test_a_keras_log_with_another_separator_reads_as_the_comma_one(tmp_path, sep: str, said: str) -> None:
+    # Keras' CSVLogger(separator=";") and pandas' to_csv(sep="\t") write these.
+    comma = load_history(write(tmp_path, "a.csv", _joined(",")))
+    other = load_history(write(tmp_path, "b.csv", _joined(sep)))
+    assert other.format == "keras_csv" and said in other.notes
+    assert list(other.series) == list(comma.series) == ["loss", "val_loss"]
+    for name, series in comma.series.items():
+        assert other.series[name].values.tolist() == series.values.tolist()
+        assert other.series[name].steps.tolist() == series.steps.tolist()
+
+
+def test_a_pandas_history_with_semicolons_and_no_epoch_column_is_read(tmp_path) -> None:
+    text = ";loss;val_loss\n0;1.2;1.3\n1;0.9;1.1\n2;0.7;1.0\n"  # to_csv(sep=";"), index included
+    history = load_history(write(tmp_path, "history.csv", text))
+    assert history.series["val_loss"].steps.tolist() == [0, 1, 2]
+    assert history.series["val_loss"].values.tolist() == [1.3, 1.1, 1.0]
+
+
+def test_a_title_line_above_the_header_is_skipped_with_a_note(tmp_path) -> None:
+    path = write(tmp_path, "model_history_log.csv", "model_history_log\n" + _joined(";"))
+    history = load_history(path)
+    assert history.records == 3 and history.series["loss"].values.tolist() == [1.2, 0.9, 0.7]
+    assert history.notes[0] == "skipped line 1, 'model_history_log': a title above the header"
+    # Lines keep their numbers in messages: the bad cell is on the file's fifth line.
+    bad = write(tmp_path, "bad.csv", "run 7\n" + _joined(",", [*KERAS_ROWS[:3], ["2", "oops", "1.0"]]))
+    with pytest.raises(HistoryError, match=r"line 5, column 'loss': 'oops' is not a number"):
+        load_history(bad)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "loss\n0.5\n0.4\n",  # one column: its name is no title
+        "7\nepoch,loss\n0,0.5\n",  # a number above the header is not a title: refused
+    ],
+)
+def test_a_first_line_is_a_title_only_when_it_reads_as_one(tmp_path, text: str) -> None:
+    path = write(tmp_path, "log.csv", text)
+    try:
+        history = load_history(path, "keras_csv")
+    except HistoryError as exc:
+        assert "a title above" not in str(exc)
+        return
+    assert not any("a title above" in note for note in history.notes)
+
+
+def test_a_decimal_comma_is_refused_with_what_to_do(tmp_path) -> None:
+    # A spreadsheet in a German or French locale: to_csv(sep=";", decimal=",").
+    path = write(tmp_path, "log.csv", "epoch;loss;val_loss\n0;1,2;1,3\n1;0,9;1,1\n")
+    for fmt in (None, "keras_csv"):
+        with pytest.raises(
+            HistoryError, match=r"line 2: '1,2' is a number with a decimal comma.*decimal='\.'"
+        ):
+            load_history(path, fmt)
+
+
+@pytest.mark.parametrize("title", ["", "model_history_log\n"])
+@pytest.mark.parametrize("sep", [";", "\t"])
+@pytest.mark.parametrize("fmt", ["keras_csv", "lightning_csv"])
+def test_arrow_reads_other_layouts_as_the_csv_module(title: str, sep: str, fmt: str) -> None:
+    rng = random.Random(7)
+    header = ["epoch", "loss", "val_loss"] if fmt == "keras_csv" else ["epoch", "step", "loss", "val_loss"]
+    rows = [header]
+    for i in range(300):
+        x = [str(i)] if fmt == "keras_csv" else [str(i // 30), str(i * 3)]
+        rows.append(x + [_csv_cells(rng) for _ in header[len(x) :]])
+    data = (title + _joined(sep, rows)).encode()
+    fast = read_csv_arrow(iter([data]), "log.csv", fmt)
+    exact = read_csv_exact(iter([data]), "log.csv", fmt)
+    assert (fast.records, fast.notes) == (exact.records, exact.notes)
+    assert list(fast.series) == list(exact.series) and len(fast.series) == len(header) - len(x)
+    for name, series in exact.series.items():
+        np.testing.assert_array_equal(series.values, fast.series[name].values)
+
+
 # --- Lightning CSV -----------------------------------------------------------------------------
 
 

@@ -301,6 +301,38 @@ def bounded_memory(data: bytes) -> None:
     assert peak < MEMORY_CAP, f"{peak / 2**20:.0f} MiB for {len(data)} bytes"
 
 
+@st.composite
+def dvclive_runs(draw) -> dict[str, bytes]:
+    """A DVCLive run's metric files (step<TAB>value, an older timestamp column), mutated."""
+    files = {}
+    for name in draw(
+        st.lists(
+            st.sampled_from(["train/loss", "eval/loss", "epoch", "train/acc", "x"]),
+            min_size=1,
+            max_size=4,
+            unique=True,
+        )
+    ):
+        old = draw(st.booleans())
+        rows = [("timestamp\t" if old else "") + "step\t" + name.rsplit("/", 1)[-1]]
+        for i in range(draw(st.integers(0, 25))):
+            rows.append(("1700000000000\t" if old else "") + f"{i}\t{draw(NUMBER_CELLS)}")
+        text = "\n".join(rows) + "\n"
+        files[name] = draw(mutated(text.encode(), draw(st.sampled_from([0, 1, 2]))))
+    return files
+
+
+def dvclive_contract(files: dict[str, bytes]) -> None:
+    with tempfile.TemporaryDirectory(prefix="tg-fuzz-") as tmp:
+        for name, data in files.items():
+            path = Path(tmp) / "dvclive" / "plots" / "metrics" / f"{name}.tsv"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        outcome = run_cli("validate", tmp)
+    assert_contract(outcome, max_seconds=10)
+    assert SAFETY_NET not in outcome.output, outcome.output[:3000]
+
+
 PROPERTIES = {
     # name: (property, strategies, examples in the default suite)
     "jsonl_keeps_the_contract": (jsonl_contract, {"data": st.booleans().flatmap(jsonl_files)}, 40),
@@ -321,6 +353,7 @@ PROPERTIES = {
                     ("--format", "keras_csv"),
                     ("--format", "lightning_csv"),
                     ("--format", "hf_trainer_state"),
+                    ("--format", "dvclive"),
                 ]
             ),
         },
@@ -341,6 +374,7 @@ PROPERTIES = {
         {"data": st.just(RESULTS_CSV.read_bytes()).flatmap(mutated)},
         20,
     ),
+    "dvclive_runs_keep_the_contract": (dvclive_contract, {"files": dvclive_runs()}, 25),
     "memory_stays_bounded_on_repeated_garbage": (
         bounded_memory,
         {"data": st.binary(min_size=1, max_size=64).map(lambda b: b * 50_000)},

@@ -19,7 +19,7 @@ __all__ = [
     "not_jsonl",
 ]
 
-FORMATS = ("jsonl", "keras_csv", "lightning_csv", "tensorboard", "hf_trainer_state")
+FORMATS = ("jsonl", "keras_csv", "lightning_csv", "tensorboard", "hf_trainer_state", "dvclive")
 # Hugging Face's Trainer saves its log as one JSON document (not JSONL) with this list in it.
 HF_STATE_NAME = "trainer_state.json"
 HF_LOG_KEY = b'"log_history"'

@@ -9,6 +9,8 @@ Formats (one module each):
 - ``tensorboard`` (:mod:`~trainguard.validation.tensorboard_reader`): a directory of event files.
 - ``hf_trainer_state`` (:mod:`~trainguard.validation.hf_reader`): a Hugging Face
   ``trainer_state.json`` (one JSON document; its ``log_history``).
+- ``dvclive`` (:mod:`~trainguard.validation.dvclive_reader`): a DVCLive run's directory, one
+  tab-separated file per metric under ``plots/metrics`` (local paths).
 
 Ultralytics' ``results.csv`` is read as ``keras_csv`` (an ``epoch`` column); its column names are
 understood by :mod:`~trainguard.validation.dialects`.
@@ -29,6 +31,8 @@ from pathlib import Path
 from trainguard.errors import ConfigError, HistoryError, TrainguardError
 from trainguard.validation.collect import CHUNK_BYTES, bytes_blocks, file_blocks
 from trainguard.validation.csv_reader import read_csv
+from trainguard.validation.dvclive_reader import FORMAT as DVCLIVE
+from trainguard.validation.dvclive_reader import metrics_roots, read_dvclive
 from trainguard.validation.formats import (
     EVENTS_MARK,
     FORMATS,
@@ -115,6 +119,11 @@ def _kind(path: Path, source: str) -> int:
 def _load_local(path: Path, source: str, fmt: str | None) -> History:
     if stat.S_ISDIR(_kind(path, source)):
         return _load_directory(path, source, fmt)
+    if fmt == DVCLIVE:
+        raise HistoryError(
+            f"{source}: --format dvclive reads a DVCLive run's directory (it holds plots/metrics/), "
+            f"not a file; a single metric's .tsv reads without --format"
+        )
     with open(path, "rb") as handle:
         head = handle.read(4096)
     fmt = fmt or detect_format(source, head)
@@ -135,6 +144,8 @@ def _load_directory(path: Path, source: str, fmt: str | None) -> History:
     events = sorted(p for p in path.rglob(f"*{EVENTS_MARK}*") if p.is_file())
     if fmt in (None, "tensorboard") and events:
         return read_tensorboard(events, path, source)
+    if fmt in (None, DVCLIVE) and metrics_roots(path):
+        return read_dvclive(path, source)
     for name, kind in (
         ("metrics.csv", "lightning_csv"),
         ("history.jsonl", "jsonl"),
@@ -144,6 +155,6 @@ def _load_directory(path: Path, source: str, fmt: str | None) -> History:
         if candidates and fmt in (None, kind):
             return load_history(candidates[-1], kind)
     raise HistoryError(
-        f"{source}: a directory without TensorBoard event files, metrics.csv, history.jsonl "
-        f"or {HF_STATE_NAME}"
+        f"{source}: a directory without TensorBoard event files, metrics.csv, history.jsonl, "
+        f"{HF_STATE_NAME} or DVCLive's plots/metrics"
     )

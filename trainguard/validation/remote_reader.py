@@ -16,6 +16,8 @@ import functools
 import os
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from itertools import chain
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
@@ -26,6 +28,8 @@ from trainguard.retry import RetryPolicy, transient_types
 from trainguard.validation import collect
 from trainguard.validation.collect import bytes_blocks
 from trainguard.validation.csv_reader import read_csv
+from trainguard.validation.dvclive_reader import FORMAT as DVCLIVE
+from trainguard.validation.dvclive_reader import read_dvclive
 from trainguard.validation.formats import (
     HF_STATE_NAME,
     detect_format,
@@ -44,6 +48,7 @@ _T = TypeVar("_T")
 _CONNECT_TIMEOUT_S = 10.0
 _READ_TIMEOUT_S = 60.0
 _SHOWN_NAMES = 3
+_METRICS_DIR = "/plots/metrics/"  # DVCLive's metric files: <run>/plots/metrics/<name>.tsv
 
 
 def endpoint() -> str:
@@ -169,18 +174,22 @@ def local_name(relative: str) -> PurePosixPath | None:
     return PurePosixPath(*parts)
 
 
-def download_tensorboard(store: BoundedStore, uri: str, events: list[str]) -> History:
-    """Downloads the event files under ``uri`` and reads them.
+@contextmanager
+def _downloaded(
+    store: BoundedStore, uri: str, objects: list[str], what: str
+) -> Iterator[tuple[Path, list[Path], list[str]]]:
+    """Downloads ``objects`` under ``uri`` into a temporary directory kept while the block runs:
+    (its root, the local files, notes on objects refused for their names).
 
     Raises:
-        HistoryError: none could be downloaded safely, or they are not readable.
+        HistoryError: none could be downloaded safely.
     """
     prefix = uri.rstrip("/") + "/"
     refused: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="trainguard-tb-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="trainguard-dl-") as tmp:
         root = Path(tmp).resolve()
         local_files = []
-        for obj in events:
+        for obj in objects:
             relative = local_name(obj[len(prefix) :]) if obj.startswith(prefix) else None
             local = (root / relative) if relative is not None else None
             if local is None or not local.resolve().is_relative_to(root):
@@ -198,8 +207,29 @@ def download_tensorboard(store: BoundedStore, uri: str, events: list[str]) -> Hi
                 f"directory or collide with another ({shown}{more})"
             )
         if not local_files:
-            raise HistoryError(f"{uri}: no event file with a usable name under this prefix; {notes[0]}")
-        return read_tensorboard(sorted(local_files), root, uri, notes)
+            raise HistoryError(f"{uri}: no {what} with a usable name under this prefix; {notes[0]}")
+        yield root, sorted(local_files), notes
+
+
+def download_tensorboard(store: BoundedStore, uri: str, events: list[str]) -> History:
+    """Downloads the event files under ``uri`` and reads them.
+
+    Raises:
+        HistoryError: none could be downloaded safely, or they are not readable.
+    """
+    with _downloaded(store, uri, events, "event file") as (root, files, notes):
+        return read_tensorboard(files, root, uri, notes)
+
+
+def download_dvclive(store: BoundedStore, uri: str, metric_files: list[str]) -> History:
+    """Downloads a DVCLive run's metric files under ``uri`` and reads them.
+
+    Raises:
+        HistoryError: none could be downloaded safely, or they are not DVCLive's.
+    """
+    with _downloaded(store, uri, metric_files, "DVCLive metric file") as (root, _, notes):
+        history = read_dvclive(root, uri)
+    return replace(history, notes=[*notes, *history.notes]) if notes else history
 
 
 def load_remote(uri: str, fmt: str | None) -> History:
@@ -212,7 +242,7 @@ def load_remote(uri: str, fmt: str | None) -> History:
     """
     store = open_store(uri)
     try:
-        if fmt == "tensorboard" or (fmt is None and not _looks_like_file(uri)):
+        if fmt in ("tensorboard", DVCLIVE) or (fmt is None and not _looks_like_file(uri)):
             objects = store.list(uri.rstrip("/"))
             if objects:
                 return _load_prefix(store, uri, objects, fmt)
@@ -229,6 +259,11 @@ def _looks_like_file(uri: str) -> bool:
 
 
 def _load_object(store: BoundedStore, uri: str, fmt: str | None) -> History:
+    if fmt == DVCLIVE:
+        raise HistoryError(
+            f"{uri}: --format dvclive reads a DVCLive run's prefix (it holds plots/metrics/), not "
+            f"an object; a single metric's .tsv reads without --format"
+        )
     total, blocks = store.stream(uri)
     first = next(blocks, b"")
     fmt = fmt or detect_format(uri, first[:4096])
@@ -263,6 +298,11 @@ def _load_object(store: BoundedStore, uri: str, fmt: str | None) -> History:
 
 def _load_prefix(store: BoundedStore, uri: str, objects: list[str], fmt: str | None) -> History:
     events = [o for o in objects if is_event_file(o)]
+    metric_files = [o for o in objects if _METRICS_DIR in o and o.endswith(".tsv")]
+    if fmt == DVCLIVE or (fmt is None and not events and metric_files):
+        if not metric_files:
+            raise HistoryError(f"{uri}: no DVCLive metrics (plots/metrics/*.tsv) under this prefix")
+        return download_dvclive(store, uri, metric_files)
     if not events:
         for name, kind in (
             ("metrics.csv", "lightning_csv"),

@@ -557,6 +557,25 @@ def test_gs_tensorboard_directory(bucket) -> None:
     assert verdict.failure_class == "divergence"
 
 
+def test_gs_dvclive_run(bucket) -> None:
+    metrics = bucket / "exp" / "dvclive" / "plots" / "metrics"
+    (metrics / "train").mkdir(parents=True)
+    (metrics / "eval").mkdir()
+    (metrics / "train" / "loss.tsv").write_text(
+        "step\tloss\n" + "".join(f"{i}\t{1 / (i + 1)}\n" for i in range(12))
+    )
+    (metrics / "eval" / "loss.tsv").write_text(
+        "step\tloss\n" + "".join(f"{i}\t{0.2 + i / 10}\n" for i in range(12))
+    )
+    verdict = validate("gs://bucket/exp")
+    assert verdict.series["format"] == "dvclive" and verdict.series["val"]["name"] == "eval/loss"
+    assert verdict.failure_class == "overfit"
+    with pytest.raises(HistoryError, match="--format dvclive reads a DVCLive run's prefix"):
+        load_history("gs://bucket/exp/dvclive/plots/metrics/train/loss.tsv", "dvclive")
+    with pytest.raises(HistoryError, match="no DVCLive metrics"):
+        load_history("gs://bucket/exp/dvclive/plots/metrics/train", "dvclive")
+
+
 def test_gs_missing_object(bucket) -> None:
     with pytest.raises(HistoryError, match="gs://bucket/none.jsonl: cannot read"):
         load_history("gs://bucket/none.jsonl")

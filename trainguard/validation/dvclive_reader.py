@@ -1,0 +1,111 @@
+"""DVCLive's metric logs: one tab-separated file per metric under ``dvclive/plots/metrics/``.
+
+``Live.log_metric("train/loss", v)`` appends a row to ``plots/metrics/train/loss.tsv`` under the
+run's directory (``dvclive`` by default): a header ``step<TAB>loss`` (``timestamp<TAB>step<TAB>loss``
+in releases before 2.0), then one row per ``Live.next_step()``; its Keras, Lightning, Hugging Face
+and fastai callbacks log the same way (``train/loss``, ``eval/loss``, ``epoch``...). A metric's
+name is its path below ``plots/metrics`` (``train/loss``): the directories are its split, as in a
+TensorBoard log directory. ``epoch.tsv`` and other files without a metric column (only ``step``,
+``epoch`` or ``timestamp``) count epochs, not a metric: they are skipped with a note.
+
+Each file is read by :mod:`~trainguard.validation.csv_reader` (its errors name the file and the
+line). The directory given may be the run's (``dvclive``), its ``plots/metrics``, or one above
+that holds exactly one such run.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from trainguard.errors import HistoryError
+from trainguard.validation.collect import MAX_SERIES, Collector, echo, file_blocks
+from trainguard.validation.csv_reader import read_csv
+from trainguard.validation.history import History
+
+__all__ = ["FORMAT", "metrics_roots", "read_dvclive"]
+
+FORMAT = "dvclive"
+_METRICS = ("plots", "metrics")
+_NOT_METRICS = frozenset(("step", "epoch", "timestamp"))
+_SHOWN_ROOTS = 5
+_SEARCH_DEPTH = 4  # dvclive/plots/metrics below a project's root, or a level more
+
+
+def metrics_roots(path: Path) -> list[Path]:
+    """The ``plots/metrics`` directories of DVCLive runs at or below ``path`` (sorted)."""
+    if path.name == _METRICS[1] and path.parent.name == _METRICS[0] and any(path.rglob("*.tsv")):
+        return [path]
+    found: list[Path] = []
+    frontier = [path]
+    for _ in range(_SEARCH_DEPTH):
+        below: list[Path] = []
+        for directory in frontier:
+            candidate = directory.joinpath(*_METRICS)
+            if candidate.is_dir() and any(candidate.rglob("*.tsv")):
+                found.append(candidate)
+                continue
+            try:
+                below.extend(sorted(p for p in directory.iterdir() if p.is_dir() and not p.is_symlink()))
+            except OSError:
+                continue
+        frontier = below[:1000]
+    return sorted(found)
+
+
+def read_dvclive(path: Path, source: str) -> History:
+    """Reads the one DVCLive run at or below ``path``.
+
+    Raises:
+        HistoryError: no run, several runs, a metric file that is not DVCLive's, or no metric.
+    """
+    roots = metrics_roots(path)
+    if not roots:
+        raise HistoryError(f"{source}: no DVCLive metrics (plots/metrics/*.tsv) here")
+    if len(roots) > 1:
+        shown = ", ".join(echo(r.relative_to(path).as_posix(), 80) for r in roots[:_SHOWN_ROOTS])
+        more = f", … ({len(roots)} in all)" if len(roots) > _SHOWN_ROOTS else ""
+        raise HistoryError(
+            f"{source}: {len(roots)} DVCLive runs ({shown}{more}); give the directory of the one to judge"
+        )
+    root = roots[0]
+    files = sorted(p for p in root.rglob("*.tsv") if p.is_file())
+    if len(files) > MAX_SERIES:
+        raise HistoryError(
+            f"{source}: {len(files)} metric files, more than {MAX_SERIES}: not a training history"
+        )
+    collector = Collector(source)
+    notes: list[str] = []
+    skipped: list[str] = []
+    records = 0
+    for file in files:
+        name = file.relative_to(root).with_suffix("").as_posix()
+        where = f"{source}/{file.relative_to(path).as_posix()}" if root != path else f"{source}/{name}.tsv"
+        if not _has_metric(file):
+            skipped.append(name)
+            continue
+        history = read_csv(functools.partial(file_blocks, file), where, "lightning_csv", file.stat().st_size)
+        records = max(records, history.records)
+        run, _, stem = name.rpartition("/")
+        for column, series in history.series.items():
+            if column.lower() in _NOT_METRICS:
+                continue
+            # The file's own metric is named by its path; another column by the path's directory.
+            full = name if column == stem else (f"{run}/{column}" if run else column)
+            tag = full.rpartition("/")[2]
+            collector.add(full, tag, "", run, series.steps, series.values)
+    if skipped:
+        shown = ", ".join(echo(s, 40) for s in skipped[:_SHOWN_ROOTS])
+        more = f", … ({len(skipped)} in all)" if len(skipped) > _SHOWN_ROOTS else ""
+        notes.append(f"skipped {shown}{more}: no metric column (DVCLive's step or epoch counter)")
+    if not collector.parts:
+        raise HistoryError(f"{source}: DVCLive metric files but no metric in them")
+    return collector.build(FORMAT, "step", records, notes)
+
+
+def _has_metric(file: Path) -> bool:
+    """Whether a metric file's header names a column besides step, epoch and timestamp (an empty
+    file names none)."""
+    with open(file, "rb") as handle:
+        first = handle.readline(1 << 16).decode("utf-8", "replace").strip()
+    return any(c.strip().lower() not in _NOT_METRICS for c in first.split("\t") if c.strip())

@@ -157,6 +157,8 @@ def writer_of(file: str) -> str:
         return "ultralytics"
     if name == "metrics.csv":
         return "lightning_csv"
+    if name == "dvclive":  # a run's directory: one .tsv per metric below it
+        return "dvclive"
     return "keras_csv"
 
 

@@ -1,16 +1,18 @@
 """DVCLive's metric logs: one tab-separated file per metric under ``dvclive/plots/metrics/``.
 
-``Live.log_metric("train/loss", v)`` appends a row to ``plots/metrics/train/loss.tsv`` under the
-run's directory (``dvclive`` by default): a header ``step<TAB>loss`` (``timestamp<TAB>step<TAB>loss``
-in releases before 2.0), then one row per ``Live.next_step()``; its Keras, Lightning, Hugging Face
-and fastai callbacks log the same way (``train/loss``, ``eval/loss``, ``epoch``...). A metric's
-name is its path below ``plots/metrics`` (``train/loss``): the directories are its split, as in a
-TensorBoard log directory. ``epoch.tsv`` and other files without a metric column (only ``step``,
+``Live.log_metric("train/loss", v)`` appends a row to ``<run>/plots/metrics/train/loss.tsv``
+(dvclive's ``plots/metric.py``: ``csv.DictWriter`` with ``delimiter="\t"``; the run's directory is
+``dvclive`` by default; 1.x releases wrote ``<run>/scalars/``, 0.x ``<run>/<name>.tsv``, per the
+0.x README): a header ``step<TAB>loss`` (``timestamp<TAB>step<TAB>loss`` before 2.0), then a row
+per ``Live.next_step()``. Its Keras, Lightning, Hugging Face and fastai callbacks log the same way
+(``train/loss``, ``eval/loss``, ``epoch``...). A metric is named by its path below the metric
+directory (``train/loss``, or ``loss/train`` where a user put the split last): split and metric
+come from the whole path. ``epoch.tsv`` and other files without a metric column (only ``step``,
 ``epoch`` or ``timestamp``) count epochs, not a metric: they are skipped with a note.
 
 Each file is read by :mod:`~trainguard.validation.csv_reader` (its errors name the file and the
-line). The directory given may be the run's (``dvclive``), its ``plots/metrics``, or one above
-that holds exactly one such run.
+line). The directory given may be the run's (``dvclive``), its metric directory, or one above
+that holds exactly one run.
 """
 
 from __future__ import annotations
@@ -26,24 +28,46 @@ from trainguard.validation.history import History
 __all__ = ["FORMAT", "metrics_roots", "read_dvclive"]
 
 FORMAT = "dvclive"
-_METRICS = ("plots", "metrics")
+# Where a run keeps its metric files: plots/metrics (DVCLive 2.0 on), scalars (1.x); 0.x wrote them
+# in the run's directory itself (dvclive/ by default).
+_METRIC_DIRS = (("plots", "metrics"), ("scalars",))
+_DEFAULT_DIR = "dvclive"
 _NOT_METRICS = frozenset(("step", "epoch", "timestamp"))
 _SHOWN_ROOTS = 5
 _SEARCH_DEPTH = 4  # dvclive/plots/metrics below a project's root, or a level more
 
 
+def _tsv_here(directory: Path) -> bool:
+    try:
+        return any(p.suffix == ".tsv" and p.is_file() for p in directory.iterdir())
+    except OSError:
+        return False
+
+
+def _root_of(directory: Path) -> Path | None:
+    """The metric directory a DVCLive run keeps in ``directory`` (its own directory), if any."""
+    for parts in _METRIC_DIRS:
+        candidate = directory.joinpath(*parts)
+        if candidate.is_dir() and any(candidate.rglob("*.tsv")):
+            return candidate
+    if directory.name == _DEFAULT_DIR and _tsv_here(directory):
+        return directory  # DVCLive 0.x: dvclive/<name>.tsv
+    return None
+
+
 def metrics_roots(path: Path) -> list[Path]:
-    """The ``plots/metrics`` directories of DVCLive runs at or below ``path`` (sorted)."""
-    if path.name == _METRICS[1] and path.parent.name == _METRICS[0] and any(path.rglob("*.tsv")):
+    """The metric directories of DVCLive runs at or below ``path`` (sorted)."""
+    given = path.parts[-len(_METRIC_DIRS[0]) :] if len(path.parts) >= 2 else ()
+    if (tuple(given) == _METRIC_DIRS[0] or path.name == _METRIC_DIRS[1][0]) and any(path.rglob("*.tsv")):
         return [path]
     found: list[Path] = []
     frontier = [path]
     for _ in range(_SEARCH_DEPTH):
         below: list[Path] = []
         for directory in frontier:
-            candidate = directory.joinpath(*_METRICS)
-            if candidate.is_dir() and any(candidate.rglob("*.tsv")):
-                found.append(candidate)
+            root = _root_of(directory)
+            if root is not None:
+                found.append(root)
                 continue
             try:
                 below.extend(sorted(p for p in directory.iterdir() if p.is_dir() and not p.is_symlink()))
@@ -92,8 +116,8 @@ def read_dvclive(path: Path, source: str) -> History:
                 continue
             # The file's own metric is named by its path; another column by the path's directory.
             full = name if column == stem else (f"{run}/{column}" if run else column)
-            tag = full.rpartition("/")[2]
-            collector.add(full, tag, "", run, series.steps, series.values)
+            # The whole path names it: train/loss and loss/train alike say split and metric.
+            collector.add(full, full, "", "", series.steps, series.values)
     if skipped:
         shown = ", ".join(echo(s, 40) for s in skipped[:_SHOWN_ROOTS])
         more = f", … ({len(skipped)} in all)" if len(skipped) > _SHOWN_ROOTS else ""

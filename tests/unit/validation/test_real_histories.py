@@ -35,6 +35,15 @@ KNOWN_WRONG = {
     # best (0.144 at epoch 6), under overfit_min_rise (10%), and the level since its best gives back
     # ~7% of the gain, under overfit_lasting_share (10%): the same mild, lasting kind as the two above.
     "ManuMollon261297__Speech-Digit-Detector/model_history_log.csv": "dev",
+    # test (DVCLive): val/loss -9.4% by step 5, then flat for 19 epochs, train likewise: the
+    # plateau rule sees train/loss's best smoothed level 22% below its start (1.142), more than
+    # plateau_min_improvement, and no_learning sees validation 9% better than its first; no finding.
+    # Held out, so no rule was moved for it.
+    "alice3e__inaturalist_animal_image_classification/dvclive": "test",
+    # test (DVCLive): the only validation series is val/dice, 0.0 at all 4 evaluations; no_learning
+    # is judged on the primary pair (train/loss, with no validation loss), so only train/loss's
+    # plateau warns; its per-epoch repeating batch losses are not consecutive repeats (stalled).
+    "MonashAIM__harmonic-dense-network/dvclive": "test",
 }
 
 
@@ -46,12 +55,20 @@ def scored():
 def test_the_corpus_is_real_labelled_and_split() -> None:
     entries = load()
     assert len(entries) >= 150
-    assert {e.writer for e in entries} == {"lightning_csv", "keras_csv", "hf_trainer_state", "ultralytics"}
+    assert {e.writer for e in entries} == {
+        "lightning_csv",
+        "keras_csv",
+        "hf_trainer_state",
+        "ultralytics",
+        "dvclive",
+    }
     assert len({e.repo for e in entries}) >= 60
     for e in entries:
-        assert e.path.is_file(), e.file
+        # A file, or a run's directory (DVCLive: one file per metric), each copied from one commit.
+        kind = "tree" if e.path.is_dir() else "blob"
+        assert e.path.exists(), e.file
         assert re.fullmatch(r"[0-9a-f]{40}", e.commit), e.file
-        assert e.source == f"https://github.com/{e.repo}/blob/{e.commit}/{e.file.split('/', 1)[1]}"
+        assert e.source == f"https://github.com/{e.repo}/{kind}/{e.commit}/{e.file.split('/', 1)[1]}"
         assert e.kind in KINDS and len(e.why) > 10, e.file
     parts = Counter(split_of(e.repo) for e in entries)
     assert parts["dev"] and parts["test"]
@@ -60,7 +77,9 @@ def test_the_corpus_is_real_labelled_and_split() -> None:
         for p in (CORPUS_DIR / "files").rglob("*")
         if p.is_file()
     }
-    assert listed == {e.file for e in entries}  # no file without its source and label
+    runs = {e.file for e in entries if e.path.is_dir()}
+    owners = {f if f in runs else next((r for r in runs if f.startswith(r + "/")), f) for f in listed}
+    assert owners == {e.file for e in entries}  # no file without its source and label
 
 
 def test_figures_per_part_and_writer(scored) -> None:

@@ -98,3 +98,24 @@ def test_format_dvclive_names_a_directory(tmp_path) -> None:
     with pytest.raises(HistoryError, match="reads a DVCLive run's directory"):
         load_history(file, "dvclive")
     assert load_history(file).series["loss"].values.size == 12  # one metric's file alone: a TSV
+
+
+REAL = Path(__file__).resolve().parents[2] / "fixtures" / "real_histories" / "files"
+
+
+@pytest.mark.parametrize(
+    ("run", "train", "val", "points"),
+    [
+        ("maltempi__dvc-experiments", "loss", "val_loss", 5),  # 1.x: dvclive/scalars/, timestamps
+        ("jadeitgithub__example-dvc-experiments", "loss", "val_loss", 10),  # 0.x: dvclive/<name>.tsv
+        ("m-loay__fashion-mnist-mlops", "loss/train", "loss/val", 10),  # the split last in the path
+        ("michaelvay__lightning-hydra-template", "train/loss", "val/loss", 10),  # Lightning's logger
+    ],
+)
+def test_real_runs_of_every_layout_are_read_as_a_user_reads_them(
+    run: str, train: str, val: str, points: int
+) -> None:
+    history = load_history(REAL / run)
+    t, v = select_series(history)
+    assert (t.name, t.split, v.name, v.split) == (train, "train", val, "val")
+    assert v.values.size == points and "timestamp" not in " ".join(history.series)

@@ -130,6 +130,7 @@ def _judge_pair(
     cfg: RuleConfig,
     accuracy: Series | None = None,
     also: tuple[Series, ...] = (),
+    lone_validation: bool = False,
 ) -> _Judgement:
     """Every rule on one pair; plateau, stalled and no learning on the primary pair only.
 
@@ -138,6 +139,9 @@ def _judge_pair(
         cfg: thresholds.
         accuracy: the validation accuracy, for the primary pair's chance test.
         also: other loggings of the pair's metric, judged for NaN/Inf only.
+        lone_validation: the primary pair has no validation series, so a validation-only pair
+            of a metric whose direction its name says (a Dice score, an accuracy) is the run's
+            evaluation: no learning is judged on it too.
     """
     out = _Judgement(pair)
     train, val, mode = pair.train, pair.val, pair.mode
@@ -182,6 +186,8 @@ def _judge_pair(
             out.record("no_learning", verdict, val)
         else:
             out.not_judged["no_learning"] = "no validation series"
+    elif lone_validation and train is None and val is not None and infer_mode(val.name) is not None:
+        out.record("no_learning", rules.no_learning(None, (vx, vy), cfg, val.name, mode), val)
     if train is not None and val is not None:
         out.record("overfit", rules.overfit(tx, ty, vx, vy, cfg, val.name, mode), val)
     else:
@@ -266,8 +272,9 @@ def validate(
     accuracy = _validation_accuracy(history) if pairs[0].mode == Mode.MIN else None
     also = _other_loggings(history, pairs[0])
     with np.errstate(over="ignore", invalid="ignore"):
+        lone = pairs[0].val is None
         judgements = [
-            _judge_pair(pair, cfg, accuracy if pair.primary else None, also if pair.primary else ())
+            _judge_pair(pair, cfg, accuracy if pair.primary else None, also if pair.primary else (), lone)
             for pair in pairs
         ]
         _plateau_of_the_run(judgements, cfg)

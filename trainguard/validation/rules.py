@@ -747,7 +747,7 @@ def no_learning(
         else:
             return None  # it learnt in its first epoch and held: training fell
     else:
-        why = "and there is no training series to say otherwise"
+        why = "and no training series of it says otherwise"
     message = (
         f"{label} was never better than its first evaluation ({_fmt(sign * first)}; best "
         f"after it {_fmt(sign * best_after)}) over {n} evaluations {why}"

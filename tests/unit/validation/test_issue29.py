@@ -154,6 +154,24 @@ def test_a_single_validation_series_is_judged_on_its_own() -> None:
     assert verdict.failure_class == "stalled"
 
 
+def test_a_lone_validation_metric_is_the_run_s_evaluation_when_no_validation_loss_is_logged() -> None:
+    # A real DVCLive run: train/loss and val/dice only; Dice 0.0 at every evaluation.
+    verdict = validate(real("MonashAIM__harmonic-dense-network/dvclive"))
+    assert verdict.failure_class == "no_learning" and "val/dice was never better" in verdict.headline
+    steps = np.arange(8.0)
+    learnt = synthetic(
+        loss=("train", steps, 1.0 / (steps + 1)), dice=("val", steps, np.linspace(0.1, 0.8, 8))
+    )
+    assert validate(learnt).passed
+    # With a validation loss logged, the primary pair decides and a flat side metric is no verdict.
+    flat_side = synthetic(
+        loss=("train", steps, 1.0 / (steps + 1)),
+        val_loss=("val", steps, 1.1 / (steps + 1)),
+        dice=("val", steps, np.zeros(8)),
+    )
+    assert "no_learning" not in [f.failure_class for f in validate(flat_side).findings]
+
+
 def test_learning_nothing_can_be_demoted_and_slow_learning_only_warns() -> None:
     path = real("Lucas-023__ratos/lightning_logs/version_0/metrics.csv")
     assert validate(path, warn_on=["no_learning"]).headline == "PASSED with warnings (no_learning)"

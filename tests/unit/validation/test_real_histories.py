@@ -40,10 +40,6 @@ KNOWN_WRONG = {
     # plateau_min_improvement, and no_learning sees validation 9% better than its first; no finding.
     # Held out, so no rule was moved for it.
     "alice3e__inaturalist_animal_image_classification/dvclive": "test",
-    # test (DVCLive): the only validation series is val/dice, 0.0 at all 4 evaluations; no_learning
-    # is judged on the primary pair (train/loss, with no validation loss), so only train/loss's
-    # plateau warns; its per-epoch repeating batch losses are not consecutive repeats (stalled).
-    "MonashAIM__harmonic-dense-network/dvclive": "test",
 }
 
 

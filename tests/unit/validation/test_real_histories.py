@@ -1,4 +1,4 @@
-"""``validate`` on 220 histories that real runs wrote (issue 29), read with no flags.
+"""``validate`` on the histories that real runs wrote (issue 29), read with no flags.
 
 The corpus (tests/fixtures/real_histories, README.md there) holds Lightning, Keras, Hugging Face
 and Ultralytics logs copied from public repositories, each labelled from its numbers, split by
@@ -40,6 +40,18 @@ KNOWN_WRONG = {
     # plateau_min_improvement, and no_learning sees validation 9% better than its first; no finding.
     # Held out, so no rule was moved for it.
     "alice3e__inaturalist_animal_image_classification/dvclive": "test",
+    # dev: val_loss one low of 0.110 at epoch 76 of 100, its level 0.153 over epochs 60-76 and 0.19
+    # over the last 23 (the last ten 0.206) while training falls 0.234 -> 0.126: the level since the
+    # lowest 3-evaluation median is 7.1 standard errors above it but gives back 3.0% of what
+    # validation gained (1.60 -> 0.14), under overfit_lasting_share (10%); only a share of 0.02
+    # catches it, where the healthy small_val scenario fails (3.9%); any share up to 0.05 also
+    # fails the healthy ShadmimSifat run (5.2%) (README.md there, sixth round).
+    "prashant3110__yoga-pose-classification/training_logs.csv": "dev",
+    # dev: labelled no fail (a 90-sample set), called instability: val_loss swings 0.040-0.243 over
+    # the last 20 epochs (7 swings of 25% of its level 0.086) while validation ends giving back 11%
+    # of its gain, under instability_near_best (25%); the rule still fires because training is not
+    # calm either (train_loss 0.018 -> 0.28 -> 0.03 -> 0.11): a verdict with a case, the label kept.
+    "AdityaT-19__ISL-LSTM/logs/training_log.csv": "dev",
 }
 
 

@@ -135,8 +135,12 @@ class RuleConfig:
         "best by this many standard errors (its noise / sqrt(evaluations since)): a lasting rise, "
         "which a noisy small validation set shows only over many evaluations, ...",
     )
+    # The lowest share with no false alarm on the real dev histories or the recorded scenarios at
+    # it and 25% below it: the healthy ShadmimSifat run gives back 5.2% of its gain (0.06 x 0.8
+    # would fail it). Chosen by a procedure declared before the sixth round's data was seen
+    # (tests/fixtures/real_histories/README.md, "Goal 5").
     overfit_lasting_share: float = _t(
-        0.1,
+        0.075,
         "... that gives back at least this share of what validation gained from its first "
         "evaluation to its best (not a near-zero loss drifting by a few examples), ...",
     )

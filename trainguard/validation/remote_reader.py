@@ -210,6 +210,8 @@ def load_remote(uri: str, fmt: str | None) -> History:
         HistoryError: missing, unreadable or malformed.
         EndpointUnreachable: Cloud Storage did not answer within the retry deadline.
     """
+    if fmt == "mlflow":
+        raise HistoryError(_MLFLOW_REMOTE.format(uri=uri))
     store = open_store(uri)
     try:
         if fmt == "tensorboard" or (fmt is None and not _looks_like_file(uri)):
@@ -261,8 +263,17 @@ def _load_object(store: BoundedStore, uri: str, fmt: str | None) -> History:
     return read_csv(open_blocks, uri, fmt, total)
 
 
+_MLFLOW_REMOTE = (
+    "{uri}: MLflow runs are read from a local directory only; copy the run first "
+    "(gcloud storage cp -r {uri} .) and give its directory"
+)
+
+
 def _load_prefix(store: BoundedStore, uri: str, objects: list[str], fmt: str | None) -> History:
     events = [o for o in objects if is_event_file(o)]
+    mlflow = any("/metrics/" in o for o in objects) and any(o.endswith("/meta.yaml") for o in objects)
+    if not events and mlflow:
+        raise HistoryError(_MLFLOW_REMOTE.format(uri=uri))
     if not events:
         for name, kind in (
             ("metrics.csv", "lightning_csv"),

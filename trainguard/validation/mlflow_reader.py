@@ -12,19 +12,27 @@ order; an empty file is "malformed. No data found".
 What is read: a run directory (``metrics/`` and ``meta.yaml``), its ``metrics/`` directory, or an
 experiment or ``mlruns`` directory holding exactly one run with metric files (runs in ``.trash``
 are deleted ones and are not counted). Several runs are refused with their paths: a curve merged
-from runs is one no run produced. Each metric file is a series named as MLflow names it
-(``val_loss``, ``train/loss``), on the step axis; ``mlflow.keras.autolog`` logs ``loss``,
-``val_loss``, ``accuracy``, ``val_accuracy`` with the epoch as step, Lightning's autolog
-``train_loss``, ``val_loss``. Points keep the file's order; :meth:`History.build` sorts them by
-step (a step logged twice keeps its later value), with a note. A series whose steps are all 0
-(``log_metric`` without a step) is put on its line order, with a note.
+from runs is one no run produced.
 
-Bounds: at most :data:`~trainguard.validation.collect.MAX_SERIES` metric files, :data:`MAX_RUN_BYTES`
-in all, :data:`MAX_METRIC_LINE` bytes a line; whitespace other than one space between fields and
-blank lines are accepted (MLflow refuses blank lines; they are skipped with a note). A torn last
-line (a writer that died mid-write, no line end) is skipped with a note. An empty file, a line of
-the wrong shape, a value that is not a number or a step that is not an integer is an error naming
-the file and the line. Local directories only: a ``gs://`` run is refused, saying to copy it.
+Each metric file is a series named as MLflow names it (``val_loss``, ``train/loss``), on the step
+axis. ``mlflow.keras.autolog`` logs ``loss``, ``val_loss``, ``accuracy``, ``val_accuracy`` with the
+epoch as step; Lightning's autolog and ``MLFlowLogger`` ``train_loss``, ``val_loss``. Left out:
+``epoch`` and ``step``, the counters Lightning's ``MLFlowLogger`` and Hugging Face's
+``MLflowCallback`` log beside the metrics (an x axis, as a CSV's other ``epoch`` column is); and in
+a Hugging Face ``Trainer``'s run (``train_runtime`` or ``eval_runtime`` among its files) the
+timing, throughput and settings series that :data:`~trainguard.validation.hf_reader.NOT_POINTS`
+names, as the ``trainer_state.json`` reader leaves them out, with a note. Points keep the file's
+order; :meth:`History.build` sorts them by step (a step logged twice keeps its later value), with
+a note. A series whose steps are all 0 (``log_metric`` without a step) is put on its line order,
+with a note.
+
+Bounds: at most :data:`~trainguard.validation.collect.MAX_SERIES` metric files,
+:data:`MAX_RUN_BYTES` in all, :data:`MAX_METRIC_LINE` bytes a line. Whitespace other than one
+space between fields is accepted, and blank lines are skipped with a note (MLflow refuses them).
+A torn last line (a writer that died mid-write, no line end) is skipped with a note. An empty
+file, a line of the wrong shape, a value that is not a number or a step that is not an integer
+is an error naming the file and the line. Local directories only: a ``gs://`` run is refused,
+saying to copy it.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import numpy as np
 
 from trainguard.errors import HistoryError
 from trainguard.validation.collect import MAX_SERIES, Collector, Tail, echo, file_blocks, whole_lines
+from trainguard.validation.hf_reader import NOT_POINTS
 from trainguard.validation.history import History
 
 __all__ = [
@@ -60,6 +69,8 @@ _SHOWN_RUNS = 5
 # MLflow 3's logged models, traces, datasets, an experiment's tags.
 _NOT_RUNS = frozenset((".trash", "models", "traces", "datasets", "tags"))
 _MAX_NOTED = 5
+_COUNTERS = frozenset(("epoch", "step"))  # logged beside the metrics, not metrics themselves
+_HF_MARKS = frozenset(("train_runtime", "eval_runtime"))  # a Trainer's MLflowCallback run
 _MAX_CANDIDATES = 10_000  # directories looked at for runs below what was given
 
 
@@ -191,6 +202,10 @@ def read_mlflow_run(run: Path, source: str, metrics: Path | None = None) -> Hist
     collector = Collector(source)
     state = _State()
     total = 0
+    skipped = set(_COUNTERS)
+    if _HF_MARKS & {name for name, _ in files}:
+        skipped |= NOT_POINTS
+        state.hf = True
     for name, path in files:
         where = f"{source}: metric file {echo(name, 100)}"
         mode = path.stat().st_mode  # follows a link: its target must be a plain file
@@ -202,7 +217,14 @@ def read_mlflow_run(run: Path, source: str, metrics: Path | None = None) -> Hist
                 f"{source}: more than {MAX_RUN_BYTES >> 20} MiB of metric files, more than a run's "
                 f"history holds; is it the right directory?"
             )
-        _read_file(path, name, where, collector, state)
+        if name.lower() not in skipped:
+            _read_file(path, name, where, collector, state)
+    if all(name.lower() in skipped for name, _ in files):
+        shown = ", ".join(echo(n, 60) for n, _ in files[:_MAX_NOTED])
+        raise HistoryError(
+            f"{source}: an MLflow run whose only metric files are {shown} (counters, timings, "
+            f"settings: not metrics): nothing to judge"
+        )
     return collector.build("mlflow", "step", state.records, state.notes())
 
 
@@ -212,9 +234,16 @@ class _State:
     blank: int = 0
     torn: list[str] = field(default_factory=list)
     line_order: list[str] = field(default_factory=list)
+    hf: bool = False
 
     def notes(self) -> list[str]:
         out = []
+        if self.hf:
+            out.append(
+                "a Hugging Face Trainer's run (MLflowCallback): its timing, throughput and "
+                "settings series (eval_runtime, learning_rate, grad_norm, ...) are not metrics "
+                "and were left out"
+            )
         if self.line_order:
             names = ", ".join(echo(n, 60) for n in self.line_order[:_MAX_NOTED])
             extra = len(self.line_order) - _MAX_NOTED

@@ -1,10 +1,11 @@
-"""``validate`` on 220 histories that real runs wrote (issue 29), read with no flags.
+"""``validate`` on 230 histories that real runs wrote (issue 29), read with no flags.
 
 The corpus (tests/fixtures/real_histories, README.md there) holds Lightning, Keras, Hugging Face
-and Ultralytics logs copied from public repositories, each labelled from its numbers, split by
-repository into ``dev`` (the rules were tuned on it) and ``test`` (only measured). ``pytest -s``
-prints the figures per part and per writer. The known misses are listed with the reason each is
-not fixed; anything else the verdict gets wrong fails the test, and so does any internal error.
+and Ultralytics logs and MLflow runs (a run's directory) copied from public repositories, each
+labelled from its numbers, split by repository into ``dev`` (the rules were tuned on it) and
+``test`` (only measured). ``pytest -s`` prints the figures per part and per writer. The known
+misses are listed with the reason each is not fixed; anything else the verdict gets wrong fails
+the test, and so does any internal error.
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ KNOWN_WRONG = {
     # best (0.144 at epoch 6), under overfit_min_rise (10%), and the level since its best gives back
     # ~7% of the gain, under overfit_lasting_share (10%): the same mild, lasting kind as the two above.
     "ManuMollon261297__Speech-Digit-Detector/model_history_log.csv": "dev",
+    # dev (an MLflow run): avg_val_loss 2.031 -> 1.983 at epoch 9 (2.3%), then 1.9862 to 5 digits
+    # for 20 epochs, while avg_train_losses settles at 3.328 after epoch 1. The training series is
+    # named with the plural 'losses', which no rule reads as a loss ('avg_losses'; its direction
+    # is unknown), so only validation is judged: no_learning and plateau need a training curve
+    # ("no training series"), and validation alone neither diverges nor rises. Naming, not the
+    # MLflow reader: --train-metric avg_train_losses is how to judge it today.
+    "SiddhantDeshmukh__solarWind/scripts/mlruns/0/1a7d357a394349ae91f484d38ff84fe7": "dev",
 }
 
 
@@ -46,20 +54,30 @@ def scored():
 def test_the_corpus_is_real_labelled_and_split() -> None:
     entries = load()
     assert len(entries) >= 150
-    assert {e.writer for e in entries} == {"lightning_csv", "keras_csv", "hf_trainer_state", "ultralytics"}
+    assert {e.writer for e in entries} == {
+        "lightning_csv",
+        "keras_csv",
+        "hf_trainer_state",
+        "ultralytics",
+        "mlflow",
+    }
     assert len({e.repo for e in entries}) >= 60
     for e in entries:
-        assert e.path.is_file(), e.file
+        # An MLflow run is its directory (metrics/ and meta.yaml), linked as a tree.
+        run = e.writer == "mlflow"
+        assert (e.path / "metrics").is_dir() and (e.path / "meta.yaml").is_file() if run else e.path.is_file()
         assert re.fullmatch(r"[0-9a-f]{40}", e.commit), e.file
-        assert e.source == f"https://github.com/{e.repo}/blob/{e.commit}/{e.file.split('/', 1)[1]}"
+        kind = "tree" if run else "blob"
+        assert e.source == f"https://github.com/{e.repo}/{kind}/{e.commit}/{e.file.split('/', 1)[1]}"
         assert e.kind in KINDS and len(e.why) > 10, e.file
     parts = Counter(split_of(e.repo) for e in entries)
     assert parts["dev"] and parts["test"]
-    listed = {
-        p.relative_to(CORPUS_DIR / "files").as_posix()
-        for p in (CORPUS_DIR / "files").rglob("*")
-        if p.is_file()
-    }
+    runs = [e.file for e in entries if e.writer == "mlflow"]
+    listed = set()
+    for p in (CORPUS_DIR / "files").rglob("*"):
+        if p.is_file():
+            name = p.relative_to(CORPUS_DIR / "files").as_posix()
+            listed.add(next((run for run in runs if name.startswith(run + "/")), name))
     assert listed == {e.file for e in entries}  # no file without its source and label
 
 

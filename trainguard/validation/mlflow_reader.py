@@ -92,6 +92,7 @@ class Located:
     run: Path | None = None
     with_metrics: list[Path] = field(default_factory=list)
     runs: int = 0
+    root: Path = Path(".")
 
 
 def locate_run(path: Path) -> Located | None:
@@ -109,7 +110,7 @@ def locate_run(path: Path) -> Located | None:
         return None
     with_metrics = [r for r in runs if _has_file(r / METRICS_DIR)]
     run = with_metrics[0] if len(with_metrics) == 1 else None
-    return Located(run, with_metrics, len(runs))
+    return Located(run, with_metrics, len(runs), path)
 
 
 def _subdirs(path: Path) -> list[Path]:
@@ -152,7 +153,9 @@ def several_runs(source: str, located: Located) -> HistoryError:
             f"metrics/): nothing to judge; log the training curve with mlflow.log_metric(name, "
             f"value, step=epoch) or autolog"
         )
-    shown = ", ".join(echo(str(p), 100) for p in located.with_metrics[:_SHOWN_RUNS])
+    shown = ", ".join(
+        echo(p.relative_to(located.root).as_posix(), 100) for p in located.with_metrics[:_SHOWN_RUNS]
+    )
     extra = len(located.with_metrics) - _SHOWN_RUNS
     more = f", … ({extra} more)" if extra > 0 else ""
     return HistoryError(

@@ -1,4 +1,4 @@
-"""``validate`` on 230 histories that real runs wrote (issue 29), read with no flags.
+"""``validate`` on 231 histories that real runs wrote (issue 29), read with no flags.
 
 The corpus (tests/fixtures/real_histories, README.md there) holds Lightning, Keras, Hugging Face
 and Ultralytics logs and MLflow runs (a run's directory) copied from public repositories, each

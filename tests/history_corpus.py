@@ -2,7 +2,8 @@
 
 The corpus (tests/fixtures/real_histories, README.md there) holds training histories copied byte
 for byte from public repositories (Lightning ``metrics.csv``, Keras ``CSVLogger`` files, Hugging
-Face ``trainer_state.json``, Ultralytics ``results.csv``), each with the expectation its numbers
+Face ``trainer_state.json``, Ultralytics ``results.csv``, MLflow runs: a run's directory of metric
+files), each with the expectation its numbers
 justify and why. It is split by a stable hash of the repository's URL, so every run of one
 repository lands in the same part: the rules are tuned on ``dev``; ``test`` only measures. Used by
 tests/unit/validation/test_real_histories.py.
@@ -149,16 +150,19 @@ def split_of(repo: str) -> str:
 
 
 def writer_of(file: str) -> str:
-    """Which logger wrote a file, from its name."""
+    """Which logger wrote a file, from its name (a DVCLive run is its ``dvclive`` directory, an MLflow
+    run a directory under ``mlruns/``)."""
     name = file.rsplit("/", 1)[-1]
+    if name == "dvclive":  # a run's directory: one .tsv per metric below it
+        return "dvclive"
+    if "/mlruns/" in f"/{file}/" or (CORPUS_DIR / "files" / file).is_dir():
+        return "mlflow"
     if name == "trainer_state.json":
         return "hf_trainer_state"
     if name == "results.csv":
         return "ultralytics"
     if name == "metrics.csv":
         return "lightning_csv"
-    if name == "dvclive":  # a run's directory: one .tsv per metric below it
-        return "dvclive"
     return "keras_csv"
 
 

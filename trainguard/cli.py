@@ -400,7 +400,10 @@ def validate(
     format: Annotated[
         str,
         typer.Option(
-            help="jsonl, keras_csv, lightning_csv, tensorboard, hf_trainer_state (default: from the file)"
+            help=(
+                "jsonl, keras_csv, lightning_csv, tensorboard, hf_trainer_state, mlflow "
+                "(default: from the file)"
+            )
         ),
     ] = "",
     train_metric: Annotated[str, typer.Option(help="training-loss series")] = "",

@@ -4,11 +4,12 @@ Whatever the history holds — near-valid JSONL records with mutated values (NaN
 wrong types, nulls, nested values), CSV logs with mutated cells, torn last lines, byte-order
 marks, CR/CRLF/bare-CR line ends, inserted and deleted bytes, random binary, mutated TensorBoard
 event files, Hugging Face ``trainer_state.json`` documents and Ultralytics ``results.csv`` files
-from the real corpus with hostile values — the CLI keeps the contract (tests/fuzz/contract.py):
-exit 0, 1 or 2, no traceback, at most 20 KB of message, time bounded; the safety net
-("unexpected error reading this history") never fires. And where pyarrow reads a block, it reads
-exactly what ``json`` / the ``csv`` module read: the two paths are compared on every generated
-JSONL and CSV.
+from the real corpus with hostile values, MLflow run directories (generated metric files with
+hostile names, values and steps, and a real run's files mutated) — the CLI keeps the contract
+(tests/fuzz/contract.py): exit 0, 1 or 2, no traceback, at most 20 KB of message, time bounded;
+the safety net ("unexpected error reading this history") never fires. And where pyarrow reads a
+block, it reads exactly what ``json`` / the ``csv`` module read: the two paths are compared on
+every generated JSONL and CSV.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real_histories" / "fi
 TRAINER_STATE = REAL / "Ayaa220__Propaganda-Detection-Using-LSTM-and-CNN" / "trainer_state.json"
 RESULTS_CSV = (
     REAL / "Abdelrahman-Yasser-Zakaria__cucumber_detection" / "runs" / "detect" / "train2" / "results.csv"
+)
+MLFLOW_RUN = (
+    REAL / "dritter321__fashion-mnist/training/mlruns/737694674622074143/c09a656b6f624a72b6897ad6dcb7c122"
 )
 _CHECKS = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large]
 SAFETY_NET = "unexpected error reading this history"
@@ -292,6 +296,63 @@ def results_csv_contract(data: bytes) -> None:
     validate_file("runs/detect/train/results.csv", data)
 
 
+MLFLOW_NAMES = st.one_of(
+    st.sampled_from(["loss", "val_loss", "accuracy", "val_accuracy", "train/loss", "epoch", "eval_runtime"]),
+    st.text(
+        st.characters(blacklist_characters="\0/", blacklist_categories=("Cs",)), min_size=1, max_size=12
+    ).filter(lambda name: name not in (".", "..") and len(name.encode()) < 200),
+)
+MLFLOW_STEPS = st.one_of(
+    st.integers(0, 10**6).map(str),
+    st.sampled_from(["0", "-1", "1.5", "", "x", str(2**63), "1_0", "+3"]),
+)
+
+
+@st.composite
+def mlflow_runs(draw) -> dict[str, bytes]:
+    """An MLflow run's metric files (name -> bytes): mostly well-formed ``<ts> <value> <step>``
+    lines, some odd fields, then byte accidents; or a real run's files, mutated."""
+    if draw(st.integers(0, 3)) == 0:
+        files = {
+            p.relative_to(MLFLOW_RUN / "metrics").as_posix(): p.read_bytes()
+            for p in (MLFLOW_RUN / "metrics").iterdir()
+        }
+        victim = draw(st.sampled_from(sorted(files)))
+        files[victim] = draw(mutated(files[victim]))
+        return files
+    odd_in_50 = draw(st.integers(0, 10))
+    files = {}
+    for name in draw(st.lists(MLFLOW_NAMES, max_size=4, unique_by=str.lower)):
+        rows = []
+        for i in range(draw(st.integers(0, 30))):
+            odd = draw(st.integers(0, 49)) < odd_in_50
+            value = draw(ODD_CELLS if odd and draw(st.booleans()) else NUMBER_CELLS)
+            step = draw(MLFLOW_STEPS) if odd else str(i)
+            fields = [str(1700000000000 + i), value, step][: draw(st.sampled_from([3, 3, 3, 2]))]
+            rows.append(" ".join(fields))
+        text = "\n".join(rows) + draw(st.sampled_from(["\n", "\n", ""]))
+        files[name] = draw(mutated(text.encode(), draw(st.sampled_from([0, 0, 1, 2]))))
+    return files
+
+
+def mlflow_contract(files: dict[str, bytes], given: str, fmt: tuple) -> None:
+    with tempfile.TemporaryDirectory(prefix="tg-fuzz-") as tmp:
+        run = Path(tmp) / "mlruns" / "0" / "0123abcd"
+        (run / "metrics").mkdir(parents=True)
+        (run / "meta.yaml").write_text("run_id: 0123abcd\nexperiment_id: '0'\n")
+        for name, data in files.items():
+            path = run / "metrics" / name
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+            except OSError:  # a name this file system refuses (or a file where a folder must be)
+                continue
+        target = {"run": run, "metrics": run / "metrics", "mlruns": Path(tmp) / "mlruns"}[given]
+        outcome = run_cli("validate", str(target), *fmt)
+    assert_contract(outcome, max_seconds=10)
+    assert SAFETY_NET not in outcome.output, outcome.output[:3000]
+
+
 def bounded_memory(data: bytes) -> None:
     with tempfile.TemporaryDirectory(prefix="tg-fuzz-") as tmp:
         path = Path(tmp) / "history.jsonl"
@@ -375,6 +436,15 @@ PROPERTIES = {
         20,
     ),
     "dvclive_runs_keep_the_contract": (dvclive_contract, {"files": dvclive_runs()}, 25),
+    "mlflow_runs_keep_the_contract": (
+        mlflow_contract,
+        {
+            "files": mlflow_runs(),
+            "given": st.sampled_from(["run", "metrics", "mlruns"]),
+            "fmt": st.sampled_from([(), (), ("--format", "mlflow")]),
+        },
+        30,
+    ),
     "memory_stays_bounded_on_repeated_garbage": (
         bounded_memory,
         {"data": st.binary(min_size=1, max_size=64).map(lambda b: b * 50_000)},

@@ -97,9 +97,10 @@ def whole_lines(
         data = rest + block if rest else block
         end = data.rfind(b"\n") + 1
         if len(data) - end > max_line:
+            size = f"{max_line >> 20} MiB" if max_line >= 1 << 20 else f"{max_line >> 10} KiB"
             raise HistoryError(
-                f"{source}: more than {max_line >> 20} MiB without a line end: "
-                f"not a history written line by line (JSONL or CSV)"
+                f"{source}: more than {size} without a line end: "
+                f"not a history written line by line (JSONL, CSV or an MLflow metric file)"
             )
         yield from _pieces(data, end, CHUNK_BYTES)
         rest = data[end:]

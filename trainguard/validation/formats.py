@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import re
 
 from trainguard.errors import HistoryError
 from trainguard.validation.collect import echo
@@ -19,12 +20,22 @@ __all__ = [
     "not_jsonl",
 ]
 
-FORMATS = ("jsonl", "keras_csv", "lightning_csv", "tensorboard", "hf_trainer_state", "dvclive")
+FORMATS = (
+    "jsonl",
+    "keras_csv",
+    "lightning_csv",
+    "tensorboard",
+    "hf_trainer_state",
+    "dvclive",
+    "mlflow",
+)
 # Hugging Face's Trainer saves its log as one JSON document (not JSONL) with this list in it.
 HF_STATE_NAME = "trainer_state.json"
 HF_LOG_KEY = b'"log_history"'
 EVENTS_MARK = "tfevents"
 _SHOWN_COLUMNS = 20
+# One line of an MLflow metric file: a millisecond timestamp, the value, the step.
+_MLFLOW_LINE = re.compile(rb"\d{10,14} \S+( -?\d+)?\r?")
 
 
 def is_event_file(name: str) -> bool:
@@ -67,9 +78,16 @@ def detect_format(name: str, head: bytes) -> str:
             f"{shown}{more}); Keras' CSVLogger and Ultralytics write 'epoch', Lightning's 'step', "
             f"and a Keras history saved with pandas names its 'loss'; force one with --format"
         )
+    if _MLFLOW_LINE.fullmatch(text.split(b"\n", 1)[0]):
+        raise HistoryError(
+            f"{name}: one metric file of an MLflow run ('<timestamp> <value> <step>' lines); give "
+            f"the run's directory (mlruns/<experiment id>/<run id>, which holds metrics/), so that "
+            f"its training and validation metrics are read together"
+        )
     raise HistoryError(
         f"{name}: not a history in a known format (JSONL records, a Keras, Lightning or "
-        f"Ultralytics CSV, a Hugging Face trainer_state.json, or TensorBoard event files); force "
+        f"Ultralytics CSV, a Hugging Face trainer_state.json, an MLflow run directory or TensorBoard "
+        f"event files); force "
         f"one with --format"
     )
 

@@ -11,6 +11,9 @@ Formats (one module each):
   ``trainer_state.json`` (one JSON document; its ``log_history``).
 - ``dvclive`` (:mod:`~trainguard.validation.dvclive_reader`): a DVCLive run's directory, one
   tab-separated file per metric under ``plots/metrics`` (local paths).
+- ``mlflow`` (:mod:`~trainguard.validation.mlflow_reader`): an MLflow run directory of the local
+  file store (``mlruns/<experiment>/<run>/metrics/``), or an experiment or ``mlruns`` directory
+  holding one run with metrics; local only.
 
 Ultralytics' ``results.csv`` is read as ``keras_csv`` (an ``epoch`` column); its column names are
 understood by :mod:`~trainguard.validation.dialects`.
@@ -44,6 +47,7 @@ from trainguard.validation.formats import (
 from trainguard.validation.hf_reader import MAX_STATE_BYTES, read_trainer_state
 from trainguard.validation.history import History
 from trainguard.validation.jsonl_reader import read_jsonl
+from trainguard.validation.mlflow_reader import locate_run, read_mlflow_run, several_runs
 from trainguard.validation.remote_reader import describe, load_remote
 from trainguard.validation.tensorboard_reader import read_tensorboard
 
@@ -56,7 +60,8 @@ def load_history(path_or_uri: str | os.PathLike, format: str | None = None) -> H
     Args:
         path_or_uri: a file, a TensorBoard log directory (or one event file), local or
             ``gs://``. A directory that holds a Lightning ``metrics.csv`` or a ``history.jsonl``
-            (and no event files) is read as that file.
+            (and no event files) is read as that file; an MLflow run directory (or an experiment
+            or ``mlruns`` holding one run with metrics) as that run.
         format: one of :data:`FORMATS`; None detects it from the name and the first bytes.
 
     Raises:
@@ -127,6 +132,11 @@ def _load_local(path: Path, source: str, fmt: str | None) -> History:
     with open(path, "rb") as handle:
         head = handle.read(4096)
     fmt = fmt or detect_format(source, head)
+    if fmt == "mlflow":
+        raise HistoryError(
+            f"{source}: a file; an MLflow history is a run's directory (mlruns/<experiment id>/"
+            f"<run id>, holding metrics/ and meta.yaml): give that directory"
+        )
     if fmt == "tensorboard":
         return read_tensorboard([path], path.parent, source)
     size = path.stat().st_size
@@ -141,6 +151,14 @@ def _load_local(path: Path, source: str, fmt: str | None) -> History:
 
 
 def _load_directory(path: Path, source: str, fmt: str | None) -> History:
+    if fmt in (None, "mlflow"):  # first: a run's artifacts may hold event files of its own
+        located = locate_run(path)
+        if located is not None:
+            if located.run is None:
+                raise several_runs(source, located)
+            return read_mlflow_run(located.run, source)
+        if fmt == "mlflow":  # a directory of metric files without its run around it
+            return read_mlflow_run(path, source, metrics=path)
     events = sorted(p for p in path.rglob(f"*{EVENTS_MARK}*") if p.is_file())
     if fmt in (None, "tensorboard") and events:
         return read_tensorboard(events, path, source)
@@ -156,5 +174,5 @@ def _load_directory(path: Path, source: str, fmt: str | None) -> History:
             return load_history(candidates[-1], kind)
     raise HistoryError(
         f"{source}: a directory without TensorBoard event files, metrics.csv, history.jsonl, "
-        f"{HF_STATE_NAME} or DVCLive's plots/metrics"
+        f"{HF_STATE_NAME}, DVCLive's plots/metrics or an MLflow run (metrics/ and meta.yaml)"
     )

@@ -240,6 +240,8 @@ def load_remote(uri: str, fmt: str | None) -> History:
         HistoryError: missing, unreadable or malformed.
         EndpointUnreachable: Cloud Storage did not answer within the retry deadline.
     """
+    if fmt == "mlflow":
+        raise HistoryError(_MLFLOW_REMOTE.format(uri=uri))
     store = open_store(uri)
     try:
         if fmt in ("tensorboard", DVCLIVE) or (fmt is None and not _looks_like_file(uri)):
@@ -296,8 +298,17 @@ def _load_object(store: BoundedStore, uri: str, fmt: str | None) -> History:
     return read_csv(open_blocks, uri, fmt, total)
 
 
+_MLFLOW_REMOTE = (
+    "{uri}: MLflow runs are read from a local directory only; copy the run first "
+    "(gcloud storage cp -r {uri} .) and give its directory"
+)
+
+
 def _load_prefix(store: BoundedStore, uri: str, objects: list[str], fmt: str | None) -> History:
     events = [o for o in objects if is_event_file(o)]
+    mlflow = any("/metrics/" in o for o in objects) and any(o.endswith("/meta.yaml") for o in objects)
+    if not events and mlflow:
+        raise HistoryError(_MLFLOW_REMOTE.format(uri=uri))
     metric_files = [o for o in objects if _METRICS_DIR in o and o.endswith(".tsv")]
     if fmt == DVCLIVE or (fmt is None and not events and metric_files):
         if not metric_files:

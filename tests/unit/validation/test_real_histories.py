@@ -1,10 +1,11 @@
 """``validate`` on the histories that real runs wrote (issue 29), read with no flags.
 
 The corpus (tests/fixtures/real_histories, README.md there) holds Lightning, Keras, Hugging Face
-and Ultralytics logs copied from public repositories, each labelled from its numbers, split by
-repository into ``dev`` (the rules were tuned on it) and ``test`` (only measured). ``pytest -s``
-prints the figures per part and per writer. The known misses are listed with the reason each is
-not fixed; anything else the verdict gets wrong fails the test, and so does any internal error.
+and Ultralytics logs and MLflow runs (a run's directory) copied from public repositories, each
+labelled from its numbers, split by repository into ``dev`` (the rules were tuned on it) and
+``test`` (only measured). ``pytest -s`` prints the figures per part and per writer. The known
+misses are listed with the reason each is not fixed; anything else the verdict gets wrong fails
+the test, and so does any internal error.
 """
 
 from __future__ import annotations
@@ -46,6 +47,13 @@ KNOWN_WRONG = {
     # of its gain, under instability_near_best (25%); the rule still fires because training is not
     # calm either (train_loss 0.018 -> 0.28 -> 0.03 -> 0.11): a verdict with a case, the label kept.
     "AdityaT-19__ISL-LSTM/logs/training_log.csv": "dev",
+    # dev (an MLflow run): avg_val_loss 2.031 -> 1.983 at epoch 9 (2.3%), then 1.9862 to 5 digits
+    # for 20 epochs, while avg_train_losses settles at 3.328 after epoch 1. The training series is
+    # named with the plural 'losses', which no rule reads as a loss ('avg_losses'; its direction
+    # is unknown), so only validation is judged: no_learning and plateau need a training curve
+    # ("no training series"), and validation alone neither diverges nor rises. Naming, not the
+    # MLflow reader: --train-metric avg_train_losses is how to judge it today.
+    "SiddhantDeshmukh__solarWind/scripts/mlruns/0/1a7d357a394349ae91f484d38ff84fe7": "dev",
 }
 
 
@@ -63,13 +71,18 @@ def test_the_corpus_is_real_labelled_and_split() -> None:
         "hf_trainer_state",
         "ultralytics",
         "dvclive",
+        "mlflow",
     }
     assert len({e.repo for e in entries}) >= 60
     for e in entries:
-        # A file, or a run's directory (DVCLive: one file per metric), each copied from one commit.
-        kind = "tree" if e.path.is_dir() else "blob"
-        assert e.path.exists(), e.file
+        # A file, or a run's directory (DVCLive: one file per metric; MLflow: metrics/ and
+        # meta.yaml), each copied from one commit and linked as a tree.
+        run = e.path.is_dir()
+        if e.writer == "mlflow":
+            assert (e.path / "metrics").is_dir() and (e.path / "meta.yaml").is_file(), e.file
+        assert run or e.path.is_file(), e.file
         assert re.fullmatch(r"[0-9a-f]{40}", e.commit), e.file
+        kind = "tree" if run else "blob"
         assert e.source == f"https://github.com/{e.repo}/{kind}/{e.commit}/{e.file.split('/', 1)[1]}"
         assert e.kind in KINDS and len(e.why) > 10, e.file
     parts = Counter(split_of(e.repo) for e in entries)

@@ -64,6 +64,9 @@ _GRANULARITY_TOKENS = {
     "epochs": "epoch",
 }
 _TOKEN_SPLIT = re.compile(r"[/_\-.\s:]+")
+# Words a writer spells another way for the same metric: ``avg_train_losses`` (a real MLflow run,
+# tests/fixtures/real_histories) is the run's average training loss.
+_METRIC_WORDS = {"losses": "loss"}
 # Of several ``*_loss`` series and no plain ``loss``, the one named with one of these words is the
 # run's overall loss (PINNs' ``mean_loss``, ``total_loss``); else the first the file writes.
 _OVERALL_WORDS = frozenset(("total", "mean", "avg", "average", "sum", "overall", "combined", "all"))
@@ -96,7 +99,7 @@ def describe_name(name: str, split: str | None = None, context: str = "") -> tup
         elif token in _GRANULARITY_TOKENS:
             granularity = granularity or _GRANULARITY_TOKENS[token]
         else:
-            metric_tokens.append(token)
+            metric_tokens.append(_METRIC_WORDS.get(token, token))
     if split is not None:
         key = split.lower()
         found_split = _SPLIT_TOKENS.get(key, key)

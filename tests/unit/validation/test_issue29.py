@@ -97,6 +97,12 @@ def test_losses_named_like_anything_loss_are_found() -> None:
     assert found(pinn) == [("plateau", "warn")]  # 43.17 -> 42.55 in 10 epochs
     batch = validate(real("Andreus00__WSDS/lightning_logs/version_5/metrics.csv"))
     assert batch.series["train"]["name"] == "train_loss_batch" and batch.failure_class == "stalled"
+    # A plural names the loss too: a real MLflow run's avg_train_losses pairs with avg_val_loss.
+    mlflow = validate(real("SiddhantDeshmukh__solarWind/scripts/mlruns/0/1a7d357a394349ae91f484d38ff84fe7"))
+    assert (mlflow.series["train"]["name"], mlflow.series["val"]["name"]) == (
+        "avg_train_losses",
+        "avg_val_loss",
+    )
 
 
 def test_an_average_loss_is_the_run_s_loss_whatever_its_batch_extremes_do() -> None:

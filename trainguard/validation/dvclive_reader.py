@@ -123,7 +123,10 @@ def read_dvclive(path: Path, source: str) -> History:
         more = f", … ({len(skipped)} in all)" if len(skipped) > _SHOWN_ROOTS else ""
         notes.append(f"skipped {shown}{more}: no metric column (DVCLive's step or epoch counter)")
     if not collector.parts:
-        raise HistoryError(f"{source}: DVCLive metric files but no metric in them")
+        raise HistoryError(
+            f"{source}: DVCLive metric files but no metric in them (empty, or only step, epoch or "
+            f"timestamp columns); the training logged nothing to judge yet"
+        )
     return collector.build(FORMAT, "step", records, notes)
 
 

@@ -50,11 +50,17 @@ class Layout:
         title: the skipped title line above the header, or None.
         lines_used: how many of the first lines decided it (a reader that saw fewer must not
             trust the result).
+        extra: where rows hold one empty cell more than the header (Flair's ``loss.tsv``
+            writes an empty cell after ``TRAIN_LOSS``; a trailing separator is one at the end):
+            that cell's index, dropped from every row one cell longer than the header.
+        extra_after: the header cell before it, for the note.
     """
 
     separator: str = ","
     title: str | None = None
     lines_used: int = 2
+    extra: int | None = None
+    extra_after: str = ""
 
     @property
     def header_line(self) -> int:
@@ -68,6 +74,9 @@ class Layout:
             out.append(f"skipped line 1, {echo(self.title, 60)}: a title above the header")
         if self.separator != ",":
             out.append(f"cells separated by {_SEPARATOR_NAMES[self.separator]}")
+        if self.extra is not None:
+            where = f"after {echo(self.extra_after, 40)}" if self.extra_after else "first"
+            out.append(f"rows hold one cell more than the header, an empty one {where}: dropped")
         return tuple(out)
 
 
@@ -104,13 +113,25 @@ def sniff(lines: Sequence[str], source: str = "history") -> Layout:
     if len(first) >= 2 and _is_title(first[0], first[1]):
         title, first = first[0], first[1:]
     header, row = first[0] if first else "", first[1] if len(first) > 1 else None
-    separator = ","
+    separator, extra = ",", None
     for candidate in SEPARATORS:
         width = len(_cells(header, candidate))
         if width >= 2 and (row is None or not row.strip() or len(_cells(row, candidate)) == width):
             separator = candidate
             break
-    layout = Layout(separator, title, 3 if title is not None else 2)
+    else:
+        # No separator splits the first row as the header: one empty cell more than the header
+        # (its last empty one) is an extra the writer adds, not a column.
+        for candidate in SEPARATORS:
+            width = len(_cells(header, candidate))
+            cells = _cells(row or "", candidate)
+            empty = [i for i, c in enumerate(cells) if not c.strip()]
+            if width >= 2 and len(cells) == width + 1 and empty:
+                separator, extra = candidate, empty[-1]
+                break
+    names = _cells(header, separator)
+    after = names[extra - 1].strip() if extra is not None and 0 < extra <= len(names) else ""
+    layout = Layout(separator, title, 3 if title is not None else 2, extra, after)
     if separator != "," and row is not None:
         comma = next((c.strip() for c in _cells(row, separator) if _DECIMAL_COMMA.fullmatch(c.strip())), None)
         if comma is not None:

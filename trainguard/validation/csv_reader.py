@@ -240,6 +240,8 @@ def _arrow_layout(chunk: bytes, source: str) -> Layout:
         raise _Irregular from None
     if chunk.count(b"\n") < layout.lines_used:
         raise _Irregular  # the csv path sees a line this chunk does not hold, and may decide otherwise
+    if layout.extra is not None:
+        raise _Irregular  # rows one cell wider than the header: the csv path drops the extra one
     return layout
 
 
@@ -438,6 +440,9 @@ class _RowState:
                 f"{self.source}: line {self.pending_short[0]}: "
                 f"{self.pending_short[1]} cells where the header has {len(header)}"
             )
+        extra = self.columns.layout.extra
+        if extra is not None and len(row) == len(header) + 1 and not row[extra].strip():
+            row = row[:extra] + row[extra + 1 :]  # the writer's extra empty cell (Layout.extra)
         if len(row) != len(header):
             self.pending_short = (line, len(row))  # fine only if it is the torn last line
             return

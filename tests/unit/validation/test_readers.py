@@ -272,6 +272,19 @@ def test_a_first_line_is_a_title_only_when_it_reads_as_one(tmp_path, text: str) 
     assert not any("a title above" in note for note in history.notes)
 
 
+def test_an_empty_extra_cell_in_every_row_is_dropped_not_shifted_into_the_next_column() -> None:
+    # Real Flair loss.tsv logs: 19 header cells, 20 in every row (an empty one after TRAIN_LOSS);
+    # another puts it after DEV_LOSS. Read as written, every later value sits under the wrong name.
+    real = FIXTURES.parent / "real_histories" / "files"
+    flair = load_history(real / "ostjen__mood-dj" / "loss.tsv")
+    assert "rows hold one cell more than the header, an empty one after 'TRAIN_LOSS': dropped" in flair.notes
+    assert flair.series["DEV_LOSS"].values[0] == pytest.approx(0.01357106864452362)
+    assert flair.series["DEV_PRECISION"].values[0] == pytest.approx(0.7966)
+    other = load_history(real / "Doutrope__textdigger-webapp" / "model" / "loss.tsv")
+    assert other.series["DEV_LOSS"].values[0] == pytest.approx(15.851984024047852)
+    assert other.series["DEV_ACCURACY"].values[0] == pytest.approx(0.9562)
+
+
 def test_a_decimal_comma_is_refused_with_what_to_do(tmp_path) -> None:
     # A spreadsheet in a German or French locale: to_csv(sep=";", decimal=",").
     path = write(tmp_path, "log.csv", "epoch;loss;val_loss\n0;1,2;1,3\n1;0,9;1,1\n")

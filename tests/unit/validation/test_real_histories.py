@@ -61,17 +61,6 @@ KNOWN_WRONG = {
     # overfit_min_rise (10%), and that smoothed best lies above the first evaluation, so there is
     # no gain for a lasting rise to give back. A label from F1, which the loss rules do not read.
     "jannenev__compare-nlp-models/loss.tsv": "dev",
-    # dev (Flair loss.tsv, tabs): refused as "not a history in a known format". Older Flair writes
-    # one empty cell more in every row than in the header (after DEV_LOSS here, after TRAIN_LOSS in
-    # the two below), so csv_layout.sniff, which takes a separator only when the first row splits
-    # into as many cells as the header, rejects tab and falls back to ',', and the header reads as
-    # one column. The numbers (DEV_LOSS 15.85 -> 3.616, last 3.627) are a converged healthy run.
-    "Doutrope__textdigger-webapp/model/loss.tsv": "dev",
-    # dev (Flair, tabs): the same refusal (19 header cells, 20 in every row); DEV_LOSS 0.0136 ->
-    # 0.00187 at the last, its best.
-    "ostjen__mood-dj/loss.tsv": "dev",
-    # dev (Flair, tabs): the same refusal; DEV_LOSS 10.39 -> 7.25 at epoch 8, last 7.357.
-    "gucorpling__nner/resources/taggers/example-ner/loss.tsv": "dev",
 }
 
 

@@ -16,6 +16,7 @@ __all__ = [
     "HF_STATE_NAME",
     "detect_format",
     "is_event_file",
+    "lfs_pointer",
     "is_json_document",
     "not_jsonl",
 ]
@@ -33,6 +34,10 @@ FORMATS = (
 HF_STATE_NAME = "trainer_state.json"
 HF_LOG_KEY = b'"log_history"'
 EVENTS_MARK = "tfevents"
+# What Git LFS leaves in a clone without `git lfs pull`: a small text file in place of the data
+# (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md: "version https://git-lfs.github.com/spec/v1").
+# Hugging Face Hub repositories keep their `runs/*tfevents*` that way.
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"
 _SHOWN_COLUMNS = 20
 # One line of an MLflow metric file: a millisecond timestamp, the value, the step.
 _MLFLOW_LINE = re.compile(rb"\d{10,14} \S+( -?\d+)?\r?")
@@ -43,12 +48,25 @@ def is_event_file(name: str) -> bool:
     return EVENTS_MARK in name.rstrip("/").rsplit("/", 1)[-1]
 
 
+def lfs_pointer(name: str, head: bytes) -> HistoryError | None:
+    """The error for a Git LFS pointer given in place of a history, or None."""
+    if not head.startswith(LFS_POINTER):
+        return None
+    return HistoryError(
+        f"{name}: a Git LFS pointer, not the file itself (its repository keeps the data in LFS); "
+        f"fetch it with `git lfs pull` (or download the file) and give that"
+    )
+
+
 def detect_format(name: str, head: bytes) -> str:
     """Names the format of a file from its name and its first bytes.
 
     Raises:
-        HistoryError: an empty file, or one that is none of the formats.
+        HistoryError: an empty file, a Git LFS pointer, or one that is none of the formats.
     """
+    pointer = lfs_pointer(name, head)
+    if pointer is not None:
+        raise pointer
     if is_event_file(name):
         return "tensorboard"
     text = head.removeprefix(b"\xef\xbb\xbf").lstrip()

@@ -308,7 +308,9 @@ def _unique(shown: str, raw: str, taken: Mapping[str, object]) -> str:
 
 
 def _ordered(steps: np.ndarray, values: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, str]:
-    """Sorts by step; a step logged twice keeps its last value (a restarted run re-logged it)."""
+    """Sorts by step; a step logged twice keeps its last value (a restarted run re-logged it, or a
+    writer logged several values at one step). Repeats of the same value (Lightning logs ``epoch``
+    beside both its training and its validation metrics, at one step) are dropped without a note."""
     # A bool per point, not a float difference: the common case (in order) stays cheap.
     if steps.size < 2 or bool(np.all(steps[1:] > steps[:-1])):
         return steps, values, ""
@@ -316,13 +318,20 @@ def _ordered(steps: np.ndarray, values: np.ndarray, name: str) -> tuple[np.ndarr
     steps, values = steps[order], values[order]
     last = np.ones(steps.size, dtype=bool)
     last[:-1] = steps[1:] != steps[:-1]
-    dropped = int(steps.size - np.count_nonzero(last))
+    kept = np.flatnonzero(last)
+    dropped = np.flatnonzero(~last)
     note = ""
-    if dropped:
-        note = (
-            f"{name}: {dropped} point(s) at a step logged again were replaced by the later "
-            f"value (a restarted run re-logging steps)"
-        )
+    if dropped.size:
+        # Each dropped point's step keeps the group's last point: the first kept index after it.
+        instead = values[kept[np.searchsorted(kept, dropped)]]
+        before = values[dropped]
+        changed = int(np.count_nonzero((before != instead) & ~(np.isnan(before) & np.isnan(instead))))
+        if changed:
+            note = (
+                f"{name}: {changed} point(s) at a step logged again with another value were "
+                f"replaced by the last one logged at that step (a restarted run re-logging steps, "
+                f"or several values logged at one step)"
+            )
     else:  # no step twice, yet not increasing: some went back
         note = f"{name}: points were out of step order and have been sorted"
     return steps[last], values[last], note

@@ -42,6 +42,7 @@ from trainguard.validation.formats import (
     HF_STATE_NAME,
     detect_format,
     is_json_document,
+    lfs_pointer,
     not_jsonl,
 )
 from trainguard.validation.hf_reader import MAX_STATE_BYTES, read_trainer_state
@@ -131,6 +132,9 @@ def _load_local(path: Path, source: str, fmt: str | None) -> History:
         )
     with open(path, "rb") as handle:
         head = handle.read(4096)
+    pointer = lfs_pointer(source, head)
+    if pointer is not None:
+        raise pointer
     fmt = fmt or detect_format(source, head)
     if fmt == "mlflow":
         raise HistoryError(

@@ -35,6 +35,7 @@ from trainguard.validation.formats import (
     detect_format,
     is_event_file,
     is_json_document,
+    lfs_pointer,
     not_jsonl,
 )
 from trainguard.validation.hf_reader import MAX_STATE_BYTES, read_trainer_state
@@ -268,6 +269,9 @@ def _load_object(store: BoundedStore, uri: str, fmt: str | None) -> History:
         )
     total, blocks = store.stream(uri)
     first = next(blocks, b"")
+    pointer = lfs_pointer(uri, first[:4096])
+    if pointer is not None:
+        raise pointer
     fmt = fmt or detect_format(uri, first[:4096])
     if fmt == "hf_trainer_state":
         data = bytearray()

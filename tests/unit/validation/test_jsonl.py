@@ -283,7 +283,19 @@ def test_relogged_steps_keep_the_later_value(tmp_path) -> None:
     series = history.series["train/loss"]
     assert series.steps.tolist() == [1, 2, 3, 4, 5]
     assert series.values.tolist() == [2.0, 1.8, 1.6, 1.5, 1.4]
-    assert any("logged again" in note for note in history.notes)
+    assert "train/loss: 2 point(s) at a step logged again with another value were replaced" in " ".join(
+        history.notes
+    )
+
+
+def test_a_step_logged_again_with_the_same_value_is_no_restart(tmp_path) -> None:
+    # Lightning logs `epoch` at one step beside its training and its validation metrics.
+    path = tmp_path / "h.jsonl"
+    lines = [(1, 0.0), (1, 0.0), (2, 1.0), (2, 1.0), (3, 2.0), (3, 2.0)]
+    path.write_text("".join(json.dumps({"step": s, "metrics": {"epoch": v}}) + "\n" for s, v in lines))
+    history = load_history(path)
+    assert history.series["train/epoch"].values.tolist() == [0.0, 1.0, 2.0]
+    assert not any("logged again" in note for note in history.notes)
 
 
 def test_byte_order_mark_and_crlf(tmp_path) -> None:

@@ -722,3 +722,38 @@ def test_a_history_path_given_as_bytes_is_read(tmp_path) -> None:
         ),
     )
     assert load_history(bytes(path)).series["train/loss"].values.size == 19
+
+
+# --- Git LFS pointers ----------------------------------------------------------------------------
+
+# The pointer a clone without `git lfs pull` holds in place of the file: the example of the Git LFS
+# specification (git-lfs/git-lfs, docs/spec.md). Hugging Face Hub keeps runs/*tfevents* this way.
+_LFS = (
+    "version https://git-lfs.github.com/spec/v1\n"
+    "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\n"
+    "size 12345\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt"),
+    [
+        ("runs/Jan01_host/events.out.tfevents.1700000000.host.1.0", None),
+        ("history.csv", None),
+        ("history.csv", "keras_csv"),
+        ("trainer_state.json", "hf_trainer_state"),
+    ],
+)
+def test_a_git_lfs_pointer_is_named_as_such(tmp_path, name: str, fmt: str | None) -> None:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(_LFS)
+    given = tmp_path / "runs" if name.startswith("runs/") else path
+    with pytest.raises(HistoryError, match=r"a Git LFS pointer, not the file itself.*git lfs pull"):
+        load_history(given, fmt)
+
+
+def test_gs_git_lfs_pointer(bucket) -> None:
+    (bucket / "history.jsonl").write_text(_LFS)
+    with pytest.raises(HistoryError, match="a Git LFS pointer"):
+        load_history("gs://bucket/history.jsonl", "jsonl")

@@ -10,6 +10,7 @@ the test, and so does any internal error.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 
@@ -119,3 +120,18 @@ def test_every_history_a_writer_wrote_is_read_without_flags(scored) -> None:
         for o in scored[part].outcomes:
             if o.status == "refused" and o.entry.file not in KNOWN_WRONG:
                 assert o.entry.kind in ("not judged", "unclear"), (o.entry.file, o.detail)
+
+
+def test_the_tensorboard_logs_measured_outside_are_recorded_with_source_label_and_verdict() -> None:
+    # Event files are binary and came from repository snapshots, which may not be committed; what
+    # was measured on them is (README.md there, the TensorBoard section).
+    logs = json.loads((CORPUS_DIR / "tensorboard.json").read_text(encoding="utf-8"))
+    assert len(logs) >= 15 and len({e["repo"] for e in logs}) >= 8
+    for e in logs:
+        assert re.fullmatch(r"[0-9a-f]{40}", e["commit"]), e["repo"]
+        # the run's directory, or the snapshot's root where the event file lies at the top
+        assert e["source"].startswith(f"https://github.com/{e['repo']}/tree/{e['commit']}"), e["source"]
+        assert e["split"] == split_of(e["repo"])
+        assert e["expect"].split(":")[0].strip() in KINDS and len(e["why"]) > 10
+        assert e["verdict"]["status"] and "right" in e["verdict"]
+    assert all(e["verdict"]["right"] for e in logs)  # as measured; wrong ones would be listed

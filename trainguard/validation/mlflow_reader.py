@@ -31,8 +31,9 @@ Bounds: at most :data:`~trainguard.validation.collect.MAX_SERIES` metric files,
 space between fields is accepted, and blank lines are skipped with a note (MLflow refuses them).
 A torn last line (a writer that died mid-write, no line end) is skipped with a note. An empty
 file, a line of the wrong shape, a value that is not a number or a step that is not an integer
-is an error naming the file and the line. Local directories only: a ``gs://`` run is refused,
-saying to copy it.
+is an error naming the file and the line. On Cloud Storage (a Vertex AI job writing ``mlruns/``
+through its ``/gcs/`` mount) the run's files are downloaded first
+(:func:`~trainguard.validation.remote_reader.download_mlflow`).
 """
 
 from __future__ import annotations

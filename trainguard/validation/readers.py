@@ -13,7 +13,7 @@ Formats (one module each):
   tab-separated file per metric under ``plots/metrics`` (local paths).
 - ``mlflow`` (:mod:`~trainguard.validation.mlflow_reader`): an MLflow run directory of the local
   file store (``mlruns/<experiment>/<run>/metrics/``), or an experiment or ``mlruns`` directory
-  holding one run with metrics; local only.
+  holding one run with metrics; local or ``gs://``.
 
 Ultralytics' ``results.csv`` is read as ``keras_csv`` (an ``epoch`` column); its column names are
 understood by :mod:`~trainguard.validation.dialects`.

@@ -41,6 +41,9 @@ from trainguard.validation.formats import (
 from trainguard.validation.hf_reader import MAX_STATE_BYTES, read_trainer_state
 from trainguard.validation.history import History
 from trainguard.validation.jsonl_reader import read_jsonl
+from trainguard.validation.mlflow_reader import META_FILE as MLFLOW_META
+from trainguard.validation.mlflow_reader import METRICS_DIR as MLFLOW_METRICS
+from trainguard.validation.mlflow_reader import locate_run, read_mlflow_run, several_runs
 from trainguard.validation.tensorboard_reader import read_tensorboard
 
 __all__ = ["load_remote", "BoundedStore", "open_store", "local_name", "endpoint"]
@@ -49,6 +52,7 @@ _T = TypeVar("_T")
 _CONNECT_TIMEOUT_S = 10.0
 _READ_TIMEOUT_S = 60.0
 _SHOWN_NAMES = 3
+MLFLOW = "mlflow"
 _METRICS_DIR = "/plots/metrics/"  # DVCLive's metric files: <run>/plots/metrics/<name>.tsv
 
 
@@ -241,11 +245,9 @@ def load_remote(uri: str, fmt: str | None) -> History:
         HistoryError: missing, unreadable or malformed.
         EndpointUnreachable: Cloud Storage did not answer within the retry deadline.
     """
-    if fmt == "mlflow":
-        raise HistoryError(_MLFLOW_REMOTE.format(uri=uri))
     store = open_store(uri)
     try:
-        if fmt in ("tensorboard", DVCLIVE) or (fmt is None and not _looks_like_file(uri)):
+        if fmt in ("tensorboard", DVCLIVE, MLFLOW) or (fmt is None and not _looks_like_file(uri)):
             objects = store.list(uri.rstrip("/"))
             if objects:
                 return _load_prefix(store, uri, objects, fmt)
@@ -266,6 +268,11 @@ def _load_object(store: BoundedStore, uri: str, fmt: str | None) -> History:
         raise HistoryError(
             f"{uri}: --format dvclive reads a DVCLive run's prefix (it holds plots/metrics/), not "
             f"an object; a single metric's .tsv reads without --format"
+        )
+    if fmt == MLFLOW:
+        raise HistoryError(
+            f"{uri}: --format mlflow reads an MLflow run's prefix (it holds metrics/ and meta.yaml), "
+            f"not an object; give the run's prefix"
         )
     total, blocks = store.stream(uri)
     first = next(blocks, b"")
@@ -302,17 +309,31 @@ def _load_object(store: BoundedStore, uri: str, fmt: str | None) -> History:
     return read_csv(open_blocks, uri, fmt, total)
 
 
-_MLFLOW_REMOTE = (
-    "{uri}: MLflow runs are read from a local directory only; copy the run first "
-    "(gcloud storage cp -r {uri} .) and give its directory"
-)
+def download_mlflow(store: BoundedStore, uri: str, objects: list[str]) -> History:
+    """Downloads an MLflow run's ``meta.yaml`` and metric files under ``uri`` (a job that wrote
+    ``mlruns/`` through Vertex AI's ``/gcs/`` mount leaves it there) and reads them.
+
+    Raises:
+        HistoryError: no run, several runs, or what the reader refuses.
+    """
+    wanted = [o for o in objects if o.endswith("/" + MLFLOW_META) or f"/{MLFLOW_METRICS}/" in o]
+    with _downloaded(store, uri, wanted, "MLflow run file") as (root, _, notes):
+        located = locate_run(root)
+        if located is None:
+            raise HistoryError(f"{uri}: no MLflow run (metrics/ and meta.yaml) under this prefix")
+        if located.run is None:
+            raise several_runs(uri, located)
+        history = read_mlflow_run(located.run, uri)
+    return replace(history, notes=[*notes, *history.notes]) if notes else history
 
 
 def _load_prefix(store: BoundedStore, uri: str, objects: list[str], fmt: str | None) -> History:
     events = [o for o in objects if is_event_file(o)]
-    mlflow = any("/metrics/" in o for o in objects) and any(o.endswith("/meta.yaml") for o in objects)
-    if not events and mlflow:
-        raise HistoryError(_MLFLOW_REMOTE.format(uri=uri))
+    mlflow = any(f"/{MLFLOW_METRICS}/" in o for o in objects) and any(
+        o.endswith("/" + MLFLOW_META) for o in objects
+    )
+    if fmt == MLFLOW or (fmt is None and mlflow):  # first: a run's artifacts may hold event files
+        return download_mlflow(store, uri, objects)
     metric_files = [o for o in objects if _METRICS_DIR in o and o.endswith(".tsv")]
     if fmt == DVCLIVE or (fmt is None and not events and metric_files):
         if not metric_files:

@@ -589,6 +589,23 @@ def test_gs_dvclive_run(bucket) -> None:
         load_history("gs://bucket/exp/dvclive/plots/metrics/train", "dvclive")
 
 
+def test_gs_mlflow_run(bucket) -> None:
+    # A Vertex AI job logging to file:///gcs/<bucket>/mlruns leaves the file store on Cloud Storage.
+    real = FIXTURES.parent / "real_histories" / "files"
+    run = next((real / "dritter321__fashion-mnist").rglob("meta.yaml")).parent
+    shutil.copytree(run, bucket / "mlruns" / "0" / run.name)
+    local = validate(run)
+    remote = validate("gs://bucket/mlruns")
+    assert remote.series["format"] == "mlflow" and remote.passed == local.passed
+    assert (remote.series["train"], remote.series["val"]) == (local.series["train"], local.series["val"])
+    other = next((real / "Bastien-OC20__mnist_fashion").rglob("meta.yaml")).parent
+    shutil.copytree(other, bucket / "mlruns" / "0" / other.name)
+    with pytest.raises(HistoryError, match="2 MLflow runs"):
+        load_history("gs://bucket/mlruns")
+    with pytest.raises(HistoryError, match="--format mlflow reads an MLflow run's prefix"):
+        load_history(f"gs://bucket/mlruns/0/{run.name}/meta.yaml", "mlflow")
+
+
 def test_gs_missing_object(bucket) -> None:
     with pytest.raises(HistoryError, match="gs://bucket/none.jsonl: cannot read"):
         load_history("gs://bucket/none.jsonl")

@@ -271,6 +271,8 @@ def bound(text: str, limit: int = 20_000, marker: str = "…") -> str:
     """``text`` cut to at most ``limit`` characters (its head and its tail, the middle elided)."""
     if len(text) <= limit:
         return text
-    keep = max(0, limit - 40)
+    if limit <= 40:  # no room to say how much was elided: the head, and the marker
+        return text[: max(0, limit - len(marker))] + marker
+    keep = limit - 40
     head, tail = keep // 2, keep - keep // 2
     return f"{text[:head]}{marker}[{len(text) - keep} characters elided]{marker}{text[-tail:]}"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainguard.redaction import REDACTED, SECRET_SHAPES, redact
+from trainguard.redaction import REDACTED, SECRET_SHAPES, bound, redact
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "triage"
 
@@ -349,3 +349,11 @@ def test_terminal_control_characters_are_shown_as_escapes():
     assert shown == "loss\\x1b[1A\\x1b[2K\\rPASSED\\x1b]0;title\\x07 \\u202eevil\\x9b"
     assert printable("a\tb\nc") == "a\tb\nc" and printable("a\nb", one_line=True) == "a\\nb"
     assert printable("plain text, ünïcödé ✓") == "plain text, ünïcödé ✓"
+
+
+@pytest.mark.parametrize("limit", [1, 10, 40, 41, 80, 20_000])
+def test_bound_keeps_every_text_within_its_limit(limit: int) -> None:
+    # echo(name, 40) quotes column names in notes: a 100,000-character name must not pass whole.
+    text = "v" * 100_000
+    assert len(bound(text, limit)) <= limit
+    assert bound("short", limit) == "short" or len("short") > limit

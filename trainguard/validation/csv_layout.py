@@ -91,6 +91,15 @@ def _fields(line: str) -> int:
     return max(len(_cells(line, s)) for s in SEPARATORS)
 
 
+def _names_columns(line: str) -> bool:
+    """Whether a line reads as a header: two or more cells, one of them a name, not a number."""
+    best = max(SEPARATORS, key=lambda s: len(_cells(line, s)))
+    cells = [c.strip() for c in _cells(line, best)]
+    return len(cells) >= 2 and any(
+        c and _NUMBER.fullmatch(c) is None and any(ch.isalpha() for ch in c) for c in cells
+    )
+
+
 def _is_title(line: str, next_line: str) -> bool:
     text = line.strip()
     return (
@@ -98,7 +107,7 @@ def _is_title(line: str, next_line: str) -> bool:
         and _fields(line) == 1
         and _NUMBER.fullmatch(text) is None
         and any(c.isalpha() for c in text)
-        and _fields(next_line) >= 2
+        and _names_columns(next_line)  # a row of numbers below it makes it a header, not a title
     )
 
 
@@ -126,18 +135,29 @@ def sniff(lines: Sequence[str], source: str = "history") -> Layout:
             width = len(_cells(header, candidate))
             cells = _cells(row or "", candidate)
             empty = [i for i, c in enumerate(cells) if not c.strip()]
+            if len(first) > 2:  # a second row one cell wider too: the extra cell is empty in both
+                other = _cells(first[2], candidate)
+                if len(other) == width + 1:
+                    empty = [i for i in empty if not other[i].strip()]
             if width >= 2 and len(cells) == width + 1 and empty:
                 separator, extra = candidate, empty[-1]
                 break
     names = _cells(header, separator)
     after = names[extra - 1].strip() if extra is not None and 0 < extra <= len(names) else ""
     layout = Layout(separator, title, 3 if title is not None else 2, extra, after)
+    if len(names) == 1 and row is not None and _DECIMAL_COMMA.fullmatch(row.strip()):
+        # One column, its numbers written 0,92: a ',' here is a decimal comma, not a separator.
+        raise _decimal_comma(source, layout, row.strip())
     if separator != "," and row is not None:
         comma = next((c.strip() for c in _cells(row, separator) if _DECIMAL_COMMA.fullmatch(c.strip())), None)
         if comma is not None:
-            raise HistoryError(
-                f"{source}: line {layout.header_line + 1}: {echo(comma, 40)} is a number with a "
-                f"decimal comma; trainguard reads numbers with a '.' (write the log with "
-                f"to_csv(decimal='.'), or convert it: a ';' between cells is fine)"
-            )
+            raise _decimal_comma(source, layout, comma)
     return layout
+
+
+def _decimal_comma(source: str, layout: Layout, cell: str) -> HistoryError:
+    return HistoryError(
+        f"{source}: line {layout.header_line + 1}: {echo(cell, 40)} is a number with a decimal "
+        f"comma; trainguard reads numbers with a '.' (write the log with to_csv(decimal='.'), or "
+        f"convert it: a ';' between cells is fine)"
+    )

@@ -348,9 +348,7 @@ def _arrow_tail(
         raise _Irregular
     cells = data.decode("utf-8", "replace").split(columns.layout.separator)
     if len(cells) != len(columns.header):
-        notes.append(
-            f"skipped the truncated last line (line {line}: {len(cells)} of {len(columns.header)} cells)"
-        )
+        notes.append(_skipped_last(line, len(cells), len(columns.header)))
         return 0
     if [c.strip() for c in cells] == columns.header:
         raise _Irregular
@@ -495,10 +493,7 @@ class _RowState:
             *(self.runs.note(self.columns.x_name) if self.runs is not None else []),
         ]
         if self.pending_short is not None:
-            notes.append(
-                f"skipped the truncated last line (line {self.pending_short[0]}: "
-                f"{self.pending_short[1]} of {len(header)} cells)"
-            )
+            notes.append(_skipped_last(self.pending_short[0], self.pending_short[1], len(header)))
         for i, (line, cell) in self.bad.items():
             if self.ys[i]:
                 raise HistoryError(
@@ -516,6 +511,13 @@ class _RowState:
         for name, i in chosen.items():
             self.columns.add(collector, name, np.asarray(self.xs[i]), np.asarray(self.ys[i]))
         return collector.build(fmt, self.columns.x_name, self.records, notes)
+
+
+def _skipped_last(line: int, cells: int, wanted: int) -> str:
+    """The note for a last line of the wrong width: torn (fewer cells) or malformed (more)."""
+    if cells < wanted:
+        return f"skipped the truncated last line (line {line}: {cells} of {wanted} cells)"
+    return f"skipped the last line (line {line}: {cells} cells where the header has {wanted})"
 
 
 def _cell_number(cell: str) -> float | None:

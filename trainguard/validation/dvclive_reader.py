@@ -23,6 +23,7 @@ from pathlib import Path
 from trainguard.errors import HistoryError
 from trainguard.validation.collect import MAX_SERIES, Collector, echo, file_blocks
 from trainguard.validation.csv_reader import read_csv
+from trainguard.validation.formats import lfs_pointer
 from trainguard.validation.history import History
 
 __all__ = ["FORMAT", "metrics_roots", "read_dvclive"]
@@ -105,7 +106,7 @@ def read_dvclive(path: Path, source: str) -> History:
     for file in files:
         name = file.relative_to(root).with_suffix("").as_posix()
         where = f"{source}/{file.relative_to(path).as_posix()}" if root != path else f"{source}/{name}.tsv"
-        if not _has_metric(file):
+        if not _has_metric(file, where):
             skipped.append(name)
             continue
         history = read_csv(functools.partial(file_blocks, file), where, "lightning_csv", file.stat().st_size)
@@ -130,9 +131,25 @@ def read_dvclive(path: Path, source: str) -> History:
     return collector.build(FORMAT, "step", records, notes)
 
 
-def _has_metric(file: Path) -> bool:
+def _has_metric(file: Path, where: str) -> bool:
     """Whether a metric file's header names a column besides step, epoch and timestamp (an empty
-    file names none)."""
+    file names none).
+
+    Raises:
+        HistoryError: a Git LFS pointer, or a header without DVCLive's ``step`` column.
+    """
     with open(file, "rb") as handle:
-        first = handle.readline(1 << 16).decode("utf-8", "replace").strip()
-    return any(c.strip().lower() not in _NOT_METRICS for c in first.split("\t") if c.strip())
+        head = handle.readline(1 << 16)
+    pointer = lfs_pointer(where, head)
+    if pointer is not None:
+        raise pointer
+    cells = [c.strip() for c in head.decode("utf-8", "replace").strip().split("\t") if c.strip()]
+    if not any(c.lower() not in _NOT_METRICS for c in cells):
+        return False
+    if "step" not in (c.lower() for c in cells):
+        shown = ", ".join(echo(c, 40) for c in cells[:_SHOWN_ROOTS])
+        raise HistoryError(
+            f"{where}: no 'step' column (columns: {shown}); DVCLive writes 'step', then the "
+            f"metric, separated by tabs: is this file DVCLive's?"
+        )
+    return True

@@ -314,25 +314,26 @@ def _ordered(steps: np.ndarray, values: np.ndarray, name: str) -> tuple[np.ndarr
     # A bool per point, not a float difference: the common case (in order) stays cheap.
     if steps.size < 2 or bool(np.all(steps[1:] > steps[:-1])):
         return steps, values, ""
+    went_back = bool(np.any(steps[1:] < steps[:-1]))
     order = np.argsort(steps, kind="stable")
     steps, values = steps[order], values[order]
     last = np.ones(steps.size, dtype=bool)
     last[:-1] = steps[1:] != steps[:-1]
     kept = np.flatnonzero(last)
     dropped = np.flatnonzero(~last)
-    note = ""
+    note, changed = "", 0
     if dropped.size:
         # Each dropped point's step keeps the group's last point: the first kept index after it.
         instead = values[kept[np.searchsorted(kept, dropped)]]
         before = values[dropped]
         changed = int(np.count_nonzero((before != instead) & ~(np.isnan(before) & np.isnan(instead))))
-        if changed:
-            note = (
-                f"{name}: {changed} point(s) at a step logged again with another value were "
-                f"replaced by the last one logged at that step (a restarted run re-logging steps, "
-                f"or several values logged at one step)"
-            )
-    else:  # no step twice, yet not increasing: some went back
+    if changed:
+        note = (
+            f"{name}: {changed} point(s) at a step logged again with another value were "
+            f"replaced by the last one logged at that step (a restarted run re-logging steps, "
+            f"or several values logged at one step)"
+        )
+    elif went_back:  # some steps went back (equal repeats aside)
         note = f"{name}: points were out of step order and have been sorted"
     return steps[last], values[last], note
 

@@ -47,6 +47,7 @@ import numpy as np
 
 from trainguard.errors import HistoryError
 from trainguard.validation.collect import MAX_SERIES, Collector, Tail, echo, file_blocks, whole_lines
+from trainguard.validation.formats import LFS_POINTER, lfs_pointer
 from trainguard.validation.hf_reader import NOT_POINTS
 from trainguard.validation.history import History
 
@@ -265,6 +266,10 @@ class _State:
 
 
 def _read_file(path: Path, name: str, where: str, collector: Collector, state: _State) -> None:
+    with open(path, "rb") as handle:
+        pointer = lfs_pointer(where, handle.read(len(LFS_POINTER)))
+    if pointer is not None:
+        raise pointer
     tail = Tail()
     line = 0
     points = 0

@@ -53,7 +53,12 @@ _CONNECT_TIMEOUT_S = 10.0
 _READ_TIMEOUT_S = 60.0
 _SHOWN_NAMES = 3
 MLFLOW = "mlflow"
-_METRICS_DIR = "/plots/metrics/"  # DVCLive's metric files: <run>/plots/metrics/<name>.tsv
+
+
+def _dvclive_metric(name: str) -> bool:
+    """Whether an object is a DVCLive metric file: under <run>/plots/metrics/ (2.x), <run>/scalars/
+    (1.x), or directly in a dvclive/ directory (0.x)."""
+    return "/plots/metrics/" in name or "/scalars/" in name or PurePosixPath(name).parent.name == "dvclive"
 
 
 def endpoint() -> str:
@@ -181,18 +186,23 @@ def local_name(relative: str) -> PurePosixPath | None:
 
 @contextmanager
 def _downloaded(
-    store: BoundedStore, uri: str, objects: list[str], what: str
+    store: BoundedStore, uri: str, objects: list[str], what: str, keep_tail: int = 0
 ) -> Iterator[tuple[Path, list[Path], list[str]]]:
     """Downloads ``objects`` under ``uri`` into a temporary directory kept while the block runs:
-    (its root, the local files, notes on objects refused for their names).
+    (its root, the local files, notes on objects refused for their names). With ``keep_tail``,
+    the root is named as the prefix's last ``keep_tail`` parts (``plots/metrics``), for readers
+    that know a directory by its name.
 
     Raises:
         HistoryError: none could be downloaded safely.
     """
     prefix = uri.rstrip("/") + "/"
     refused: list[str] = []
+    tail = local_name("/".join(PurePosixPath(uri.rstrip("/")).parts[-keep_tail:])) if keep_tail else None
     with tempfile.TemporaryDirectory(prefix="trainguard-dl-") as tmp:
         root = Path(tmp).resolve()
+        if tail is not None:
+            root = root.joinpath(*tail.parts)
         local_files = []
         for obj in objects:
             relative = local_name(obj[len(prefix) :]) if obj.startswith(prefix) else None
@@ -232,7 +242,8 @@ def download_dvclive(store: BoundedStore, uri: str, metric_files: list[str]) -> 
     Raises:
         HistoryError: none could be downloaded safely, or they are not DVCLive's.
     """
-    with _downloaded(store, uri, metric_files, "DVCLive metric file") as (root, _, notes):
+    # The run's own directory names (plots/metrics, scalars, dvclive) tell its metric directory.
+    with _downloaded(store, uri, metric_files, "DVCLive metric file", keep_tail=2) as (root, _, notes):
         history = read_dvclive(root, uri)
     return replace(history, notes=[*notes, *history.notes]) if notes else history
 
@@ -334,7 +345,7 @@ def _load_prefix(store: BoundedStore, uri: str, objects: list[str], fmt: str | N
     )
     if fmt == MLFLOW or (fmt is None and mlflow):  # first: a run's artifacts may hold event files
         return download_mlflow(store, uri, objects)
-    metric_files = [o for o in objects if _METRICS_DIR in o and o.endswith(".tsv")]
+    metric_files = [o for o in objects if o.endswith(".tsv") and _dvclive_metric(o)]
     if fmt == DVCLIVE or (fmt is None and not events and metric_files):
         if not metric_files:
             raise HistoryError(f"{uri}: no DVCLive metrics (plots/metrics/*.tsv) under this prefix")

@@ -1,8 +1,6 @@
-"""Bugs found by review of the CSV layout, DVCLive, MLflow and detection changes (2507c03..7436713).
-
-Each test documents one bug and is marked ``xfail(strict=True)``: it fails today, and starts to
-pass (so the mark must go) once the bug is fixed. The inputs are minimal synthetic reproductions
-written into ``tmp_path``, not stand-ins for real files.
+"""Bugs a review found in the CSV layout, DVCLive, MLflow and detection changes (2507c03..7436713),
+each fixed; these tests pin the fixes. The inputs are minimal synthetic reproductions written into
+``tmp_path``, not stand-ins for real files.
 """
 
 from __future__ import annotations
@@ -18,37 +16,29 @@ from trainguard.validation.csv_layout import Layout, sniff
 from trainguard.validation.csv_reader import _Irregular, read_csv_arrow, read_csv_exact
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="csv_layout._is_title: a one-field line above a line of numbers is taken for a title, "
-    "so the first data row becomes the header (columns named '0', '92')",
-)
+# A one-field line above a row of numbers was taken for a title; the first data row became the
+# header (columns named '0', '92').
 def test_a_one_column_history_with_a_decimal_comma_is_not_read_as_a_title_and_numeric_header(
     tmp_path,
 ) -> None:
     # A one-column loss export in a German locale: 'loss' then 0,92 0,71 ...
     path = tmp_path / "loss.csv"
     path.write_text("loss\n" + "".join(f"0,{v}\n" for v in (92, 71, 64, 58, 55, 52, 50, 49, 48)))
-    assert sniff(path.read_text().splitlines()[:3]).title is None
-    outcome = run_cli("validate", "--format", "keras_csv", path)
-    assert outcome.exit_code == 2
-    assert "0, 92" not in outcome.output  # today: "The history has: 0, 92"
+    with pytest.raises(HistoryError, match="decimal comma"):
+        sniff(path.read_text().splitlines()[:3])
+    for args in ((), ("--format", "keras_csv")):
+        outcome = run_cli("validate", *args, path)
+        assert outcome.exit_code == 2 and "'0,92' is a number with a decimal comma" in outcome.stderr
+        assert "0, 92" not in outcome.output  # was: "The history has: 0, 92"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a title line above a header-less CSV: the first row of numbers is taken as the header",
-)
+# A title above a header-less CSV made its first row of numbers the header.
 def test_a_first_row_of_numbers_is_never_a_header() -> None:
     layout = sniff(["training history", "0,1.000,1.200", "1,0.500,0.600"])
     assert layout.title is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pyarrow path keeps a data row equal to a numeric header that the csv path skips as a "
-    "repeated header (reachable through the title misfire above)",
-)
+# The pyarrow path kept a data row equal to a numeric header that the csv path skipped.
 def test_arrow_and_csv_paths_agree_on_a_row_that_repeats_a_numeric_header() -> None:
     data = b"val_loss\n0,5\n0,5\n"
     try:
@@ -62,11 +52,7 @@ def test_arrow_and_csv_paths_agree_on_a_row_that_repeats_a_numeric_header() -> N
     assert sorted(arrow.series) == sorted(exact.series)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="redaction.bound(text, limit<=40) keeps the whole text (text[-0:]), so echo(x, 40) in "
-    "the new layout note is unbounded: a 120 KB column name makes a 120 KB report line",
-)
+# bound(text, limit <= 40) kept the whole text, so the extra-cell note was unbounded.
 def test_the_extra_cell_note_is_bounded(tmp_path) -> None:
     assert sum(map(len, Layout(extra=2, extra_after="v" * 100_000).notes())) < 1000
     name = "val_loss_" + "y" * 100_000
@@ -77,12 +63,7 @@ def test_the_extra_cell_note_is_bounded(tmp_path) -> None:
     assert len(outcome.output) < 20_000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="remote DVCLive: a gs:// prefix that is the run's plots/metrics directory is downloaded "
-    "flat and read_dvclive finds no run in it ('no DVCLive metrics ... here'); the same local "
-    "directory reads",
-)
+# A gs:// prefix that is a run's plots/metrics was downloaded flat and found no run in it.
 def test_a_gs_dvclive_metrics_directory_reads_as_the_local_one(tmp_path, monkeypatch) -> None:
     root = tmp_path / "gcs"
     metrics = root / "bucket" / "exp" / "dvclive" / "plots" / "metrics"
@@ -99,11 +80,7 @@ def test_a_gs_dvclive_metrics_directory_reads_as_the_local_one(tmp_path, monkeyp
     assert sorted(load_history("gs://bucket/exp/dvclive/plots/metrics").series) == ["eval/loss", "train/loss"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a Git LFS pointer in a DVCLive run is reported as a CSV without 'step' that "
-    '"Lightning\'s CSVLogger writes", not as an LFS pointer (git lfs pull)',
-)
+# A Git LFS pointer in a DVCLive run was reported as a CSV without 'step' that Lightning writes.
 def test_an_lfs_pointer_in_a_dvclive_run_is_named_as_one(tmp_path) -> None:
     path = tmp_path / "dvclive" / "plots" / "metrics" / "loss.tsv"
     path.parent.mkdir(parents=True)
@@ -117,10 +94,7 @@ def test_an_lfs_pointer_in_a_dvclive_run_is_named_as_one(tmp_path) -> None:
     assert "LFS" in str(caught.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="history._ordered: one repeat with the same value hides the 'out of step order' note",
-)
+# One repeat with the same value hid the 'out of step order' note.
 def test_out_of_order_points_are_noted_even_with_an_equal_repeat() -> None:
     data = b"step,loss\n5,0.9\n0,1.0\n1,0.8\n1,0.8\n2,0.7\n"
     history = read_csv_exact(iter([data]), "f", "lightning_csv")

@@ -99,3 +99,19 @@ def test_out_of_order_points_are_noted_even_with_an_equal_repeat() -> None:
     data = b"step,loss\n5,0.9\n0,1.0\n1,0.8\n1,0.8\n2,0.7\n"
     history = read_csv_exact(iter([data]), "f", "lightning_csv")
     assert any("order" in note for note in history.notes), history.notes
+
+
+# The extra empty cell was the first row's last empty one, which a sparse row gets wrong.
+def test_the_extra_cell_is_the_one_empty_in_both_first_rows() -> None:
+    data = b"epoch,loss,val_loss,lr\n0,0.5,,,0.1\n1,0.4,,0.5,0.1\n2,0.3,,0.45,0.1\n"
+    history = read_csv_exact(iter([data]), "f", "keras_csv")
+    assert history.series["val_loss"].values.tolist() == [0.5, 0.45]
+    assert history.series["lr"].values.tolist() == [0.1, 0.1, 0.1]
+
+
+# A last line wider than the header was called truncated.
+def test_a_wider_last_line_is_not_called_truncated() -> None:
+    data = b"epoch,loss\n0,0.5\n1,0.4\n2,0.3,9"
+    for read in (read_csv_exact, read_csv_arrow):
+        history = read(iter([data]), "f", "keras_csv")
+        assert "skipped the last line (line 4: 3 cells where the header has 2)" in history.notes

@@ -1,9 +1,9 @@
 """``validate`` on the histories that real runs wrote (issue 29), read with no flags.
 
-The corpus (tests/fixtures/real_histories, README.md there) holds Lightning, Keras, Hugging Face
-and Ultralytics logs and MLflow runs (a run's directory) copied from public repositories, each
-labelled from its numbers, split by repository into ``dev`` (the rules were tuned on it) and
-``test`` (only measured). ``pytest -s`` prints the figures per part and per writer. The known
+The corpus (tests/fixtures/real_histories, README.md there) holds Lightning, Keras, Flair, Hugging
+Face and Ultralytics logs and DVCLive and MLflow runs (a run's directory) copied from public
+repositories, each labelled from its numbers, split by repository into ``dev`` (the rules were
+tuned on it) and ``test`` (only measured). ``pytest -s`` prints the figures per part and per writer. The known
 misses are listed with the reason each is not fixed; anything else the verdict gets wrong fails
 the test, and so does any internal error.
 """

@@ -395,13 +395,17 @@ def train(
 @app.command()
 def validate(
     history: Annotated[
-        str, typer.Argument(help="history: JSONL, Keras/Lightning CSV, TensorBoard dir; local or gs://")
+        str,
+        typer.Argument(
+            help="history: JSONL, Keras/Lightning CSV, TensorBoard, a DVCLive or MLflow run's dir; local or gs://"
+        ),
     ],
     format: Annotated[
         str,
         typer.Option(
             help=(
-                "jsonl, keras_csv, lightning_csv, tensorboard, hf_trainer_state, mlflow "
+                # validation.formats.FORMATS, written out: importing it would load numpy at start-up
+                "jsonl, keras_csv, lightning_csv, tensorboard, hf_trainer_state, dvclive, mlflow "
                 "(default: from the file)"
             )
         ),

@@ -119,3 +119,11 @@ def test_real_runs_of_every_layout_are_read_as_a_user_reads_them(
     t, v = select_series(history)
     assert (t.name, t.split, v.name, v.split) == (train, "train", val, "val")
     assert v.values.size == points and "timestamp" not in " ".join(history.series)
+
+
+def test_validate_s_help_names_every_format() -> None:
+    from trainguard.validation.formats import FORMATS
+
+    outcome = run_cli("validate", "--help")
+    text = " ".join(outcome.stdout.split())
+    assert all(fmt in text for fmt in FORMATS), (FORMATS, text[:2000])

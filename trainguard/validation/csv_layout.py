@@ -115,14 +115,14 @@ def sniff(lines: Sequence[str], source: str = "history") -> Layout:
     """The layout of a CSV from its first lines (up to three, line ends allowed).
 
     Raises:
-        HistoryError: numbers with a decimal comma in a ``;`` or tab-separated file.
+        HistoryError: numbers with a decimal comma (a ``;`` or tab-separated file, or one column).
     """
     first = [line.rstrip("\r\n") for line in lines[:3]]
     title: str | None = None
     if len(first) >= 2 and _is_title(first[0], first[1]):
         title, first = first[0], first[1:]
     header, row = first[0] if first else "", first[1] if len(first) > 1 else None
-    separator, extra = ",", None
+    separator, extra, used = ",", None, 3 if title is not None else 2
     for candidate in SEPARATORS:
         width = len(_cells(header, candidate))
         if width >= 2 and (row is None or not row.strip() or len(_cells(row, candidate)) == width):
@@ -136,6 +136,7 @@ def sniff(lines: Sequence[str], source: str = "history") -> Layout:
             cells = _cells(row or "", candidate)
             empty = [i for i, c in enumerate(cells) if not c.strip()]
             if len(first) > 2:  # a second row one cell wider too: the extra cell is empty in both
+                used = 3
                 other = _cells(first[2], candidate)
                 if len(other) == width + 1:
                     empty = [i for i in empty if not other[i].strip()]
@@ -144,7 +145,7 @@ def sniff(lines: Sequence[str], source: str = "history") -> Layout:
                 break
     names = _cells(header, separator)
     after = names[extra - 1].strip() if extra is not None and 0 < extra <= len(names) else ""
-    layout = Layout(separator, title, 3 if title is not None else 2, extra, after)
+    layout = Layout(separator, title, used, extra, after)
     if len(names) == 1 and row is not None and _DECIMAL_COMMA.fullmatch(row.strip()):
         # One column, its numbers written 0,92: a ',' here is a decimal comma, not a separator.
         raise _decimal_comma(source, layout, row.strip())

@@ -570,8 +570,10 @@ def test_gs_tensorboard_directory(bucket) -> None:
     assert verdict.failure_class == "divergence"
 
 
-def test_gs_dvclive_run(bucket) -> None:
-    metrics = bucket / "exp" / "dvclive" / "plots" / "metrics"
+def _dvclive_overfit(project: Path) -> Path:
+    """A DVCLive run under ``project`` whose eval/loss rises while train/loss falls; its metric
+    directory."""
+    metrics = project / "dvclive" / "plots" / "metrics"
     (metrics / "train").mkdir(parents=True)
     (metrics / "eval").mkdir()
     (metrics / "train" / "loss.tsv").write_text(
@@ -580,6 +582,11 @@ def test_gs_dvclive_run(bucket) -> None:
     (metrics / "eval" / "loss.tsv").write_text(
         "step\tloss\n" + "".join(f"{i}\t{0.2 + i / 10}\n" for i in range(12))
     )
+    return metrics
+
+
+def test_gs_dvclive_run(bucket) -> None:
+    _dvclive_overfit(bucket / "exp")
     verdict = validate("gs://bucket/exp")
     assert verdict.series["format"] == "dvclive" and verdict.series["val"]["name"] == "eval/loss"
     assert verdict.failure_class == "overfit"
@@ -587,6 +594,13 @@ def test_gs_dvclive_run(bucket) -> None:
         load_history("gs://bucket/exp/dvclive/plots/metrics/train/loss.tsv", "dvclive")
     with pytest.raises(HistoryError, match="no DVCLive metrics"):
         load_history("gs://bucket/exp/dvclive/plots/metrics/train", "dvclive")
+
+
+def test_a_gs_dvclive_metrics_directory_reads_as_the_local_one(bucket) -> None:
+    # Found in review: a prefix that is a run's plots/metrics was downloaded flat and found no run.
+    metrics = _dvclive_overfit(bucket / "exp")
+    assert sorted(load_history(metrics).series) == ["eval/loss", "train/loss"]
+    assert sorted(load_history("gs://bucket/exp/dvclive/plots/metrics").series) == ["eval/loss", "train/loss"]
 
 
 def test_gs_mlflow_run(bucket) -> None:

@@ -8,9 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fuzz.contract import run_cli
-from tests.unit.validation.test_readers import _BucketStore
 from trainguard.errors import HistoryError
-from trainguard.runtime import storage
 from trainguard.validation import load_history
 from trainguard.validation.csv_layout import Layout, sniff
 from trainguard.validation.csv_reader import _Irregular, read_csv_arrow, read_csv_exact
@@ -61,23 +59,6 @@ def test_the_extra_cell_note_is_bounded(tmp_path) -> None:
     path.write_text(f"epoch,loss,{name}\n{rows}")
     outcome = run_cli("validate", "--format", "keras_csv", "--train-metric", "loss", path)
     assert len(outcome.output) < 20_000
-
-
-# A gs:// prefix that is a run's plots/metrics was downloaded flat and found no run in it.
-def test_a_gs_dvclive_metrics_directory_reads_as_the_local_one(tmp_path, monkeypatch) -> None:
-    root = tmp_path / "gcs"
-    metrics = root / "bucket" / "exp" / "dvclive" / "plots" / "metrics"
-    (metrics / "train").mkdir(parents=True)
-    (metrics / "eval").mkdir()
-    (metrics / "train" / "loss.tsv").write_text(
-        "step\tloss\n" + "".join(f"{i}\t{1 / (i + 1)}\n" for i in range(12))
-    )
-    (metrics / "eval" / "loss.tsv").write_text(
-        "step\tloss\n" + "".join(f"{i}\t{0.2 + i / 10}\n" for i in range(12))
-    )
-    monkeypatch.setattr(storage, "store_for", lambda uri: _BucketStore(root))
-    assert sorted(load_history(metrics).series) == ["eval/loss", "train/loss"]
-    assert sorted(load_history("gs://bucket/exp/dvclive/plots/metrics").series) == ["eval/loss", "train/loss"]
 
 
 # A Git LFS pointer in a DVCLive run was reported as a CSV without 'step' that Lightning writes.

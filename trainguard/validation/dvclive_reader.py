@@ -23,7 +23,7 @@ from pathlib import Path
 from trainguard.errors import HistoryError
 from trainguard.validation.collect import MAX_SERIES, Collector, echo, file_blocks
 from trainguard.validation.csv_reader import read_csv
-from trainguard.validation.formats import lfs_pointer
+from trainguard.validation.formats import refuse_lfs_pointer
 from trainguard.validation.history import History
 
 __all__ = ["FORMAT", "metrics_roots", "read_dvclive"]
@@ -140,9 +140,7 @@ def _has_metric(file: Path, where: str) -> bool:
     """
     with open(file, "rb") as handle:
         head = handle.readline(1 << 16)
-    pointer = lfs_pointer(where, head)
-    if pointer is not None:
-        raise pointer
+    refuse_lfs_pointer(where, head)
     cells = [c.strip() for c in head.decode("utf-8", "replace").strip().split("\t") if c.strip()]
     if not any(c.lower() not in _NOT_METRICS for c in cells):
         return False

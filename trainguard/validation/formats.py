@@ -16,7 +16,7 @@ __all__ = [
     "HF_STATE_NAME",
     "detect_format",
     "is_event_file",
-    "lfs_pointer",
+    "refuse_lfs_pointer",
     "is_json_document",
     "not_jsonl",
 ]
@@ -48,14 +48,17 @@ def is_event_file(name: str) -> bool:
     return EVENTS_MARK in name.rstrip("/").rsplit("/", 1)[-1]
 
 
-def lfs_pointer(name: str, head: bytes) -> HistoryError | None:
-    """The error for a Git LFS pointer given in place of a history, or None."""
-    if not head.startswith(LFS_POINTER):
-        return None
-    return HistoryError(
-        f"{name}: a Git LFS pointer, not the file itself (its repository keeps the data in LFS); "
-        f"fetch it with `git lfs pull` (or download the file) and give that"
-    )
+def refuse_lfs_pointer(name: str, head: bytes) -> None:
+    """Refuses a Git LFS pointer given in place of a history (``head``: the file's first bytes).
+
+    Raises:
+        HistoryError: ``head`` is a pointer's.
+    """
+    if head.startswith(LFS_POINTER):
+        raise HistoryError(
+            f"{name}: a Git LFS pointer, not the file itself (its repository keeps the data in LFS); "
+            f"fetch it with `git lfs pull` (or download the file) and give that"
+        )
 
 
 def detect_format(name: str, head: bytes) -> str:
@@ -64,9 +67,7 @@ def detect_format(name: str, head: bytes) -> str:
     Raises:
         HistoryError: an empty file, a Git LFS pointer, or one that is none of the formats.
     """
-    pointer = lfs_pointer(name, head)
-    if pointer is not None:
-        raise pointer
+    refuse_lfs_pointer(name, head)
     if is_event_file(name):
         return "tensorboard"
     text = head.removeprefix(b"\xef\xbb\xbf").lstrip()

@@ -47,11 +47,12 @@ import numpy as np
 
 from trainguard.errors import HistoryError
 from trainguard.validation.collect import MAX_SERIES, Collector, Tail, echo, file_blocks, whole_lines
-from trainguard.validation.formats import LFS_POINTER, lfs_pointer
+from trainguard.validation.formats import LFS_POINTER, refuse_lfs_pointer
 from trainguard.validation.hf_reader import NOT_POINTS
 from trainguard.validation.history import History
 
 __all__ = [
+    "FORMAT",
     "read_mlflow_run",
     "locate_run",
     "is_run_dir",
@@ -61,6 +62,7 @@ __all__ = [
     "META_FILE",
 ]
 
+FORMAT = "mlflow"
 METRICS_DIR = "metrics"
 META_FILE = "meta.yaml"
 MAX_RUN_BYTES = 512 << 20  # ~15 million logged values: more than one run's history
@@ -230,7 +232,7 @@ def read_mlflow_run(run: Path, source: str, metrics: Path | None = None) -> Hist
             f"{source}: an MLflow run whose only metric files are {shown} (counters, timings, "
             f"settings: not metrics): nothing to judge"
         )
-    return collector.build("mlflow", "step", state.records, state.notes())
+    return collector.build(FORMAT, "step", state.records, state.notes())
 
 
 @dataclass
@@ -267,9 +269,7 @@ class _State:
 
 def _read_file(path: Path, name: str, where: str, collector: Collector, state: _State) -> None:
     with open(path, "rb") as handle:
-        pointer = lfs_pointer(where, handle.read(len(LFS_POINTER)))
-    if pointer is not None:
-        raise pointer
+        refuse_lfs_pointer(where, handle.read(len(LFS_POINTER)))
     tail = Tail()
     line = 0
     points = 0

@@ -42,12 +42,13 @@ from trainguard.validation.formats import (
     HF_STATE_NAME,
     detect_format,
     is_json_document,
-    lfs_pointer,
     not_jsonl,
+    refuse_lfs_pointer,
 )
 from trainguard.validation.hf_reader import MAX_STATE_BYTES, read_trainer_state
 from trainguard.validation.history import History
 from trainguard.validation.jsonl_reader import read_jsonl
+from trainguard.validation.mlflow_reader import FORMAT as MLFLOW
 from trainguard.validation.mlflow_reader import locate_run, read_mlflow_run, several_runs
 from trainguard.validation.remote_reader import describe, load_remote
 from trainguard.validation.tensorboard_reader import read_tensorboard
@@ -132,11 +133,9 @@ def _load_local(path: Path, source: str, fmt: str | None) -> History:
         )
     with open(path, "rb") as handle:
         head = handle.read(4096)
-    pointer = lfs_pointer(source, head)
-    if pointer is not None:
-        raise pointer
+    refuse_lfs_pointer(source, head)
     fmt = fmt or detect_format(source, head)
-    if fmt == "mlflow":
+    if fmt == MLFLOW:
         raise HistoryError(
             f"{source}: a file; an MLflow history is a run's directory (mlruns/<experiment id>/"
             f"<run id>, holding metrics/ and meta.yaml): give that directory"
@@ -155,13 +154,13 @@ def _load_local(path: Path, source: str, fmt: str | None) -> History:
 
 
 def _load_directory(path: Path, source: str, fmt: str | None) -> History:
-    if fmt in (None, "mlflow"):  # first: a run's artifacts may hold event files of its own
+    if fmt in (None, MLFLOW):  # first: a run's artifacts may hold event files of its own
         located = locate_run(path)
         if located is not None:
             if located.run is None:
                 raise several_runs(source, located)
             return read_mlflow_run(located.run, source)
-        if fmt == "mlflow":  # a directory of metric files without its run around it
+        if fmt == MLFLOW:  # a directory of metric files without its run around it
             return read_mlflow_run(path, source, metrics=path)
     events = sorted(p for p in path.rglob(f"*{EVENTS_MARK}*") if p.is_file())
     if fmt in (None, "tensorboard") and events:

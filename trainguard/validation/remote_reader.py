@@ -35,12 +35,13 @@ from trainguard.validation.formats import (
     detect_format,
     is_event_file,
     is_json_document,
-    lfs_pointer,
     not_jsonl,
+    refuse_lfs_pointer,
 )
 from trainguard.validation.hf_reader import MAX_STATE_BYTES, read_trainer_state
 from trainguard.validation.history import History
 from trainguard.validation.jsonl_reader import read_jsonl
+from trainguard.validation.mlflow_reader import FORMAT as MLFLOW
 from trainguard.validation.mlflow_reader import META_FILE as MLFLOW_META
 from trainguard.validation.mlflow_reader import METRICS_DIR as MLFLOW_METRICS
 from trainguard.validation.mlflow_reader import locate_run, read_mlflow_run, several_runs
@@ -52,7 +53,6 @@ _T = TypeVar("_T")
 _CONNECT_TIMEOUT_S = 10.0
 _READ_TIMEOUT_S = 60.0
 _SHOWN_NAMES = 3
-MLFLOW = "mlflow"
 
 
 def _dvclive_metric(name: str) -> bool:
@@ -287,9 +287,7 @@ def _load_object(store: BoundedStore, uri: str, fmt: str | None) -> History:
         )
     total, blocks = store.stream(uri)
     first = next(blocks, b"")
-    pointer = lfs_pointer(uri, first[:4096])
-    if pointer is not None:
-        raise pointer
+    refuse_lfs_pointer(uri, first[:4096])
     fmt = fmt or detect_format(uri, first[:4096])
     if fmt == "hf_trainer_state":
         data = bytearray()

@@ -16,7 +16,7 @@ import numpy as np
 from trainguard.errors import HistoryError
 from trainguard.redaction import bound, redact
 from trainguard.validation.collect import Collector
-from trainguard.validation.formats import LFS_POINTER, lfs_pointer
+from trainguard.validation.formats import LFS_POINTER, refuse_lfs_pointer
 from trainguard.validation.history import History
 
 __all__ = ["read_tensorboard", "EVENTS_MARK"]
@@ -41,10 +41,8 @@ def read_tensorboard(files: list[Path], root: Path, source: str, notes: list[str
     collector = Collector(source)
     events = 0
     for path in files:
-        with open(path, "rb") as handle:
-            pointer = lfs_pointer(f"{source}: {path.name}", handle.read(len(LFS_POINTER)))
-        if pointer is not None:
-            raise pointer  # Hugging Face Hub copies of runs/ keep their event files in LFS
+        with open(path, "rb") as handle:  # Hugging Face Hub copies of runs/ keep event files in LFS
+            refuse_lfs_pointer(f"{source}: {path.name}", handle.read(len(LFS_POINTER)))
         run = path.parent.relative_to(root).as_posix() if path.parent != root else ""
         run = "" if run == "." else run
         points: dict[str, tuple[list[float], list[float]]] = {}
